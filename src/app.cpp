@@ -1,0 +1,140 @@
+// Orchestration: request -> policy -> runner -> report -> exec. Every path
+// that cannot enforce a confined mode ends here with an error and no exec.
+#include "app.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+#include "cli.hpp"
+#include "launch.hpp"
+#include "linux/landlock_runner.hpp"
+#include "policy.hpp"
+#include "report.hpp"
+#include "runner.hpp"
+
+extern char** environ;
+
+namespace dsh {
+
+namespace {
+
+void print_error(const Outcome& o) {
+    std::string line = "dsh-confine: " + o.message + "\n";
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+}
+
+// Reports a failure: stderr, then the report's error record. Returns the exit status.
+int failed(const Report& report, const Outcome& o) {
+    print_error(o);
+    (void)report.write(error_record(o));
+    return o.exit_status();
+}
+
+std::string current_dir() {
+    char buf[4096];
+    if (::getcwd(buf, sizeof buf) != nullptr) return buf;
+    return "/";
+}
+
+Outcome resolve_policy(const Request& req, Policy& policy) {
+    PolicyInput in;
+    in.cwd = current_dir();
+    if (req.mode) {
+        auto m = parse_mode(*req.mode);
+        if (!m)
+            return failf(Err::Usage, "unknown mode \"{}\" (read-only, workspace-write or danger-full-access)",
+                         *req.mode);
+        in.mode = *m;
+        in.mode_source = "flag";
+    }
+    if (req.root) {
+        in.root = *req.root;
+        in.root_source = "flag";
+    }
+    in.writable = req.writable;
+    if (const char* t = std::getenv("TMPDIR")) in.tmpdir = t;
+    in.keep_fds = req.keep_fds;
+    return build_policy(in, policy);
+}
+
+// A confined mode that cannot be enforced: the seed's text, with the runner's
+// own failure appended when it was found while setting up.
+Outcome unavailable(const Policy& p, const Outcome& cause, bool at_run_time) {
+    std::string text = sandbox_unavailable_text(to_string(p.mode));
+    if (at_run_time) text += " Runner failure: " + cause.message;
+    return fail(Err::SandboxUnavailable, std::move(text));
+}
+
+int run_command(const Request& req, const Report& report) {
+    Confinement c;
+    if (auto o = resolve_policy(req, c.policy); !o) return failed(report, o);
+    const Policy& policy = c.policy;
+    for (int fd : policy.keep_fds)
+        if (fd <= 2) return failed(report, failf(Err::Usage, "--keep-fd {}: stdio is always passed through", fd));
+    if (auto o = resolve_command(req.argv.front(), std::getenv("PATH"), c.command_path); !o)
+        return failed(report, o);
+    c.argv = req.argv;
+
+    if (policy.mode == Mode::DangerFullAccess) {
+        c.runner = RunnerKind::None;
+        Launch l{std::move(c), std::nullopt, {}, req.argv};
+        l.exec_path = l.c.command_path;
+        return failed(report, enter_and_exec(l, report, true, environ));
+    }
+
+    RunnerKind runner = RunnerKind::Auto;
+    if (req.runner) {
+        auto r = parse_runner(*req.runner);
+        if (!r) return failed(report, failf(Err::Usage, "unknown runner \"{}\"", *req.runner));
+        runner = *r;
+    }
+    if (runner != RunnerKind::Auto && runner != RunnerKind::Landlock)
+        return failed(report, unavailable(policy, failf(Err::SandboxUnavailable, "runner {} is not available",
+                                                        to_string(runner)), false));
+
+    Launch l{std::move(c), std::nullopt, {}, {}};
+    landlock::Plan plan;
+    if (auto o = landlock::prepare(l.c.policy, l.c, plan); !o) {
+        l.c.skipped.push_back({"landlock", o.message});
+        return failed(report, unavailable(l.c.policy, o, false));
+    }
+    l.landlock = std::move(plan);
+    l.exec_path = l.c.command_path;
+    l.exec_argv = req.argv;
+    return failed(report, enter_and_exec(l, report, true, environ));
+}
+
+}  // namespace
+
+int run(int argc, const char* const* argv) {
+    Request req;
+    if (auto o = parse_cli(argc, argv, req); !o) {
+        print_error(o);
+        return o.exit_status();
+    }
+    switch (req.action) {
+        case Action::Help:
+        case Action::Version:
+            std::fputs(req.text.c_str(), stdout);
+            return 0;
+        case Action::Run: break;
+        case Action::Probe:
+        case Action::Explain:
+        case Action::Check:
+        case Action::SessionSetMode:
+        case Action::SelfTest: {
+            Outcome o = fail(Err::Usage, "this subcommand is not built yet");
+            print_error(o);
+            return o.exit_status();
+        }
+    }
+    Report report;
+    if (auto o = report.open(req.report_fd); !o) {
+        print_error(o);
+        return o.exit_status();
+    }
+    return run_command(req, report);
+}
+
+}  // namespace dsh

@@ -1,0 +1,54 @@
+// The command line -> Request: plain values, no side effects.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace dsh {
+
+enum class Action { Run, Probe, Explain, Check, SessionSetMode, SelfTest, Help, Version };
+
+struct Request {
+    Action action = Action::Run;
+    // Policy inputs (all optional: resolution fills the rest).
+    std::optional<std::string> mode;
+    std::optional<std::string> root;
+    std::optional<std::string> runner;
+    std::vector<std::string> writable;
+    std::vector<int> keep_fds;
+    int report_fd = -1;
+    std::optional<int> probe_timeout_ms;
+    std::optional<std::string> config;
+    std::optional<std::string> session;
+    // Escalation.
+    std::optional<std::string> escalate;
+    std::optional<std::string> justification;
+    std::optional<std::string> approver;
+    // Execution.
+    bool supervise = false;
+    bool markers = false;
+    bool dry_run = false;
+    // Environment.
+    bool clearenv = false;
+    std::vector<std::pair<std::string, std::string>> setenv;
+    std::vector<std::string> unsetenv;
+    bool scrub_secrets = false;
+    // Subcommands.
+    bool json = false;                    // probe, check, self-test
+    bool context = false;                 // explain --context
+    std::optional<std::string> platform;  // explain --platform
+    std::optional<std::string> check_write;  // check --write
+    std::string session_file, session_mode;  // session set-mode FILE MODE
+    // The command after "--".
+    std::vector<std::string> argv;
+    std::string text;  // --help / --version output
+};
+
+// Parses argv. A usage error is Err::Usage with a one-line message.
+Outcome parse_cli(int argc, const char* const* argv, Request& out);
+
+}  // namespace dsh

@@ -1,0 +1,37 @@
+#include "errors.hpp"
+
+namespace dsh {
+
+ErrInfo info(Err e) noexcept {
+    switch (e) {
+        case Err::Usage: return {"USAGE", 125};
+        case Err::InvalidRoot: return {"INVALID_WORKSPACE_ROOT", 125};
+        case Err::InvalidPath: return {"INVALID_WRITABLE_PATH", 125};
+        case Err::ReportFd: return {"REPORT_FD_INVALID", 125};
+        case Err::ReportWrite: return {"REPORT_WRITE_FAILED", 125};
+        case Err::SandboxUnavailable: return {"SANDBOX_UNAVAILABLE", 125};
+        case Err::CommandNotFound: return {"COMMAND_NOT_FOUND", 127};
+        case Err::CommandNotExecutable: return {"COMMAND_NOT_EXECUTABLE", 126};
+        case Err::ConfigInvalid: return {"CONFIG_INVALID", 125};
+        case Err::SessionInvalid: return {"SESSION_INVALID", 125};
+        case Err::EscalationInvalid: return {"ESCALATION_INVALID", 125};
+        case Err::EscalationNotWider: return {"ESCALATION_NOT_WIDER", 125};
+        case Err::EscalationNoApprover: return {"ESCALATION_NO_APPROVER", 125};
+        case Err::EscalationRejected: return {"ESCALATION_REJECTED", 125};
+        case Err::EscalationCancelled: return {"ESCALATION_CANCELLED", 125};
+        case Err::EscalationUnavailable: return {"ESCALATION_UNAVAILABLE", 125};
+        case Err::Internal: return {"INTERNAL_ERROR", 125};
+    }
+    return {"INTERNAL_ERROR", 125};  // unreachable: every enumerator is listed above
+}
+
+std::string sandbox_unavailable_text(std::string_view mode) {
+    return fmt::format(
+        "sandbox mode \"{}\" is requested but no sandbox backend is usable on this host; "
+        "refusing to run the command unconfined. Install bubblewrap or run a Landlock-enforcing "
+        "kernel (Linux), ensure sandbox-exec is usable (macOS), or ensure the ACL restricted-token "
+        "runner can start (Windows) \u2014 otherwise switch the consumer to danger-full-access.",
+        mode);
+}
+
+}  // namespace dsh

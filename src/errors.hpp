@@ -1,0 +1,64 @@
+// One enum, one table: every failure dsh-confine itself can report, with its
+// stable code, its exit status and its exact text. Switches over Err have no
+// default, so adding a case makes the compiler point at every place to update.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace dsh {
+
+enum class Err {
+    Usage,                  // bad command line
+    InvalidRoot,            // workspace root missing / not a directory / unopenable
+    InvalidPath,            // a --writable path that cannot be used
+    ReportFd,               // --report-fd names an fd that is not open for writing
+    ReportWrite,            // the report could not be written: nothing runs
+    SandboxUnavailable,     // fail closed: the seed's exact text
+    CommandNotFound,        // 127
+    CommandNotExecutable,   // 126
+    ConfigInvalid,          // config file: unknown key, wrong type, bad value
+    SessionInvalid,         // session log: malformed line, unknown mode
+    EscalationInvalid,      // pairing / blank justification (seed texts)
+    EscalationNotWider,
+    EscalationNoApprover,
+    EscalationRejected,
+    EscalationCancelled,
+    EscalationUnavailable,
+    Internal,               // a system call that should not fail did
+};
+
+struct ErrInfo {
+    std::string_view code;   // stable, SCREAMING_SNAKE, used in the report
+    int exit_status;         // 125 for our own failures, 126/127 for the command
+};
+
+ErrInfo info(Err e) noexcept;
+
+// The seed's fail-closed text; mode is the requested mode's name.
+std::string sandbox_unavailable_text(std::string_view mode);
+
+// Outcome = status + reason. The first cause wins: callers return the first
+// failing Outcome unchanged.
+struct Outcome {
+    bool ok = true;
+    Err err = Err::Internal;
+    std::string message;
+
+    static Outcome success() { return {}; }
+    explicit operator bool() const noexcept { return ok; }
+    int exit_status() const noexcept { return ok ? 0 : info(err).exit_status; }
+    std::string_view code() const noexcept { return info(err).code; }
+};
+
+inline Outcome fail(Err e, std::string message) { return Outcome{false, e, std::move(message)}; }
+
+template <typename... Args>
+Outcome failf(Err e, fmt::format_string<Args...> f, Args&&... args) {
+    return fail(e, fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace dsh

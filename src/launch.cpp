@@ -1,0 +1,82 @@
+#include "launch.hpp"
+
+#include "linux/landlock_runner.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace dsh {
+
+static Outcome check_candidate(const std::string& path, bool& found) {
+    struct stat st {};
+    found = false;
+    if (::stat(path.c_str(), &st) != 0) return failf(Err::CommandNotFound, "{}: command not found", path);
+    found = true;
+    if (S_ISDIR(st.st_mode)) return failf(Err::CommandNotExecutable, "{}: is a directory", path);
+    if (::access(path.c_str(), X_OK) != 0 || !S_ISREG(st.st_mode))
+        return failf(Err::CommandNotExecutable, "{}: permission denied", path);
+    return Outcome::success();
+}
+
+Outcome resolve_command(const std::string& name, const char* path_env, std::string& resolved) {
+    if (name.empty()) return fail(Err::CommandNotFound, "the command name is empty");
+    bool found = false;
+    if (name.find('/') != std::string::npos) {
+        resolved = name;
+        return check_candidate(name, found);
+    }
+    const std::string path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+    Outcome first_unusable = Outcome::success();
+    size_t i = 0;
+    while (i <= path.size()) {
+        size_t j = path.find(':', i);
+        if (j == std::string::npos) j = path.size();
+        std::string dir = path.substr(i, j - i);
+        std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + name;
+        Outcome o = check_candidate(cand, found);
+        if (o) {
+            resolved = cand;
+            return o;
+        }
+        if (found && first_unusable) first_unusable = fail(Err::CommandNotExecutable, name + ": permission denied");
+        i = j + 1;
+    }
+    if (!first_unusable) return first_unusable;
+    return failf(Err::CommandNotFound, "{}: command not found", name);
+}
+
+Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv, char* const* envp) {
+    std::vector<char*> args;
+    args.reserve(argv.size() + 2);
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execve(resolved.c_str(), args.data(), envp);
+    int e = errno;
+    if (e == ENOEXEC) {
+        std::vector<char*> sh;
+        sh.push_back(const_cast<char*>("sh"));
+        sh.push_back(const_cast<char*>(resolved.c_str()));
+        for (size_t k = 1; k < argv.size(); ++k) sh.push_back(const_cast<char*>(argv[k].c_str()));
+        sh.push_back(nullptr);
+        ::execve("/bin/sh", sh.data(), envp);
+        e = errno;
+    }
+    if (e == ENOENT) return failf(Err::CommandNotFound, "{}: {}", resolved, std::strerror(e));
+    return failf(Err::CommandNotExecutable, "{}: cannot execute: {}", resolved, std::strerror(e));
+}
+
+Outcome enter_and_exec(Launch& l, const Report& report, bool write_record, char* const* envp) {
+    if (l.landlock) {
+        if (auto o = landlock::enter(*l.landlock, l.c.policy, report.fd(), l.c.not_granted); !o) {
+            std::string text = sandbox_unavailable_text(to_string(l.c.policy.mode));
+            return fail(Err::SandboxUnavailable, text + " Runner failure: " + o.message);
+        }
+    }
+    if (write_record)
+        if (auto o = report.write(confinement_record(l.c)); !o) return o;
+    return exec_command(l.exec_path, l.exec_argv, envp);
+}
+
+}  // namespace dsh

@@ -1,0 +1,42 @@
+// COMMAND resolution and the final exec. Resolution happens before any
+// confinement so that 126 and 127 mean the same under every runner; it only
+// looks (stat/access) and runs nothing.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "linux/landlock.hpp"
+#include "report.hpp"
+#include "runner.hpp"
+
+namespace dsh {
+
+// execvp's search: a name with a '/' is taken as is; otherwise each PATH entry
+// (empty = current directory; PATH unset = "/usr/local/bin:/usr/bin:/bin").
+// Not found: 127. Found but a directory or not executable: 126.
+Outcome resolve_command(const std::string& name, const char* path_env, std::string& resolved);
+
+// execve(resolved, argv, environ); a file the kernel cannot exec (ENOEXEC) is
+// handed to /bin/sh as execvp does. Returns only on failure (126/127).
+Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv,
+                     char* const* envp);
+
+// Everything needed to start the confined command from this process: the
+// record for the report, the in-process layers to apply, and what to exec.
+struct Launch {
+    Confinement c;
+    std::optional<landlock::Plan> landlock;  // applied in this process before exec
+    std::string exec_path;                   // the command, or the runner (bwrap)
+    std::vector<std::string> exec_argv;
+};
+
+// Applies the in-process layers, writes the confinement record (when
+// `write_record`), and execs. Returns only on failure: a setup failure is
+// SANDBOX_UNAVAILABLE with " Runner failure: ..." (the process may be half
+// confined; never exec after it), an exec failure is 126/127.
+Outcome enter_and_exec(Launch& l, const Report& report, bool write_record, char* const* envp);
+
+}  // namespace dsh

@@ -1,0 +1,30 @@
+// Process hygiene every confined run gets, whatever the runner: no inherited
+// fds above 2, no capabilities, no_new_privs, and a seccomp filter that keeps
+// the command from pushing input into the caller's terminal.
+#pragma once
+
+#include <vector>
+
+#include "../errors.hpp"
+
+namespace dsh::harden {
+
+// close_range over everything above 2 except `keep` (made inheritable) and
+// `report_fd` (already close-on-exec, kept for a late error record).
+Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd);
+
+Outcome set_no_new_privs();
+
+// Clears the bounding, ambient, inheritable, permitted and effective sets and
+// locks SECBIT_NOROOT so that an exec as uid 0 grants nothing back. Verifies
+// the result; any capability left is a failure.
+Outcome drop_capabilities();
+
+struct SeccompOptions {
+    bool block_metadata = false;  // refuse chmod/chown/utimes/xattr (read-only mode)
+};
+// Installs the filter (libseccomp). The ioctl
+// command is compared in its low 32 bits, as the kernel reads it (CVE-2019-10063).
+Outcome install_seccomp(const SeccompOptions& opts);
+
+}  // namespace dsh::harden

@@ -1,0 +1,80 @@
+// Landlock, built in. The pure part (plan) turns a policy and an ABI version
+// into the rights to handle and the rules to add; the thin part (query, apply)
+// talks to the kernel. Debian 12's <linux/landlock.h> stops at ABI 2, so the
+// uAPI constants are spelled here and the ABI is negotiated at run time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../runner.hpp"
+
+namespace dsh::landlock {
+
+// Filesystem access rights (include/uapi/linux/landlock.h).
+inline constexpr uint64_t EXECUTE = 1ULL << 0;
+inline constexpr uint64_t WRITE_FILE = 1ULL << 1;
+inline constexpr uint64_t READ_FILE = 1ULL << 2;
+inline constexpr uint64_t READ_DIR = 1ULL << 3;
+inline constexpr uint64_t REMOVE_DIR = 1ULL << 4;
+inline constexpr uint64_t REMOVE_FILE = 1ULL << 5;
+inline constexpr uint64_t MAKE_CHAR = 1ULL << 6;
+inline constexpr uint64_t MAKE_DIR = 1ULL << 7;
+inline constexpr uint64_t MAKE_REG = 1ULL << 8;
+inline constexpr uint64_t MAKE_SOCK = 1ULL << 9;
+inline constexpr uint64_t MAKE_FIFO = 1ULL << 10;
+inline constexpr uint64_t MAKE_BLOCK = 1ULL << 11;
+inline constexpr uint64_t MAKE_SYM = 1ULL << 12;
+inline constexpr uint64_t REFER = 1ULL << 13;     // ABI 2
+inline constexpr uint64_t TRUNCATE = 1ULL << 14;  // ABI 3
+inline constexpr uint64_t IOCTL_DEV = 1ULL << 15; // ABI 5
+
+// Scopes (ABI 6).
+inline constexpr uint64_t SCOPE_ABSTRACT_UNIX_SOCKET = 1ULL << 0;
+inline constexpr uint64_t SCOPE_SIGNAL = 1ULL << 1;
+
+// Rights that make sense on a non-directory; anything else is EINVAL there.
+inline constexpr uint64_t FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
+inline constexpr uint64_t READ_RIGHTS = EXECUTE | READ_FILE | READ_DIR;
+
+// The highest ABI whose filesystem rights this build knows. Newer kernels are
+// used at this level: the handled mask is capped, never guessed.
+inline constexpr int KNOWN_ABI = 7;
+// The lowest ABI at which every own file effect Landlock can see is governed.
+inline constexpr int FULL_ABI = 5;
+
+uint64_t handled_fs(int abi) noexcept;
+uint64_t handled_scopes(int abi) noexcept;
+std::vector<std::string> right_names(uint64_t rights);
+
+struct Rule {
+    std::string path;
+    uint64_t access = 0;   // masked to file rights at apply time for non-directories
+    bool required = true;  // a missing required path is an error; others grant nothing
+};
+
+struct Plan {
+    int abi = 0;
+    uint64_t handled_fs = 0;
+    uint64_t scoped = 0;
+    std::vector<Rule> rules;
+    Layer layer;  // enforcement and gaps of this layer
+};
+
+// metadata_closed: another layer (seccomp in read-only, a read-only mount
+// under bwrap) refuses chmod/chown/utimes/xattr outside the writable roots.
+Plan plan(const Policy& policy, int abi, bool metadata_closed);
+
+// The kernel's ABI version, or -errno (ENOSYS: not built in, EOPNOTSUPP: disabled).
+int query_abi() noexcept;
+std::string describe_unavailable(int negative_errno);
+
+// Creates the ruleset and adds the rules; returns the ruleset fd in `fd`.
+// Rules whose path is missing and not required are dropped and recorded in
+// `skipped` (granting less, never more).
+Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped);
+// landlock_restrict_self; no_new_privs must already be set.
+Outcome restrict_self(int ruleset_fd);
+
+}  // namespace dsh::landlock

@@ -1,0 +1,110 @@
+// The thin part: Landlock system calls, read like the kernel's sandboxer.
+// Every call is checked; a rule that cannot be added fails the whole run.
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "landlock.hpp"
+
+// Syscall numbers are shared by every architecture since 5.13.
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+
+namespace dsh::landlock {
+namespace {
+
+constexpr uint32_t CREATE_RULESET_VERSION = 1U << 0;
+constexpr int RULE_PATH_BENEATH = 1;
+
+// struct landlock_ruleset_attr as of ABI 6. The kernel copies it with
+// copy_struct_from_user, so a larger struct whose tail is zero is accepted by
+// older kernels; fields are zeroed for ABIs that do not know them.
+struct RulesetAttr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+};
+
+struct __attribute__((packed)) PathBeneathAttr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+};
+
+}  // namespace
+
+int query_abi() noexcept {
+    long v = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, CREATE_RULESET_VERSION);
+    if (v < 0) return -errno;
+    return static_cast<int>(v);
+}
+
+std::string describe_unavailable(int negative_errno) {
+    switch (-negative_errno) {
+        case ENOSYS: return "Landlock is not available: the kernel has no landlock system calls (ENOSYS)";
+        case EOPNOTSUPP:
+            return "Landlock is not available: it is built into the kernel but not enabled (EOPNOTSUPP; "
+                   "add landlock to the lsm= boot parameter)";
+        default: return fmt::format("Landlock is not available: {}", std::strerror(-negative_errno));
+    }
+}
+
+Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped) {
+    RulesetAttr attr{plan.handled_fs, 0, plan.scoped};
+    long rs = ::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
+    if (rs < 0)
+        return failf(Err::SandboxUnavailable, "landlock_create_ruleset: {}", std::strerror(errno));
+    fd = static_cast<int>(rs);
+    for (const auto& rule : plan.rules) {
+        int pfd = ::open(rule.path.c_str(), O_PATH | O_CLOEXEC);
+        if (pfd < 0) {
+            const int e = errno;
+            if (rule.required) {
+                ::close(fd);
+                return failf(Err::SandboxUnavailable, "cannot open rule path {}: {}", rule.path, std::strerror(e));
+            }
+            skipped.push_back({rule.path, fmt::format("not granted: {}", std::strerror(e))});
+            continue;
+        }
+        struct stat st {};
+        if (::fstat(pfd, &st) != 0) {
+            const int e = errno;
+            ::close(pfd);
+            ::close(fd);
+            return failf(Err::SandboxUnavailable, "cannot stat rule path {}: {}", rule.path, std::strerror(e));
+        }
+        PathBeneathAttr pb{rule.access, pfd};
+        if (!S_ISDIR(st.st_mode)) pb.allowed_access &= FILE_RIGHTS;
+        if (pb.allowed_access != 0 &&
+            ::syscall(SYS_landlock_add_rule, fd, RULE_PATH_BENEATH, &pb, 0U) != 0) {
+            const int e = errno;
+            ::close(pfd);
+            ::close(fd);
+            return failf(Err::SandboxUnavailable, "landlock_add_rule {}: {}", rule.path, std::strerror(e));
+        }
+        ::close(pfd);
+    }
+    return Outcome::success();
+}
+
+Outcome restrict_self(int ruleset_fd) {
+    if (::syscall(SYS_landlock_restrict_self, ruleset_fd, 0U) != 0) {
+        const int e = errno;
+        ::close(ruleset_fd);
+        return failf(Err::SandboxUnavailable, "landlock_restrict_self: {}", std::strerror(e));
+    }
+    ::close(ruleset_fd);
+    return Outcome::success();
+}
+
+}  // namespace dsh::landlock

@@ -1,0 +1,91 @@
+// Pure: policy + ABI -> rights and rules. Unit-tested per ABI.
+#include "landlock.hpp"
+
+namespace dsh::landlock {
+
+uint64_t handled_fs(int abi) noexcept {
+    // One switch over the ABI, falling through from the newest: each version
+    // adds to what the older ones handle.
+    uint64_t r = 0;
+    switch (abi > KNOWN_ABI ? KNOWN_ABI : abi) {
+        case 7:  // ABI 7: audit flags only, no new filesystem right
+        case 6:  // ABI 6: scopes only
+        case 5: r |= IOCTL_DEV; [[fallthrough]];
+        case 4:  // ABI 4: TCP rights only (not handled: file effects only)
+        case 3: r |= TRUNCATE; [[fallthrough]];
+        case 2: r |= REFER; [[fallthrough]];
+        case 1:
+            r |= EXECUTE | WRITE_FILE | READ_FILE | READ_DIR | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR |
+                 MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM;
+            break;
+        default: break;  // 0 or negative: no Landlock
+    }
+    return r;
+}
+
+uint64_t handled_scopes(int abi) noexcept {
+    return abi >= 6 ? (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) : 0;
+}
+
+std::vector<std::string> right_names(uint64_t rights) {
+    static const char* const names[] = {
+        "execute",   "write_file", "read_file", "read_dir",   "remove_dir", "remove_file",
+        "make_char", "make_dir",   "make_reg",  "make_sock",  "make_fifo",  "make_block",
+        "make_sym",  "refer",      "truncate",  "ioctl_dev"};
+    std::vector<std::string> out;
+    for (unsigned i = 0; i < 16; ++i)
+        if (rights & (1ULL << i)) out.emplace_back(names[i]);
+    return out;
+}
+
+Plan plan(const Policy& policy, int abi, bool metadata_closed) {
+    Plan p;
+    p.abi = abi;
+    p.handled_fs = handled_fs(abi);
+    p.scoped = handled_scopes(abi);
+    const uint64_t h = p.handled_fs;
+    // Everything may be read and executed.
+    p.rules.push_back({"/", READ_RIGHTS & h, true});
+    // Single writable nodes: file rights only.
+    for (const auto& f : policy.writable_files)
+        p.rules.push_back({f, (WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV) & h, false});
+    // Writable roots: every handled right except making device nodes.
+    const uint64_t rw = h & ~(MAKE_CHAR | MAKE_BLOCK);
+    for (const auto& r : policy.writable_roots)
+        p.rules.push_back({r.path, rw, r.source == "workspace" || r.source == "flag" || r.source == "config"});
+
+    Layer& l = p.layer;
+    l.name = "landlock";
+    if (abi < 2)
+        l.gaps.push_back({"refer", "Landlock ABI below 2 cannot govern linking or renaming across directories; "
+                                   "the kernel refuses them everywhere instead", true});
+    if (abi < 3)
+        l.gaps.push_back({"truncate", "Landlock ABI below 3 does not govern truncate(2) of files outside the "
+                                      "writable roots", true});
+    if (abi < 5)
+        l.gaps.push_back({"ioctl-dev", "Landlock ABI below 5 does not govern ioctl(2) on device files", true});
+    if (!metadata_closed && policy.mode != Mode::DangerFullAccess)
+        l.gaps.push_back({"metadata", "Landlock does not govern chmod, chown, utimes or extended attributes; "
+                                      "files outside the writable roots that the user owns can have their "
+                                      "metadata changed", true});
+    if (abi < 6) {
+        l.gaps.push_back({"signals", "Landlock ABI below 6 does not stop signals to processes outside the "
+                                     "sandbox", false});
+        l.gaps.push_back({"abstract-unix-sockets", "Landlock ABI below 6 does not stop connections to abstract "
+                                                   "unix sockets outside the sandbox", false});
+    }
+    l.gaps.push_back({"unix-sockets", "connecting to a host daemon's unix socket is not governed; the daemon may "
+                                      "write on the command's behalf", false});
+    l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
+    bool own = false;
+    for (const auto& g : l.gaps) own = own || g.own_effect;
+    l.enforcement = own ? Enforcement::Partial : Enforcement::Full;
+    l.details["abi"] = abi;
+    l.details["handledAccessFs"] = right_names(h);
+    l.details["scoped"] = nlohmann::json::array();
+    if (p.scoped & SCOPE_ABSTRACT_UNIX_SOCKET) l.details["scoped"].push_back("abstract_unix_socket");
+    if (p.scoped & SCOPE_SIGNAL) l.details["scoped"].push_back("signal");
+    return p;
+}
+
+}  // namespace dsh::landlock

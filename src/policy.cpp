@@ -1,0 +1,161 @@
+#include "policy.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <sys/stat.h>
+
+namespace dsh {
+
+std::string_view to_string(Mode m) noexcept {
+    switch (m) {
+        case Mode::ReadOnly: return "read-only";
+        case Mode::WorkspaceWrite: return "workspace-write";
+        case Mode::DangerFullAccess: return "danger-full-access";
+    }
+    return "read-only";
+}
+
+std::optional<Mode> parse_mode(std::string_view s) noexcept {
+    if (s == "read-only") return Mode::ReadOnly;
+    if (s == "workspace-write") return Mode::WorkspaceWrite;
+    if (s == "danger-full-access") return Mode::DangerFullAccess;
+    return std::nullopt;
+}
+
+bool is_strictly_wider(Mode target, Mode current) noexcept {
+    return static_cast<int>(target) > static_cast<int>(current);
+}
+
+std::string_view to_string(Enforcement e) noexcept {
+    switch (e) {
+        case Enforcement::Full: return "full";
+        case Enforcement::Partial: return "partial";
+        case Enforcement::None: return "none";
+    }
+    return "none";
+}
+
+std::string lexically_normal(std::string_view path) {
+    std::vector<std::string_view> parts;
+    size_t i = 0;
+    while (i < path.size()) {
+        while (i < path.size() && path[i] == '/') ++i;
+        size_t j = i;
+        while (j < path.size() && path[j] != '/') ++j;
+        std::string_view part = path.substr(i, j - i);
+        if (part.empty() || part == ".") {
+        } else if (part == "..") {
+            if (!parts.empty()) parts.pop_back();
+        } else {
+            parts.push_back(part);
+        }
+        i = j;
+    }
+    std::string out;
+    for (auto p : parts) {
+        out += '/';
+        out += p;
+    }
+    return out.empty() ? "/" : out;
+}
+
+static std::string absolute(std::string_view path, std::string_view cwd) {
+    if (!path.empty() && path[0] == '/') return std::string(path);
+    std::string out(cwd);
+    out += '/';
+    out += path;
+    return out;
+}
+
+static std::optional<std::string> real(const std::string& p) {
+    char buf[PATH_MAX];
+    if (::realpath(p.c_str(), buf) == nullptr) return std::nullopt;
+    return std::string(buf);
+}
+
+std::string canonical_path(std::string_view path, std::string_view cwd) {
+    const std::string abs = absolute(path, cwd);
+    if (auto r = real(abs)) return *r;
+    // Walk up until an ancestor resolves; append the missing tail lexically.
+    // The missing components are not symlinks (they do not exist), so only the
+    // existing prefix needs the kernel's view.
+    std::string head = abs;
+    std::string tail;
+    while (true) {
+        const auto slash = head.find_last_of('/');
+        if (slash == std::string::npos || head.size() <= 1) break;
+        tail = head.substr(slash) + tail;
+        head = slash == 0 ? "/" : head.substr(0, slash);
+        if (auto r = real(head)) return lexically_normal(*r + tail);
+    }
+    return lexically_normal(abs);
+}
+
+static void add_root(std::vector<WritableRoot>& roots, std::string path, std::string source) {
+    for (const auto& r : roots)
+        if (r.path == path) return;  // first occurrence wins
+    roots.push_back(WritableRoot{std::move(path), std::move(source), true});
+}
+
+Outcome build_policy(const PolicyInput& in, Policy& out) {
+    out = Policy{};
+    out.mode = in.mode;
+    out.mode_source = in.mode_source;
+    out.root_source = in.root ? in.root_source : "cwd";
+    out.workspace_root = canonical_path(in.root ? *in.root : in.cwd, in.cwd);
+    out.keep_fds = in.keep_fds;
+    if (in.mode == Mode::DangerFullAccess) return Outcome::success();
+    out.writable_files.push_back("/dev/null");
+    if (in.mode == Mode::ReadOnly) return Outcome::success();
+
+    const std::string& root = out.workspace_root;
+    struct stat st {};
+    if (::stat(root.c_str(), &st) != 0)
+        return failf(Err::InvalidRoot, "workspace root {} does not exist or cannot be reached", root);
+    if (!S_ISDIR(st.st_mode)) return failf(Err::InvalidRoot, "workspace root {} is not a directory", root);
+    if (root == "/")
+        return fail(Err::InvalidRoot,
+                    "workspace root is / : that would make every path writable; say "
+                    "--mode danger-full-access if that is what you mean");
+
+    add_root(out.writable_roots, root, "workspace");
+    add_root(out.writable_roots, canonical_path("/tmp", "/"), "tmp");
+    // A relative $TMPDIR has no fixed meaning across the exec; it is ignored.
+    if (in.tmpdir && !in.tmpdir->empty() && (*in.tmpdir)[0] == '/')
+        add_root(out.writable_roots, canonical_path(*in.tmpdir, "/"), "tmpdir");
+    auto add_extra = [&](const std::vector<std::string>& paths, const char* source) -> Outcome {
+        for (const auto& w : paths) {
+            std::string c = canonical_path(w, in.cwd);
+            if (c == "/")
+                return fail(Err::InvalidPath,
+                            "writable path / would make every path writable; say --mode "
+                            "danger-full-access if that is what you mean");
+            struct stat ws {};
+            if (::stat(c.c_str(), &ws) != 0)
+                return failf(Err::InvalidPath, "writable path {} does not exist", c);
+            add_root(out.writable_roots, std::move(c), source);
+        }
+        return Outcome::success();
+    };
+    if (auto o = add_extra(in.config_writable, "config"); !o) return o;
+    if (auto o = add_extra(in.writable, "flag"); !o) return o;
+    return Outcome::success();
+}
+
+static bool under(std::string_view path, std::string_view root) {
+    if (root == "/") return true;
+    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
+           (path.size() == root.size() || path[root.size()] == '/');
+}
+
+bool write_allowed(const Policy& p, std::string_view path, std::string_view cwd) {
+    if (p.mode == Mode::DangerFullAccess) return true;
+    const std::string c = canonical_path(path, cwd);
+    for (const auto& f : p.writable_files)
+        if (c == f) return true;
+    for (const auto& r : p.writable_roots)
+        if (under(c, r.path)) return true;
+    return false;
+}
+
+}  // namespace dsh

@@ -1,0 +1,67 @@
+// The policy: a plain value built once from the request, read by every runner.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace dsh {
+
+enum class Mode { ReadOnly, WorkspaceWrite, DangerFullAccess };
+
+std::string_view to_string(Mode m) noexcept;
+std::optional<Mode> parse_mode(std::string_view s) noexcept;
+// The seed's escalation ladder: read-only < workspace-write < danger-full-access.
+bool is_strictly_wider(Mode target, Mode current) noexcept;
+
+enum class Enforcement { Full, Partial, None };
+std::string_view to_string(Enforcement e) noexcept;
+
+// A path the command may write under. `persists` is false where a runner puts
+// a throw-away filesystem there (bwrap's tmpfs on /tmp).
+struct WritableRoot {
+    std::string path;
+    std::string source;  // "workspace", "tmp", "tmpdir", "flag", "config"
+    bool persists = true;
+};
+
+struct Policy {
+    Mode mode = Mode::ReadOnly;
+    std::string mode_source = "default";  // "flag", "session", "config", "escalation", "default"
+    std::string workspace_root;           // canonical, absolute
+    std::string root_source = "cwd";      // "flag", "config", "cwd"
+    std::vector<WritableRoot> writable_roots;  // directories (or files) writable in full
+    std::vector<std::string> writable_files;   // single nodes: "/dev/null"
+    std::vector<int> keep_fds;                 // inherited on purpose (--keep-fd)
+};
+
+// Lexical normalisation of an absolute path: collapses "//", ".", ".." and a
+// trailing slash. ".." at "/" stays at "/".
+std::string lexically_normal(std::string_view absolute);
+
+// The seed's canonicalPath: realpath first (so "link/.." resolves as chdir
+// would), then absolute and lexically normal. A path that does not exist keeps
+// the realpath of its longest existing ancestor followed by the rest, normalised.
+std::string canonical_path(std::string_view path, std::string_view cwd);
+
+struct PolicyInput {
+    Mode mode = Mode::ReadOnly;
+    std::string mode_source = "default";
+    std::optional<std::string> root;   // --root or config workspaceRoot
+    std::string root_source = "cwd";
+    std::vector<std::string> writable;  // --writable
+    std::vector<std::string> config_writable;
+    std::optional<std::string> tmpdir;  // $TMPDIR as found in the environment
+    std::string cwd;
+    std::vector<int> keep_fds;
+};
+
+Outcome build_policy(const PolicyInput& in, Policy& out);
+
+// Whether the policy lets a write land at `path` (canonicalised like the roots).
+bool write_allowed(const Policy& p, std::string_view path, std::string_view cwd);
+
+}  // namespace dsh

@@ -1,0 +1,31 @@
+// The report: JSON lines on a caller-chosen fd, one object per line, "type"
+// first and "version":1. Readers ignore members they do not know.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "errors.hpp"
+#include "runner.hpp"
+
+namespace dsh {
+
+using ordered_json = nlohmann::ordered_json;
+
+ordered_json confinement_record(const Confinement& c);
+ordered_json error_record(const Outcome& o);
+
+class Report {
+public:
+    // Validates `fd` (open, writable) and makes it close-on-exec. fd < 0: no report.
+    Outcome open(int fd);
+    int fd() const noexcept { return fd_; }
+    bool enabled() const noexcept { return fd_ >= 0; }
+    // Writes one line whole. SIGPIPE is held off for the write: a reader that
+    // went away is a failed write (exit 125), not a death by signal.
+    Outcome write(const ordered_json& record) const;
+
+private:
+    int fd_ = -1;
+};
+
+}  // namespace dsh
