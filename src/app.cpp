@@ -66,42 +66,46 @@ Outcome unavailable(const Policy& p, const Outcome& cause, bool at_run_time) {
     return fail(Err::SandboxUnavailable, std::move(text));
 }
 
-int run_command(const Request& req, const Report& report) {
-    Confinement c;
-    if (auto o = resolve_policy(req, c.policy); !o) return failed(report, o);
+// Chooses the runner and fills the Launch: the report's record, the
+// in-process layers and what to exec. Runs nothing. Shared by run, explain
+// and supervise, so that what is shown is what runs.
+Outcome prepare_launch(const Request& req, Launch& l) {
+    Confinement& c = l.c;
     const Policy& policy = c.policy;
     for (int fd : policy.keep_fds)
-        if (fd <= 2) return failed(report, failf(Err::Usage, "--keep-fd {}: stdio is always passed through", fd));
-    if (auto o = resolve_command(req.argv.front(), std::getenv("PATH"), c.command_path); !o)
-        return failed(report, o);
+        if (fd <= 2) return failf(Err::Usage, "--keep-fd {}: stdio is always passed through", fd);
+    if (auto o = resolve_command(req.argv.front(), std::getenv("PATH"), c.command_path); !o) return o;
     c.argv = req.argv;
-
+    l.exec_path = c.command_path;
+    l.exec_argv = req.argv;
     if (policy.mode == Mode::DangerFullAccess) {
         c.runner = RunnerKind::None;
-        Launch l{std::move(c), std::nullopt, {}, req.argv};
-        l.exec_path = l.c.command_path;
-        return failed(report, enter_and_exec(l, report, true, environ));
+        return Outcome::success();
     }
 
     RunnerKind runner = RunnerKind::Auto;
     if (req.runner) {
         auto r = parse_runner(*req.runner);
-        if (!r) return failed(report, failf(Err::Usage, "unknown runner \"{}\"", *req.runner));
+        if (!r) return failf(Err::Usage, "unknown runner \"{}\"", *req.runner);
         runner = *r;
     }
-    if (runner != RunnerKind::Auto && runner != RunnerKind::Landlock)
-        return failed(report, unavailable(policy, failf(Err::SandboxUnavailable, "runner {} is not available",
-                                                        to_string(runner)), false));
-
-    Launch l{std::move(c), std::nullopt, {}, {}};
+    if (runner != RunnerKind::Auto && runner != RunnerKind::Landlock) {
+        c.skipped.push_back({std::string(to_string(runner)), "not available on this platform"});
+        return unavailable(policy, Outcome::success(), false);
+    }
     landlock::Plan plan;
-    if (auto o = landlock::prepare(l.c.policy, l.c, plan); !o) {
-        l.c.skipped.push_back({"landlock", o.message});
-        return failed(report, unavailable(l.c.policy, o, false));
+    if (auto o = landlock::prepare(policy, c, plan); !o) {
+        c.skipped.push_back({"landlock", o.message});
+        return unavailable(policy, o, false);
     }
     l.landlock = std::move(plan);
-    l.exec_path = l.c.command_path;
-    l.exec_argv = req.argv;
+    return Outcome::success();
+}
+
+int run_command(const Request& req, const Report& report) {
+    Launch l;
+    if (auto o = resolve_policy(req, l.c.policy); !o) return failed(report, o);
+    if (auto o = prepare_launch(req, l); !o) return failed(report, o);
     return failed(report, enter_and_exec(l, report, true, environ));
 }
 
