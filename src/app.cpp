@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.hpp"
+#include "environment.hpp"
 #include "launch.hpp"
 #include "linux/landlock_runner.hpp"
 #include "policy.hpp"
@@ -66,6 +67,18 @@ Outcome unavailable(const Policy& p, const Outcome& cause, bool at_run_time) {
     return fail(Err::SandboxUnavailable, std::move(text));
 }
 
+// The env flags -> l.env and the record's names. No flag: environ is not read.
+Outcome apply_environment(const Request& req, Launch& l) {
+    EnvRequest er{req.clearenv, req.setenv, req.unsetenv, req.scrub_secrets};
+    if (!er.any()) return Outcome::success();
+    std::vector<std::string> current;
+    for (char** e = environ; e && *e; ++e) current.emplace_back(*e);
+    std::vector<std::string> out;
+    if (auto o = build_environment(er, current, out, l.c.environment); !o) return o;
+    l.env = std::move(out);
+    return Outcome::success();
+}
+
 // Chooses the runner and fills the Launch: the report's record, the
 // in-process layers and what to exec. Runs nothing. Shared by run, explain
 // and supervise, so that what is shown is what runs.
@@ -74,7 +87,10 @@ Outcome prepare_launch(const Request& req, Launch& l) {
     const Policy& policy = c.policy;
     for (int fd : policy.keep_fds)
         if (fd <= 2) return failf(Err::Usage, "--keep-fd {}: stdio is always passed through", fd);
-    if (auto o = resolve_command(req.argv.front(), std::getenv("PATH"), c.command_path); !o) return o;
+    // The command is looked up on its own final PATH, as execvp in it would.
+    if (auto o = apply_environment(req, l); !o) return o;
+    const char* path = l.env ? env_lookup(*l.env, "PATH") : std::getenv("PATH");
+    if (auto o = resolve_command(req.argv.front(), path, c.command_path); !o) return o;
     c.argv = req.argv;
     l.exec_path = c.command_path;
     l.exec_argv = req.argv;
@@ -106,7 +122,7 @@ int run_command(const Request& req, const Report& report) {
     Launch l;
     if (auto o = resolve_policy(req, l.c.policy); !o) return failed(report, o);
     if (auto o = prepare_launch(req, l); !o) return failed(report, o);
-    return failed(report, enter_and_exec(l, report, true, environ));
+    return failed(report, enter_and_exec(l, report, true));
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+extern char** environ;
+
 namespace dsh {
 
 static Outcome check_candidate(const std::string& path, bool& found) {
@@ -67,7 +69,7 @@ Outcome exec_command(const std::string& resolved, const std::vector<std::string>
     return failf(Err::CommandNotExecutable, "{}: cannot execute: {}", resolved, std::strerror(e));
 }
 
-Outcome enter_and_exec(Launch& l, const Report& report, bool write_record, char* const* envp) {
+Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
     if (l.landlock) {
         if (auto o = landlock::enter(*l.landlock, l.c.policy, report.fd(), l.c.not_granted); !o) {
             std::string text = sandbox_unavailable_text(to_string(l.c.policy.mode));
@@ -76,7 +78,12 @@ Outcome enter_and_exec(Launch& l, const Report& report, bool write_record, char*
     }
     if (write_record)
         if (auto o = report.write(confinement_record(l.c)); !o) return o;
-    return exec_command(l.exec_path, l.exec_argv, envp);
+    if (!l.env) return exec_command(l.exec_path, l.exec_argv, environ);
+    std::vector<char*> envp;
+    envp.reserve(l.env->size() + 1);
+    for (auto& e : *l.env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    return exec_command(l.exec_path, l.exec_argv, envp.data());
 }
 
 }  // namespace dsh

@@ -31,12 +31,16 @@ struct Launch {
     std::optional<landlock::Plan> landlock;  // applied in this process before exec
     std::string exec_path;                   // the command, or the runner (bwrap)
     std::vector<std::string> exec_argv;
+    // The command's environment when an env flag was given ("K=V" entries);
+    // nullopt: it inherits this process's environment unchanged.
+    std::optional<std::vector<std::string>> env;
 };
 
 // Applies the in-process layers, writes the confinement record (when
 // `write_record`), and execs. Returns only on failure: a setup failure is
 // SANDBOX_UNAVAILABLE with " Runner failure: ..." (the process may be half
-// confined; never exec after it), an exec failure is 126/127.
-Outcome enter_and_exec(Launch& l, const Report& report, bool write_record, char* const* envp);
+// confined; never exec after it), an exec failure is 126/127. The command
+// gets `l.env` when set, else this process's environ.
+Outcome enter_and_exec(Launch& l, const Report& report, bool write_record);
 
 }  // namespace dsh

@@ -99,6 +99,9 @@ ordered_json confinement_record(const Confinement& c) {
         if (l.name == "landlock" && l.details.contains("abi")) j["landlockAbi"] = l.details["abi"];
     j["hardening"] = c.hardening;
     j["keptFds"] = p.keep_fds;
+    const EnvChanges& e = c.environment;
+    j["environment"] = ordered_json{
+        {"cleared", e.cleared}, {"set", e.set}, {"unset", e.unset}, {"scrubbed", e.scrubbed}};
     j["command"] = c.command_path;
     j["argv"] = c.argv;
     return j;

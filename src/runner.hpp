@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "environment.hpp"
 #include "policy.hpp"
 
 namespace dsh {
@@ -47,6 +48,7 @@ struct Confinement {
     std::vector<std::string> argv;  // what is finally exec'd (runner prefix + command)
     std::string command_path;       // the resolved COMMAND
     std::vector<std::string> hardening;  // e.g. "no-new-privs", "capabilities-dropped"
+    EnvChanges environment;              // names changed by the env flags (never values)
 
     // The overall verdict: the strongest claim every own effect supports.
     Enforcement enforcement() const;

@@ -1,0 +1,58 @@
+// The command's environment: a pure function from the caller's environment and
+// the --clearenv / --setenv / --unsetenv / --scrub-secrets flags to the final
+// list of "K=V" entries, plus the names (never the values) that changed, for
+// the confinement record. No flag: nothing is read or copied, the command
+// inherits dsh-confine's environment as it is.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace dsh {
+
+struct EnvRequest {
+    bool clear = false;                                   // --clearenv
+    std::vector<std::pair<std::string, std::string>> set;  // --setenv K V (in order)
+    std::vector<std::string> unset;                       // --unsetenv K
+    bool scrub_secrets = false;                           // --scrub-secrets
+
+    // True when any flag asks for a change; otherwise the environment is inherited untouched.
+    bool any() const noexcept { return clear || scrub_secrets || !set.empty() || !unset.empty(); }
+};
+
+// What changed, by name only: values never reach the report.
+struct EnvChanges {
+    bool cleared = false;
+    std::vector<std::string> set;       // names given to --setenv, in order, deduplicated
+    std::vector<std::string> unset;     // names --unsetenv removed (present before)
+    std::vector<std::string> scrubbed;  // names --scrub-secrets removed, in environment order
+};
+
+// Whether --scrub-secrets drops a variable of this name. Case-insensitive.
+// A name is a secret when it contains TOKEN, SECRET, KEY, PASSWORD, PASSWD,
+// PASSPHRASE, CREDENTIAL, COOKIE or PRIVATE; or starts with AWS_, AZURE_,
+// ALIBABA_CLOUD_, ALICLOUD_ or CLOUDSDK_AUTH_; or is SSH_AUTH_SOCK or
+// KRB5CCNAME (handles that unlock credentials held elsewhere).
+bool looks_like_secret(std::string_view name) noexcept;
+
+// A name usable with --setenv / --unsetenv: non-empty and without '='
+// (execve takes the first '=' as the end of the name).
+Outcome check_env_name(std::string_view flag, std::string_view name);
+
+// Applies, in this order: --clearenv (start empty), --scrub-secrets, --unsetenv,
+// then --setenv (last one of a name wins). --setenv comes last so an explicit
+// value is never scrubbed: the caller asked for it by name. `current` is the
+// caller's environment as "K=V" strings; entries without '=' are kept as they
+// are unless --clearenv drops them. The result keeps the caller's order, with
+// new names appended.
+Outcome build_environment(const EnvRequest& req, const std::vector<std::string>& current,
+                          std::vector<std::string>& out, EnvChanges& changes);
+
+// The value of `name` in a "K=V" list, or nullptr.
+const char* env_lookup(const std::vector<std::string>& env, std::string_view name) noexcept;
+
+}  // namespace dsh

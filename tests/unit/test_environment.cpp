@@ -1,0 +1,138 @@
+#include <catch2/catch.hpp>
+
+#include "environment.hpp"
+#include "report.hpp"
+
+using namespace dsh;
+using V = std::vector<std::string>;
+
+namespace {
+V build(const EnvRequest& r, const V& cur, EnvChanges& ch) {
+    V out;
+    auto o = build_environment(r, cur, out, ch);
+    REQUIRE(o);
+    return out;
+}
+}  // namespace
+
+TEST_CASE("no flag asks for nothing") {
+    EnvRequest r;
+    CHECK_FALSE(r.any());
+    r.unset = {"X"};
+    CHECK(r.any());
+}
+
+TEST_CASE("secret names, case-insensitive") {
+    for (const char* n : {"GITHUB_TOKEN", "github_token", "NPM_CONFIG__AUTHTOKEN", "MY_SECRET", "client_secret_file",
+                          "OPENAI_API_KEY", "ApiKey", "PGPASSWORD", "MYSQL_PWD_PASSWD", "BORG_PASSPHRASE",
+                          "GOOGLE_APPLICATION_CREDENTIALS", "DOCKER_CREDENTIALS", "SESSION_COOKIE", "PRIVATE_PEM",
+                          "AWS_ACCESS_KEY_ID", "AWS_REGION", "aws_profile", "AZURE_CLIENT_ID", "ALIBABA_CLOUD_ACCESS",
+                          "ALICLOUD_REGION", "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "SSH_AUTH_SOCK", "krb5ccname"})
+        CHECK(looks_like_secret(n));
+    for (const char* n : {"PATH", "HOME", "TMPDIR", "LANG", "TERM", "USER", "SHELL", "PWD", "GIT_AUTHOR_NAME",
+                          "GIT_AUTHOR_EMAIL", "XAUTHORITY", "SSH_CONNECTION", "DATABASE_URL", "AWSX", "MY_AWS_",
+                          "EDITOR", "LD_LIBRARY_PATH", ""})
+        CHECK_FALSE(looks_like_secret(n));
+}
+
+TEST_CASE("clearenv starts empty; setenv fills it") {
+    EnvRequest r;
+    r.clear = true;
+    r.set = {{"PATH", "/bin"}, {"A", "x=y"}};
+    EnvChanges ch;
+    auto out = build(r, {"HOME=/root", "PATH=/usr/bin"}, ch);
+    CHECK(out == V{"PATH=/bin", "A=x=y"});
+    CHECK(ch.cleared);
+    CHECK(ch.set == V{"PATH", "A"});
+    CHECK(ch.unset.empty());
+    CHECK(ch.scrubbed.empty());
+}
+
+TEST_CASE("clearenv alone gives an empty environment") {
+    EnvRequest r;
+    r.clear = true;
+    EnvChanges ch;
+    CHECK(build(r, {"A=1"}, ch).empty());
+}
+
+TEST_CASE("unsetenv removes present names and reports only those") {
+    EnvRequest r;
+    r.unset = {"B", "NOPE"};
+    EnvChanges ch;
+    auto out = build(r, {"A=1", "B=2", "C=3", "B=dup"}, ch);
+    CHECK(out == V{"A=1", "C=3"});
+    CHECK(ch.unset == V{"B"});
+}
+
+TEST_CASE("setenv replaces in place, removes duplicates, last one wins") {
+    EnvRequest r;
+    r.set = {{"B", "new"}, {"D", "4"}, {"B", "newer"}};
+    EnvChanges ch;
+    auto out = build(r, {"A=1", "B=2", "C=3", "B=dup"}, ch);
+    CHECK(out == V{"A=1", "B=newer", "C=3", "D=4"});
+    CHECK(ch.set == V{"B", "D"});
+}
+
+TEST_CASE("scrub drops secrets, keeps the rest in order; setenv puts one back") {
+    EnvRequest r;
+    r.scrub_secrets = true;
+    r.set = {{"GITHUB_TOKEN", "given"}};
+    EnvChanges ch;
+    auto out = build(r, {"PATH=/bin", "GITHUB_TOKEN=abc", "AWS_SECRET_ACCESS_KEY=s", "HOME=/h", "aws_x=1"}, ch);
+    CHECK(out == V{"PATH=/bin", "HOME=/h", "GITHUB_TOKEN=given"});
+    CHECK(ch.scrubbed == V{"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "aws_x"});
+    CHECK(ch.set == V{"GITHUB_TOKEN"});
+}
+
+TEST_CASE("unsetenv is exact and case-sensitive (unlike scrubbing)") {
+    EnvRequest r;
+    r.unset = {"path"};
+    EnvChanges ch;
+    CHECK(build(r, {"PATH=/bin"}, ch) == V{"PATH=/bin"});
+}
+
+TEST_CASE("entries without '=' survive unless cleared") {
+    EnvRequest r;
+    r.unset = {"X"};
+    EnvChanges ch;
+    CHECK(build(r, {"ODD", "X=1"}, ch) == V{"ODD"});
+}
+
+TEST_CASE("bad names are usage errors") {
+    V out;
+    EnvChanges ch;
+    EnvRequest r;
+    r.set = {{"", "v"}};
+    auto o = build_environment(r, {}, out, ch);
+    CHECK_FALSE(o);
+    CHECK(o.code() == "USAGE");
+    CHECK(o.message == "--setenv: the variable name is empty");
+    r.set = {{"A=B", "v"}};
+    o = build_environment(r, {}, out, ch);
+    CHECK(o.message == "--setenv A=B: a variable name cannot contain '='");
+    r.set.clear();
+    r.unset = {"X=1"};
+    o = build_environment(r, {}, out, ch);
+    CHECK(o.message == "--unsetenv X=1: a variable name cannot contain '='");
+    CHECK(o.exit_status() == 125);
+}
+
+TEST_CASE("env_lookup") {
+    V env{"PATHX=1", "PATH", "PATH=/a:/b", "E="};
+    CHECK(std::string(env_lookup(env, "PATH")) == "/a:/b");
+    CHECK(std::string(env_lookup(env, "E")) == "");
+    CHECK(env_lookup(env, "NOPE") == nullptr);
+}
+
+TEST_CASE("the confinement record names changes, never values") {
+    Confinement c;
+    c.environment.cleared = false;
+    c.environment.set = {"A"};
+    c.environment.scrubbed = {"GITHUB_TOKEN"};
+    auto j = confinement_record(c);
+    CHECK(j["environment"].dump() ==
+          R"({"cleared":false,"set":["A"],"unset":[],"scrubbed":["GITHUB_TOKEN"]})");
+    Confinement none;
+    CHECK(confinement_record(none)["environment"].dump() ==
+          R"({"cleared":false,"set":[],"unset":[],"scrubbed":[]})");
+}
