@@ -1,0 +1,218 @@
+"""The end-to-end harness: run the real binary, verify the world from outside.
+
+Every test_* function receives a fresh Scratch under /var/tmp (never /tmp, which
+is a writable root in workspace-write). Run a file with tests/e2e/run.py.
+"""
+import ctypes
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+
+DSH = os.environ.get("DSH_CONFINE", "dsh-confine")
+AS = os.environ.get("DSH_TEST_AS", "root" if os.getuid() == 0 else "user")
+MUST_WORK = os.environ.get("DSH_CONFINE_MUST_WORK") == "1"
+STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+SANDBOX_UNAVAILABLE = (
+    'sandbox mode "{mode}" is requested but no sandbox backend is usable on this host; '
+    "refusing to run the command unconfined. Install bubblewrap or run a Landlock-enforcing "
+    "kernel (Linux), ensure sandbox-exec is usable (macOS), or ensure the ACL restricted-token "
+    "runner can start (Windows) \u2014 otherwise switch the consumer to danger-full-access."
+)
+
+
+class Skip(Exception):
+    pass
+
+
+def skip(reason):
+    raise Skip(reason)
+
+
+def need(ok, reason):
+    """Skips when `ok` is false; under DSH_CONFINE_MUST_WORK=1 that is a failure."""
+    if ok:
+        return
+    if MUST_WORK:
+        raise AssertionError("required but unavailable (DSH_CONFINE_MUST_WORK=1): " + reason)
+    raise Skip(reason)
+
+
+def is_root():
+    return os.getuid() == 0
+
+
+def tool(name):
+    """Path of a staged helper binary (built by meson, listed in DSH_TEST_TOOLS)."""
+    for t in filter(None, os.environ.get("DSH_TEST_TOOLS", "").split(":")):
+        if os.path.basename(t) == name:
+            return t
+    raise AssertionError("test tool %s was not staged" % name)
+
+
+_landlock_abi = None
+
+
+def landlock_abi():
+    global _landlock_abi
+    if _landlock_abi is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        _landlock_abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return _landlock_abi
+
+
+def need_landlock():
+    need(landlock_abi() > 0, "Landlock is not available in this kernel")
+
+
+def bwrap_works():
+    if not os.access("/usr/bin/bwrap", os.X_OK):
+        return False
+    r = subprocess.run(["/usr/bin/bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid",
+                        "--proc", "/proc", "--die-with-parent", "--", "true"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+    return r.returncode == 0
+
+
+def need_bwrap():
+    need(bwrap_works(), "bubblewrap is missing or cannot create namespaces here")
+
+
+class Scratch:
+    def __init__(self):
+        self.base = tempfile.mkdtemp(prefix="dsh-e2e-", dir="/var/tmp")
+        os.chmod(self.base, 0o755)
+        self.ws = os.path.join(self.base, "ws")
+        self.outside = os.path.join(self.base, "outside")
+        self.tmpdir = os.path.join(self.base, "tmpdir")
+        self.home = os.path.join(self.base, "home")
+        for d in (self.ws, self.outside, self.tmpdir, self.home):
+            os.mkdir(d)
+
+    def p(self, where, *parts):
+        return os.path.join(getattr(self, where), *parts)
+
+    def env(self):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("DSH_CONFINE_CONFIG")}
+        e.update(TMPDIR=self.tmpdir, HOME=self.home, PATH=STD_PATH, LC_ALL="C")
+        return e
+
+    def cleanup(self):
+        def onerror(func, path, _):
+            try:
+                os.chmod(os.path.dirname(path), 0o755)
+                os.chmod(path, 0o755)
+                func(path)
+            except OSError:
+                pass
+        shutil.rmtree(self.base, onerror=onerror)
+
+
+class Result:
+    def __init__(self, cmd, rc, out, err, report):
+        self.cmd, self.rc, self.out, self.err, self.report = cmd, rc, out, err, report
+
+    def rec(self, type_):
+        for r in self.report:
+            if r.get("type") == type_:
+                return r
+        return None
+
+    def __repr__(self):
+        return "cmd=%r\nrc=%r\nstdout=%r\nstderr=%r\nreport=%s" % (
+            self.cmd, self.rc, self.out[-2000:], self.err[-2000:], json.dumps(self.report, indent=1)[:4000])
+
+
+def dsh(args, s=None, cwd=None, env=None, input=None, timeout=60, report=True, extra_fds=(), binary=None,
+        pre=()):
+    """Runs dsh-confine with `args`; returns a Result. The report comes through a pipe."""
+    e = s.env() if s else dict(os.environ)
+    if env:
+        for k, v in env.items():
+            if v is None:
+                e.pop(k, None)
+            else:
+                e[k] = v
+    fds = list(extra_fds)
+    r = w = None
+    cmd = list(pre) + [binary or DSH]
+    if report:
+        r, w = os.pipe()
+        fds.append(w)
+        cmd += ["--report-fd", str(w)]
+    cmd += list(args)
+    chunks = []
+
+    def reader():
+        while True:
+            b = os.read(r, 65536)
+            if not b:
+                break
+            chunks.append(b)
+
+    t = None
+    proc = subprocess.Popen(cmd, cwd=cwd or (s.base if s else None), env=e, pass_fds=fds,
+                            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if report:
+        os.close(w)
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+    try:
+        out, err = proc.communicate(input=input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError("timed out after %ss: %r\nstderr=%r" % (timeout, cmd, err[-2000:]))
+    records = []
+    if report:
+        t.join(timeout=10)
+        os.close(r)
+        for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+            records.append(json.loads(line))  # a malformed line fails the test
+    return Result(cmd, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                  records)
+
+
+def sh(script, s, mode="read-only", root=None, runner=None, extra=(), **kw):
+    """dsh-confine --mode M [--root R] [--runner X] EXTRA -- sh -c SCRIPT."""
+    args = ["--mode", mode]
+    if root:
+        args += ["--root", root]
+    if runner:
+        args += ["--runner", runner]
+    return dsh(args + list(extra) + ["--", "sh", "-c", script], s, **kw)
+
+
+def run_module(mod):
+    tests = [(n, f) for n, f in vars(mod).items() if n.startswith("test_") and inspect.isfunction(f)]
+    tests.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+    print("1..%d" % len(tests), flush=True)
+    failed = 0
+    for i, (name, fn) in enumerate(tests, 1):
+        label = "%s [%s]" % (name, AS)
+        s = Scratch()
+        try:
+            fn(s)
+            print("ok %d - %s" % (i, label), flush=True)
+        except Skip as e:
+            print("ok %d - %s # SKIP %s" % (i, label, str(e).replace("\n", " ")), flush=True)
+        except BaseException:
+            failed += 1
+            print("not ok %d - %s" % (i, label), flush=True)
+            for line in traceback.format_exc().splitlines():
+                print("# " + line, flush=True)
+        finally:
+            s.cleanup()
+    return 1 if failed else 0
+
+
+def main():
+    sys.exit(run_module(sys.modules["__main__"]))
