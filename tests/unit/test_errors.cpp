@@ -1,1 +1,44 @@
 #include <catch2/catch.hpp>
+
+#include <set>
+
+#include "../../src/errors.hpp"
+
+using namespace dsh;
+
+TEST_CASE("error table: stable codes, exit statuses, one per enumerator") {
+    const Err all[] = {Err::Usage, Err::InvalidRoot, Err::InvalidPath, Err::ReportFd, Err::ReportWrite,
+                       Err::SandboxUnavailable, Err::CommandNotFound, Err::CommandNotExecutable, Err::ConfigInvalid,
+                       Err::SessionInvalid, Err::EscalationInvalid, Err::EscalationNotWider,
+                       Err::EscalationNoApprover, Err::EscalationRejected, Err::EscalationCancelled,
+                       Err::EscalationUnavailable, Err::Internal};
+    std::set<std::string_view> codes;
+    for (Err e : all) {
+        codes.insert(info(e).code);
+        const int st = info(e).exit_status;
+        if (e == Err::CommandNotFound) CHECK(st == 127);
+        else if (e == Err::CommandNotExecutable) CHECK(st == 126);
+        else CHECK(st == 125);
+    }
+    CHECK(codes.size() == sizeof all / sizeof all[0]);
+    CHECK(info(Err::SandboxUnavailable).code == "SANDBOX_UNAVAILABLE");
+}
+
+TEST_CASE("the seed's fail-closed text, exactly") {
+    CHECK(sandbox_unavailable_text("workspace-write") ==
+          "sandbox mode \"workspace-write\" is requested but no sandbox backend is usable on this host; refusing to "
+          "run the command unconfined. Install bubblewrap or run a Landlock-enforcing kernel (Linux), ensure "
+          "sandbox-exec is usable (macOS), or ensure the ACL restricted-token runner can start (Windows) \xE2\x80\x94 "
+          "otherwise switch the consumer to danger-full-access.");
+}
+
+TEST_CASE("Outcome: success and failure") {
+    Outcome ok = Outcome::success();
+    CHECK(ok);
+    CHECK(ok.exit_status() == 0);
+    Outcome f = failf(Err::InvalidRoot, "root {} bad", "/x");
+    CHECK_FALSE(f);
+    CHECK(f.message == "root /x bad");
+    CHECK(f.code() == "INVALID_WORKSPACE_ROOT");
+    CHECK(f.exit_status() == 125);
+}

@@ -1,1 +1,102 @@
 #include <catch2/catch.hpp>
+
+#include "../../src/linux/landlock.hpp"
+
+using namespace dsh;
+using namespace dsh::landlock;
+
+namespace {
+Policy ws_policy() {
+    Policy p;
+    p.mode = Mode::WorkspaceWrite;
+    p.workspace_root = "/ws";
+    p.writable_roots = {{"/ws", "workspace", true}, {"/tmp", "tmp", true}, {"/var/tmp/t", "tmpdir", true}};
+    p.writable_files = {"/dev/null"};
+    return p;
+}
+constexpr uint64_t ABI1 = EXECUTE | WRITE_FILE | READ_FILE | READ_DIR | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR |
+                          MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM;
+std::vector<std::string> effects(const Layer& l, bool own) {
+    std::vector<std::string> out;
+    for (const auto& g : l.gaps)
+        if (g.own_effect == own) out.push_back(g.effect);
+    return out;
+}
+}  // namespace
+
+TEST_CASE("handled rights per ABI 1..7, capped above the known ABI") {
+    CHECK(handled_fs(0) == 0);
+    CHECK(handled_fs(-38) == 0);
+    CHECK(handled_fs(1) == ABI1);
+    CHECK(handled_fs(2) == (ABI1 | REFER));
+    CHECK(handled_fs(3) == (ABI1 | REFER | TRUNCATE));
+    CHECK(handled_fs(4) == (ABI1 | REFER | TRUNCATE));
+    CHECK(handled_fs(5) == (ABI1 | REFER | TRUNCATE | IOCTL_DEV));
+    CHECK(handled_fs(6) == handled_fs(5));
+    CHECK(handled_fs(7) == handled_fs(5));
+    CHECK(handled_fs(42) == handled_fs(5));
+    CHECK(handled_scopes(5) == 0);
+    CHECK(handled_scopes(6) == (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL));
+    CHECK(handled_scopes(7) == handled_scopes(6));
+}
+
+TEST_CASE("rules: read on /, file rights on /dev/null, all but devices on roots") {
+    for (int abi = 1; abi <= 7; ++abi) {
+        CAPTURE(abi);
+        const Plan p = plan(ws_policy(), abi, false);
+        const uint64_t h = handled_fs(abi);
+        REQUIRE(p.rules.size() == 5);
+        CHECK(p.rules[0].path == "/");
+        CHECK(p.rules[0].access == (EXECUTE | READ_FILE | READ_DIR));
+        CHECK(p.rules[1].path == "/dev/null");
+        CHECK(p.rules[1].access == ((WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV) & h));
+        CHECK((p.rules[1].access & ~FILE_RIGHTS) == 0);
+        CHECK_FALSE(p.rules[1].required);
+        for (int i = 2; i < 5; ++i) {
+            CHECK(p.rules[i].access == (h & ~(MAKE_CHAR | MAKE_BLOCK)));
+            CHECK((p.rules[i].access & (MAKE_CHAR | MAKE_BLOCK)) == 0);
+        }
+        CHECK(p.rules[2].path == "/ws");
+        CHECK(p.rules[2].required);      // the workspace must exist
+        CHECK_FALSE(p.rules[3].required);  // /tmp missing grants nothing
+        CHECK_FALSE(p.rules[4].required);
+        CHECK(p.handled_fs == h);
+    }
+}
+
+TEST_CASE("read-only plan has no writable directory") {
+    Policy p;
+    p.writable_files = {"/dev/null"};
+    const Plan pl = plan(p, 7, true);
+    REQUIRE(pl.rules.size() == 2);
+    CHECK(pl.rules[0].path == "/");
+    CHECK(pl.rules[1].path == "/dev/null");
+}
+
+TEST_CASE("enforcement and gaps per ABI") {
+    using V = std::vector<std::string>;
+    const Policy ro = [] { Policy p; p.writable_files = {"/dev/null"}; return p; }();
+    CHECK(effects(plan(ro, 1, true).layer, true) == V{"refer", "truncate", "ioctl-dev"});
+    CHECK(effects(plan(ro, 2, true).layer, true) == V{"truncate", "ioctl-dev"});
+    CHECK(effects(plan(ro, 3, true).layer, true) == V{"ioctl-dev"});
+    CHECK(effects(plan(ro, 4, true).layer, true) == V{"ioctl-dev"});
+    CHECK(effects(plan(ro, 5, true).layer, true).empty());
+    CHECK(effects(plan(ro, 7, true).layer, true).empty());
+    for (int abi = 1; abi <= 4; ++abi) CHECK(plan(ro, abi, true).layer.enforcement == Enforcement::Partial);
+    CHECK(plan(ro, 5, true).layer.enforcement == Enforcement::Full);
+    CHECK(plan(ro, 7, true).layer.enforcement == Enforcement::Full);
+    // Not the command's own file effects: listed, never partial by themselves.
+    CHECK(effects(plan(ro, 5, true).layer, false) == V{"signals", "abstract-unix-sockets", "unix-sockets", "network"});
+    CHECK(effects(plan(ro, 6, true).layer, false) == V{"unix-sockets", "network"});
+    // Metadata is open unless another layer closes it.
+    const Plan ws = plan(ws_policy(), 7, false);
+    CHECK(effects(ws.layer, true) == V{"metadata"});
+    CHECK(ws.layer.enforcement == Enforcement::Partial);
+    CHECK(ws.layer.details["abi"] == 7);
+    CHECK(ws.layer.details["scoped"] == nlohmann::json::array({"abstract_unix_socket", "signal"}));
+}
+
+TEST_CASE("right names") {
+    CHECK(right_names(EXECUTE | REFER | IOCTL_DEV) == std::vector<std::string>{"execute", "refer", "ioctl_dev"});
+    CHECK(right_names(0).empty());
+}

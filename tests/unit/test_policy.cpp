@@ -1,1 +1,165 @@
 #include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fcntl.h>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../src/policy.hpp"
+
+using namespace dsh;
+
+namespace {
+// A scratch tree under /var/tmp: real directories and symlinks for realpath.
+struct Tree {
+    std::string base;
+    Tree() {
+        char tmpl[] = "/var/tmp/dsh-unit-XXXXXX";
+        base = ::mkdtemp(tmpl);
+        ::mkdir((base + "/real").c_str(), 0755);
+        ::mkdir((base + "/real/sub").c_str(), 0755);
+        ::mkdir((base + "/other").c_str(), 0755);
+        REQUIRE(::symlink("real/sub", (base + "/link").c_str()) == 0);
+    }
+    ~Tree() { (void)!std::system(("rm -rf '" + base + "'").c_str()); }
+};
+}  // namespace
+
+TEST_CASE("modes parse, print and order as the seed's ladder") {
+    CHECK(parse_mode("read-only") == Mode::ReadOnly);
+    CHECK(parse_mode("workspace-write") == Mode::WorkspaceWrite);
+    CHECK(parse_mode("danger-full-access") == Mode::DangerFullAccess);
+    CHECK_FALSE(parse_mode("Read-Only"));
+    CHECK_FALSE(parse_mode(""));
+    CHECK(to_string(Mode::WorkspaceWrite) == "workspace-write");
+    CHECK(is_strictly_wider(Mode::WorkspaceWrite, Mode::ReadOnly));
+    CHECK(is_strictly_wider(Mode::DangerFullAccess, Mode::ReadOnly));
+    CHECK(is_strictly_wider(Mode::DangerFullAccess, Mode::WorkspaceWrite));
+    CHECK_FALSE(is_strictly_wider(Mode::ReadOnly, Mode::ReadOnly));
+    CHECK_FALSE(is_strictly_wider(Mode::ReadOnly, Mode::WorkspaceWrite));
+    CHECK_FALSE(is_strictly_wider(Mode::WorkspaceWrite, Mode::DangerFullAccess));
+}
+
+TEST_CASE("lexical normalisation") {
+    CHECK(lexically_normal("/") == "/");
+    CHECK(lexically_normal("//a//b/") == "/a/b");
+    CHECK(lexically_normal("/a/./b/../c") == "/a/c");
+    CHECK(lexically_normal("/..") == "/");
+    CHECK(lexically_normal("/a/../../b") == "/b");
+    CHECK(lexically_normal("/ws/../ws/./sub") == "/ws/sub");
+}
+
+TEST_CASE("canonical paths: realpath first, then lexical") {
+    Tree t;
+    SECTION("symlinked root resolves to its target") {
+        CHECK(canonical_path(t.base + "/link", "/") == t.base + "/real/sub");
+    }
+    SECTION("link/.. resolves like chdir: the parent of the target") {
+        CHECK(canonical_path(t.base + "/link/..", "/") == t.base + "/real");
+    }
+    SECTION("trailing slashes and dots") {
+        CHECK(canonical_path(t.base + "/real/./sub/", "/") == t.base + "/real/sub");
+    }
+    SECTION("relative paths are taken against cwd") {
+        CHECK(canonical_path("real/sub", t.base) == t.base + "/real/sub");
+        CHECK(canonical_path(".", t.base + "/real") == t.base + "/real");
+    }
+    SECTION("a missing tail keeps the resolved ancestor") {
+        CHECK(canonical_path(t.base + "/link/new/./x/../y", "/") == t.base + "/real/sub/new/y");
+        CHECK(canonical_path("/nonexistent-dsh/../a", "/") == "/a");
+    }
+}
+
+TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
+    Tree t;
+    PolicyInput in;
+    in.cwd = t.base;
+    SECTION("read-only: only /dev/null") {
+        Policy p;
+        REQUIRE(build_policy(in, p));
+        CHECK(p.mode == Mode::ReadOnly);
+        CHECK(p.writable_roots.empty());
+        CHECK(p.writable_files == std::vector<std::string>{"/dev/null"});
+        CHECK(p.workspace_root == t.base);
+        CHECK(p.root_source == "cwd");
+    }
+    SECTION("danger-full-access: no roots at all") {
+        in.mode = Mode::DangerFullAccess;
+        Policy p;
+        REQUIRE(build_policy(in, p));
+        CHECK(p.writable_roots.empty());
+        CHECK(p.writable_files.empty());
+    }
+    SECTION("workspace-write: root, /tmp, $TMPDIR, extras; first occurrence wins") {
+        in.mode = Mode::WorkspaceWrite;
+        in.root = t.base + "/link";
+        in.root_source = "flag";
+        in.tmpdir = "/tmp/";
+        in.writable = {t.base + "/other", t.base + "/real/sub", t.base + "/other/"};
+        Policy p;
+        REQUIRE(build_policy(in, p));
+        REQUIRE(p.writable_roots.size() == 3);
+        CHECK(p.writable_roots[0].path == t.base + "/real/sub");
+        CHECK(p.writable_roots[0].source == "workspace");
+        CHECK(p.writable_roots[1].path == "/tmp");
+        CHECK(p.writable_roots[2].path == t.base + "/other");
+        CHECK(p.writable_roots[2].source == "flag");
+        CHECK(p.root_source == "flag");
+    }
+    SECTION("a relative $TMPDIR is ignored") {
+        in.mode = Mode::WorkspaceWrite;
+        in.tmpdir = "relative/tmp";
+        Policy p;
+        REQUIRE(build_policy(in, p));
+        CHECK(p.writable_roots.size() == 2);
+    }
+    SECTION("bad roots are clear errors in workspace-write") {
+        in.mode = Mode::WorkspaceWrite;
+        Policy p;
+        in.root = t.base + "/missing";
+        auto o = build_policy(in, p);
+        CHECK_FALSE(o);
+        CHECK(o.err == Err::InvalidRoot);
+        CHECK(o.message == "workspace root " + t.base + "/missing does not exist or cannot be reached");
+        REQUIRE(::close(::creat((t.base + "/file").c_str(), 0644)) == 0);
+        in.root = t.base + "/file";
+        o = build_policy(in, p);
+        CHECK(o.message == "workspace root " + t.base + "/file is not a directory");
+        in.root = "/";
+        CHECK(build_policy(in, p).err == Err::InvalidRoot);
+        in.root = t.base;
+        in.writable = {"/"};
+        CHECK(build_policy(in, p).err == Err::InvalidPath);
+        in.writable = {t.base + "/nope"};
+        CHECK(build_policy(in, p).err == Err::InvalidPath);
+    }
+    SECTION("a missing root is fine in read-only (nothing is granted there)") {
+        in.root = t.base + "/missing";
+        Policy p;
+        CHECK(build_policy(in, p));
+    }
+}
+
+TEST_CASE("write_allowed agrees with the roots") {
+    Tree t;
+    PolicyInput in;
+    in.cwd = t.base;
+    in.mode = Mode::WorkspaceWrite;
+    in.root = t.base + "/real";
+    Policy p;
+    REQUIRE(build_policy(in, p));
+    CHECK(write_allowed(p, t.base + "/real/x", "/"));
+    CHECK(write_allowed(p, "real/sub/new/file", t.base));
+    CHECK(write_allowed(p, t.base + "/link/f", "/"));  // symlink into the root
+    CHECK_FALSE(write_allowed(p, t.base + "/other/x", "/"));
+    CHECK_FALSE(write_allowed(p, t.base + "/real/../other/x", "/"));
+    CHECK_FALSE(write_allowed(p, t.base + "/realx", "/"));  // prefix, not a child
+    CHECK(write_allowed(p, "/dev/null", "/"));
+    CHECK_FALSE(write_allowed(p, "/dev/zero", "/"));
+    CHECK(write_allowed(p, "/tmp/a", "/"));
+    in.mode = Mode::ReadOnly;
+    REQUIRE(build_policy(in, p));
+    CHECK_FALSE(write_allowed(p, t.base + "/real/x", "/"));
+    CHECK(write_allowed(p, "/dev/null", "/"));
+}
