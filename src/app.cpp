@@ -13,6 +13,7 @@
 #include "policy.hpp"
 #include "report.hpp"
 #include "runner.hpp"
+#include "supervise.hpp"
 
 extern char** environ;
 
@@ -120,8 +121,12 @@ Outcome prepare_launch(const Request& req, Launch& l) {
 
 int run_command(const Request& req, const Report& report) {
     Launch l;
+    if (req.markers && !req.supervise)
+        return failed(report, fail(Err::Usage, "--markers needs --supervise: in exec mode nothing is left to "
+                                               "write them once the command ends"));
     if (auto o = resolve_policy(req, l.c.policy); !o) return failed(report, o);
     if (auto o = prepare_launch(req, l); !o) return failed(report, o);
+    if (req.supervise) return supervise(l, report, {req.markers, req.approver.has_value()});
     return failed(report, enter_and_exec(l, report, true));
 }
 

@@ -71,7 +71,7 @@ Outcome exec_command(const std::string& resolved, const std::vector<std::string>
 
 Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
     if (l.landlock) {
-        if (auto o = landlock::enter(*l.landlock, l.c.policy, report.fd(), l.c.not_granted); !o) {
+        if (auto o = landlock::enter(*l.landlock, l.c.policy, report.fd(), l.c.not_granted, l.status_fd); !o) {
             std::string text = sandbox_unavailable_text(to_string(l.c.policy.mode));
             return fail(Err::SandboxUnavailable, text + " Runner failure: " + o.message);
         }

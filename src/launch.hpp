@@ -34,6 +34,9 @@ struct Launch {
     // The command's environment when an env flag was given ("K=V" entries);
     // nullopt: it inherits this process's environment unchanged.
     std::optional<std::vector<std::string>> env;
+    // Supervise: the child's end of the exec pipe (close-on-exec). The fd
+    // cleanup keeps it open so that its closing at exec tells the parent.
+    int status_fd = -1;
 };
 
 // Applies the in-process layers, writes the confinement record (when

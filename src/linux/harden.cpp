@@ -18,9 +18,10 @@
 
 namespace dsh::harden {
 
-Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd) {
+Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd, int status_fd) {
     std::vector<int> spare(keep);
     if (report_fd > 2) spare.push_back(report_fd);
+    if (status_fd > 2) spare.push_back(status_fd);
     std::sort(spare.begin(), spare.end());
     unsigned first = 3;
     for (int fd : spare) {

@@ -9,9 +9,11 @@
 
 namespace dsh::harden {
 
-// close_range over everything above 2 except `keep` (made inheritable) and
-// `report_fd` (already close-on-exec, kept for a late error record).
-Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd);
+// close_range over everything above 2 except `keep` (made inheritable),
+// `report_fd` (already close-on-exec, kept for a late error record) and
+// `status_fd` (close-on-exec; supervise's exec pipe, whose closing at exec is
+// how the parent learns that exec happened).
+Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd, int status_fd = -1);
 
 Outcome set_no_new_privs();
 

@@ -22,14 +22,15 @@ Outcome prepare(const Policy& policy, Confinement& c, Plan& plan) {
     return Outcome::success();
 }
 
-Outcome enter(const Plan& plan, const Policy& policy, int report_fd, std::vector<Skipped>& not_granted) {
+Outcome enter(const Plan& plan, const Policy& policy, int report_fd, std::vector<Skipped>& not_granted,
+              int status_fd) {
     // Order matters: fds first (Landlock does not govern fds opened before
     // it), then no_new_privs (required by both restrict_self and seccomp for
     // an unprivileged caller), then the ruleset, then capabilities (as root,
     // opening rule paths may need them), then seccomp last, so that its
     // filter does not get in the way of the setup calls above.
     int ruleset = -1;
-    if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd); !o) return o;
+    if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd, status_fd); !o) return o;
     if (auto o = harden::set_no_new_privs(); !o) return o;
     if (auto o = build_ruleset(plan, ruleset, not_granted); !o) return o;
     if (auto o = restrict_self(ruleset); !o) return o;

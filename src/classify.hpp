@@ -1,0 +1,58 @@
+// Classification of a supervised run (the seed's bash-sandbox rules, §7 of
+// the upstream contract). Pure: exit status + stderr text + the runner's rules
+// in, facts out. The out-of-band evidence (the exec pipe for Landlock, bwrap's
+// --json-status-fd) is decided by supervise.cpp and outranks everything here;
+// these stderr rules are the fallback for runners that give nothing better.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dsh {
+
+// One runner-failure rule. A rule with allowed_exit_codes applies only when
+// the exit code is one of them (landlock-run: 125); without, to any non-zero
+// exit. A stderr line that equals an informational line (whole, untrimmed,
+// case-insensitive) is never a match, whatever it contains.
+struct FailureRule {
+    std::optional<std::vector<int>> allowed_exit_codes;
+    std::vector<std::string> fatal_signatures;
+    std::vector<std::string> informational_lines;
+};
+
+// The report's `runnerFailureRules` JSON (allowedExitCodes, fatalSignatures,
+// informationalLines) -> rules. Members of the wrong type are ignored.
+std::vector<FailureRule> rules_from_json(const nlohmann::json& rules);
+
+// The first stderr line that makes the run a runner failure, or nothing.
+// exit_code is empty when the process died by a signal: never a match, nor is 0.
+std::optional<std::string> match_runner_failure(const std::vector<FailureRule>& rules,
+                                                std::optional<int> exit_code, std::string_view stderr_text);
+
+// Denial: a non-null, non-zero exit and stderr containing any signature
+// (case-insensitive, anywhere in the collected text).
+bool is_denial(std::optional<int> exit_code, std::string_view stderr_text,
+               const std::vector<std::string>& denial_signatures);
+
+struct Classification {
+    bool runner_failed = false;
+    std::optional<std::string> runner_failure;  // the matched line, or the out-of-band detail
+    bool denied = false;
+};
+
+// The seed's order: runner failure first (a runner's own error can contain
+// denial words: `bwrap: Can't mkdir ...: Read-only file system`), then denial.
+// A runner failure is never also a denial.
+Classification classify(const std::vector<FailureRule>& rules, const std::vector<std::string>& denial_signatures,
+                        std::optional<int> exit_code, std::string_view stderr_text);
+
+// The marker texts (seed, exact). subject: "command".
+std::string denial_marker(std::string_view mode);
+std::string escalation_hint(std::string_view subject);
+std::string runner_failure_marker(std::string_view mode);
+
+}  // namespace dsh
