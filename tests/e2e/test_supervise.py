@@ -1,0 +1,436 @@
+"""--supervise end to end: the result record, classification, statuses, signals,
+stdio pass-through and markers, for each Linux runner. Verified from outside."""
+import fcntl
+import hashlib
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import termios
+import threading
+import time
+
+from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need, need_bwrap, need_landlock, sh, skip
+
+DENIAL_MARKER = "[sandbox: file access denied under {mode} mode]"
+HINT = ("[sandbox: escalation available \u2014 retry this exact command once with sandbox_permissions "
+        "(the narrowest wider mode that suffices) + justification; the approval prompt asks the user]")
+RUNNER_FAILURE_MARKER = ("[sandbox: the sandbox runner itself failed under {mode} mode \u2014 the command did "
+                         "not run; this is a sandbox problem, not a command failure]")
+
+RUNNERS = ["landlock"]
+
+
+def need_runner(runner):
+    if runner == "landlock":
+        need_landlock()
+    elif runner == "bwrap":
+        need_bwrap()
+
+
+def sup(script, s, runner, mode="read-only", extra=(), **kw):
+    return sh(script, s, mode=mode, root=s.ws, runner=runner, extra=["--supervise"] + list(extra), **kw)
+
+
+def result_of(r):
+    res = r.rec("result")
+    assert res is not None, r
+    assert res["version"] == 1, r
+    return res
+
+
+def spawn(args, s, **kw):
+    """Starts dsh-confine without waiting; the report comes through a pipe read in a thread."""
+    rfd, wfd = os.pipe()
+    cmd = [DSH, "--report-fd", str(wfd)] + list(args)
+    proc = subprocess.Popen(cmd, cwd=s.ws, env=s.env(), pass_fds=[wfd], **kw)
+    os.close(wfd)
+    chunks = []
+
+    def reader():
+        while True:
+            b = os.read(rfd, 65536)
+            if not b:
+                break
+            chunks.append(b)
+        os.close(rfd)
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+
+    def report():
+        t.join(timeout=30)
+        return [json.loads(x) for x in b"".join(chunks).decode().splitlines()]
+    return proc, report
+
+
+def wait_for(pred, what, limit=30.0):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError("gave up waiting for " + what)
+
+
+def gone(pid):
+    """Dead: no /proc entry, or a zombie waiting for its new parent to reap it."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("State:"):
+                    return line.split()[1] == "Z"
+    except FileNotFoundError:
+        return True
+    return False
+
+
+# ---- per-runner cases -------------------------------------------------------------------------------------
+
+def case_denied_write_is_a_denial(s, runner):
+    need_runner(runner)
+    r = sup("echo x > '%s'" % s.p("ws", "denied.txt"), s, runner)
+    assert r.rc != 0, r
+    assert not os.path.exists(s.p("ws", "denied.txt"))
+    res = result_of(r)
+    assert res["denied"] is True and res["runnerFailed"] is False, r
+    assert res["runner"] == runner and res["mode"] == "read-only", r
+    assert res["exitCode"] == r.rc and res["signal"] is None, r
+    assert r.rec("confinement")["runner"] == runner, r
+    assert r.rec("error") is None, r
+
+
+def case_allowed_write_is_not_a_denial(s, runner):
+    need_runner(runner)
+    r = sup("printf ok > '%s'" % s.p("ws", "allowed.txt"), s, runner, mode="workspace-write")
+    assert r.rc == 0, r
+    with open(s.p("ws", "allowed.txt")) as f:
+        assert f.read() == "ok"
+    res = result_of(r)
+    assert res["denied"] is False and res["runnerFailed"] is False and res["exitCode"] == 0, r
+
+
+def case_outside_write_in_workspace_write_is_a_denial(s, runner):
+    need_runner(runner)
+    r = sup("printf no > '%s'" % s.p("outside", "o.txt"), s, runner, mode="workspace-write")
+    assert r.rc != 0, r
+    assert not os.path.exists(s.p("outside", "o.txt"))
+    assert result_of(r)["denied"] is True, r
+
+
+def case_denial_words_with_exit_0_are_not_a_denial(s, runner):
+    need_runner(runner)
+    r = sup("echo 'Permission denied' >&2; echo 'Read-only file system' >&2; exit 0", s, runner)
+    assert r.rc == 0, r
+    res = result_of(r)
+    assert res["denied"] is False and res["runnerFailed"] is False, r
+
+
+def case_exit_statuses_are_reported_exactly(s, runner):
+    need_runner(runner)
+    for code in (0, 1, 7, 125, 126, 127):
+        r = sup("exit %d" % code, s, runner)
+        assert r.rc == code, r
+        res = result_of(r)
+        assert res["exitCode"] == code and res["signal"] is None, r
+        assert res["denied"] is False and res["runnerFailed"] is False and res["runnerFailure"] is None, r
+        assert r.rec("error") is None, r  # the command's 125 is its own, not ours
+
+
+def case_death_by_sigkill_is_137(s, runner):
+    need_runner(runner)
+    r = sup("kill -KILL $$", s, runner)
+    assert r.rc == 137, r
+    res = result_of(r)
+    assert res["exitCode"] is None and res["signal"] == 9, r
+    assert res["denied"] is False, r
+
+
+def case_sigterm_reaches_the_command(s, runner):
+    need_runner(runner)
+    ready, got = s.p("ws", "ready"), s.p("ws", "got-term")
+    script = ("trap 'echo term > \"%s\"; exit 42' TERM; : > \"%s\"; while :; do sleep 0.05; done" % (got, ready))
+    proc, report = spawn(["--supervise", "--mode", "workspace-write", "--root", s.ws, "--runner", runner,
+                          "--", "sh", "-c", script], s, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(ready), "the command to set its trap")
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with open(got) as f:
+        assert f.read() == "term\n"
+    assert proc.returncode == 42, err
+    res = [x for x in report() if x["type"] == "result"][0]
+    assert res["exitCode"] == 42 and 15 in res["forwardedSignals"], res
+
+
+def case_sigterm_kills_an_untrapping_command(s, runner):
+    need_runner(runner)
+    ready = s.p("ws", "ready")
+    proc, report = spawn(["--supervise", "--mode", "workspace-write", "--root", s.ws, "--runner", runner,
+                          "--", "sh", "-c", ": > '%s'; exec sleep 300" % ready], s,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.exists(ready), "the command to start")
+        time.sleep(0.2)  # let `exec sleep` happen; a TERM before it ends sh the same way
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + 15
+    res = [x for x in report() if x["type"] == "result"][0]
+    assert res["signal"] == 15 and res["exitCode"] is None and res["forwardedSignals"] == [15], res
+
+
+def case_sigkill_of_the_supervisor_kills_the_command(s, runner):
+    need_runner(runner)
+    pidfile = s.p("ws", "pid")
+    # The command records its own pid; `exec` keeps it, so that pid is the
+    # command itself (under bwrap, its pid in the host namespace is looked up).
+    proc, _ = spawn(["--supervise", "--mode", "workspace-write", "--root", s.ws, "--runner", runner,
+                     "--", "sh", "-c", "echo $$ > '%s'; exec sleep 300" % pidfile], s,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.exists(pidfile) and os.path.getsize(pidfile) > 0, "the command's pid")
+        time.sleep(0.2)
+        pids = command_pids(proc.pid)
+        assert pids, "no process under dsh-confine"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for pid in pids:
+        wait_for(lambda: gone(pid), "process %d of the command to die" % pid)
+
+
+def command_pids(root):
+    """Every descendant of `root` (from /proc/<pid>/task/<tid>/children)."""
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        try:
+            tids = os.listdir("/proc/%d/task" % p)
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/children" % (p, tid)) as f:
+                    kids = [int(x) for x in f.read().split()]
+            except FileNotFoundError:
+                kids = []
+            out += kids
+            todo += kids
+    return out
+
+
+def case_fifty_megabytes_pass_through_byte_identical(s, runner):
+    need_runner(runner)
+    data = os.urandom(50 * 1000 * 1000)
+    src = s.p("ws", "big")
+    with open(src, "wb") as f:
+        f.write(data)
+    want = hashlib.sha256(data).hexdigest()
+    proc, report = spawn(["--supervise", "--runner", runner, "--", "sh", "-c", "cat big; cat big >&2; exit 3"], s,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 3, err[-500:]
+    assert hashlib.sha256(out).hexdigest() == want
+    assert hashlib.sha256(err).hexdigest() == want
+    res = [x for x in report() if x["type"] == "result"][0]
+    assert res["exitCode"] == 3 and res["stderrCaptured"] is True, res
+
+
+def case_stdout_and_stderr_on_one_pipe_keep_their_order(s, runner):
+    need_runner(runner)
+    script = "i=0; while [ $i -lt 3000 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done"
+    proc, report = spawn(["--supervise", "--runner", runner, "--", "sh", "-c", script], s,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    want = "".join("out%d\nerr%d\n" % (i, i) for i in range(3000))
+    assert out.decode() == want
+
+
+def case_stdin_passes_through(s, runner):
+    need_runner(runner)
+    r = sup("cat; exit 4", s, runner, input=b"to the command\n")
+    assert r.rc == 4 and r.out == "to the command\n", r
+
+
+def case_a_terminal_stays_a_terminal(s, runner):
+    need_runner(runner)
+    master, slave = pty.openpty()
+    try:
+        proc, report = spawn(["--supervise", "--runner", runner, "--", "sh", "-c",
+                              "test -t 0 && test -t 1 && test -t 2 && echo all-ttys"], s,
+                             stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        slave = -1
+        out = b""
+        while True:
+            rl, _, _ = select.select([master], [], [], 30)
+            if not rl:
+                break
+            try:
+                b = os.read(master, 4096)
+            except OSError:  # EIO: every slave fd closed
+                break
+            if not b:
+                break
+            out += b
+        proc.wait(timeout=30)
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+    assert proc.returncode == 0, out
+    assert b"all-ttys" in out, out
+    res = [x for x in report() if x["type"] == "result"][0]
+    assert res["stderrCaptured"] is False, res
+
+
+def case_ctrl_c_at_a_terminal_reaches_the_command(s, runner):
+    # The terminal's SIGINT goes to the foreground process group, which the
+    # command shares with dsh-confine; dsh-confine does not forward that one
+    # again (it may coalesce with the first, so a duplicate is not reliably
+    # visible: this checks that exactly one trap ran and that it ran at all).
+    need_runner(runner)
+    master, slave = pty.openpty()
+    ready, count = s.p("ws", "ready"), s.p("ws", "ints")
+    script = ("trap 'echo int >> \"%s\"' INT; trap 'exit 0' TERM; : > \"%s\"; while :; do sleep 0.05; done"
+              % (count, ready))
+
+    def controlling_tty():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    try:
+        proc, _ = spawn(["--supervise", "--mode", "workspace-write", "--root", s.ws, "--runner", runner,
+                         "--", "sh", "-c", script], s, stdin=slave, stdout=slave, stderr=slave,
+                        preexec_fn=controlling_tty)
+        os.close(slave)
+        slave = -1
+        wait_for(lambda: os.path.exists(ready), "the command to set its traps")
+        os.write(master, b"\x03")  # the terminal's VINTR: SIGINT to the foreground group
+        wait_for(lambda: os.path.exists(count), "the trap to run")
+        time.sleep(0.5)  # a separately delivered duplicate would land within this
+        os.kill(proc.pid, signal.SIGTERM)
+        drain = threading.Thread(target=lambda: _drain(master), daemon=True)
+        drain.start()
+        proc.wait(timeout=30)
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with open(count) as f:
+        assert f.read() == "int\n"
+
+
+def _drain(fd):
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+
+
+def case_markers_denial_and_hint(s, runner):
+    need_runner(runner)
+    target = s.p("ws", "m.txt")
+    r = sup("echo x > '%s'" % target, s, runner, extra=["--markers"])
+    assert r.rc != 0, r
+    lines = r.err.splitlines()
+    assert lines[-1] == DENIAL_MARKER.format(mode="read-only"), r
+    assert HINT not in r.err, r  # no approver: escalation is not advertised
+    r = sup("echo x > '%s'" % target, s, runner, extra=["--markers", "--approver", "tty"])
+    lines = r.err.splitlines()
+    assert lines[-2:] == [DENIAL_MARKER.format(mode="read-only"), HINT], r
+    assert not os.path.exists(target)
+    # No denial, no marker.
+    r = sup("echo fine >&2; exit 1", s, runner, extra=["--markers", "--approver", "tty"])
+    assert r.rc == 1 and "[sandbox:" not in r.err, r
+    # Without --markers, nothing is added.
+    r = sup("echo x > '%s'" % target, s, runner)
+    assert "[sandbox:" not in r.err, r
+
+
+def case_danger_full_access_has_no_enforcement(s, runner):
+    target = s.p("outside", "free.txt")
+    r = sup("printf free > '%s'; echo 'permission denied' >&2; exit 1" % target, s, runner,
+            mode="danger-full-access", extra=["--markers"])
+    assert r.rc == 1, r
+    with open(target) as f:
+        assert f.read() == "free"
+    res = result_of(r)
+    assert res["denied"] is False and res["runnerFailed"] is False and res["mode"] == "danger-full-access", r
+    assert "[sandbox:" not in r.err, r
+
+
+# ---- runner-independent ----------------------------------------------------------------------------------
+
+def test_landlock_setup_failure_is_a_runner_failure(s):
+    # A setup step inside the child fails (an --keep-fd that is not open): the
+    # exec pipe says the command never ran, so this is SANDBOX_UNAVAILABLE.
+    need_landlock()
+    r = dsh(["--supervise", "--markers", "--runner", "landlock", "--keep-fd", "9", "--", "sh", "-c",
+             "echo ran > '%s'" % s.p("ws", "ran")], s)
+    if r.rec("result") is None:
+        skip("--keep-fd is now validated before the child starts")
+    assert r.rc == 125, r
+    assert not os.path.exists(s.p("ws", "ran"))
+    res = result_of(r)
+    assert res["runnerFailed"] is True and res["denied"] is False, r
+    assert res["runnerFailure"] and "--keep-fd 9" in res["runnerFailure"], r
+    assert res["evidence"] == "exec-pipe", r
+    err = r.rec("error")
+    assert err["code"] == "SANDBOX_UNAVAILABLE", r
+    assert err["message"] == SANDBOX_UNAVAILABLE.format(mode="read-only") + " Runner failure: " + \
+        res["runnerFailure"], r
+    assert r.err.splitlines()[-1] == RUNNER_FAILURE_MARKER.format(mode="read-only"), r
+
+
+def test_command_not_found_is_127_before_anything_runs(s):
+    need_landlock()
+    r = dsh(["--supervise", "--runner", "landlock", "--", "no-such-command-dsh"], s)
+    assert r.rc == 127, r
+    assert r.rec("error")["code"] == "COMMAND_NOT_FOUND", r
+
+
+def test_markers_need_supervise(s):
+    r = dsh(["--markers", "--", "true"], s)
+    assert r.rc == 125 and r.rec("error")["code"] == "USAGE", r
+
+
+def test_supervisor_leaves_no_zombie(s):
+    # The command's own children are reaped by it; dsh-confine reaps the
+    # command. After exit nothing of the run is left under this test.
+    need_landlock()
+    r = sup("sleep 0.1 & wait", s, "landlock")
+    assert r.rc == 0, r
+    assert command_pids(os.getpid()) == [], command_pids(os.getpid())
+
+
+for _name, _fn in list(globals().items()):
+    if _name.startswith("case_"):
+        for _runner in RUNNERS:
+            def _make(fn=_fn, runner=_runner):
+                def t(s):
+                    return fn(s, runner)
+                t.__name__ = "test_%s_%s" % (fn.__name__[5:], runner)
+                return t
+            _t = _make()
+            globals()[_t.__name__] = _t
+
+if __name__ == "__main__":
+    main()
