@@ -2,6 +2,7 @@
 // that cannot enforce a confined mode ends here with an error and no exec.
 #include "app.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
@@ -23,7 +24,15 @@ namespace {
 
 void print_error(const Outcome& o) {
     std::string line = "dsh-confine: " + o.message + "\n";
+    // A stderr pipe whose reader is gone must not turn a clean 125 into death
+    // by SIGPIPE. The disposition is put back afterwards: SIG_IGN would survive
+    // exec and change the command's own behaviour on a broken pipe.
+    struct sigaction ign {}, old {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &old);
     (void)!::write(STDERR_FILENO, line.data(), line.size());
+    ::sigaction(SIGPIPE, &old, nullptr);
 }
 
 // Reports a failure: stderr, then the report's error record. Returns the exit status.

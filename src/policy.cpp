@@ -1,6 +1,10 @@
 #include "policy.hpp"
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <sys/stat.h>
 
@@ -113,6 +117,14 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     if (::stat(root.c_str(), &st) != 0)
         return failf(Err::InvalidRoot, "workspace root {} does not exist or cannot be reached", root);
     if (!S_ISDIR(st.st_mode)) return failf(Err::InvalidRoot, "workspace root {} is not a directory", root);
+    // A root the caller cannot open (e.g. mode 000, not its owner) would be
+    // granted to Landlock yet refuse every write by plain DAC: a silent
+    // narrowing to nothing. It is an error instead, as DESIGN.md says.
+    if (int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+        ::close(fd);
+    } else {
+        return failf(Err::InvalidRoot, "workspace root {} cannot be opened: {}", root, std::strerror(errno));
+    }
     if (root == "/")
         return fail(Err::InvalidRoot,
                     "workspace root is / : that would make every path writable; say "
