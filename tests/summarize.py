@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Adds up what every meson test run really checked, from meson's testlog.json files.
+
+TAP output counts each `ok` / `not ok` / `# SKIP` line; Catch2's JUnit XML counts each
+test case (and section); any other test counts once by its result. A test whose
+runner failed without saying why counts as failed. Prints the skipped and failed
+names, then one last line: `N passed, N failed, N skipped`.
+"""
+import json
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+TAP = re.compile(r"^(not ok|ok)\b[^#]*(#\s*(SKIP|TODO)\b(.*))?", re.IGNORECASE)
+
+
+def count(entry):
+    out = entry.get("stdout") or ""
+    name = entry["name"]
+    res = entry["result"]
+    p = f = k = 0
+    notes = []
+    if "<testsuites" in out:
+        xml = out[out.index("<testsuites"):out.rindex("</testsuites>") + len("</testsuites>")]
+        for tc in ET.fromstring(xml).iter("testcase"):
+            label = "%s: %s" % (name, tc.get("name"))
+            if tc.find("failure") is not None or tc.find("error") is not None:
+                f += 1
+                notes.append("FAILED " + label)
+            elif tc.find("skipped") is not None:
+                k += 1
+                notes.append("SKIPPED " + label)
+            else:
+                p += 1
+    else:
+        plan_skip = re.search(r"^1\.\.0\s*#\s*SKIP(.*)$", out, re.MULTILINE)
+        for line in out.splitlines():
+            m = TAP.match(line)
+            if not m:
+                continue
+            if m.group(1).lower() == "not ok":
+                f += 1
+                notes.append("FAILED %s: %s" % (name, line))
+            elif m.group(3) and m.group(3).upper() == "SKIP":
+                k += 1
+                notes.append("SKIPPED %s: %s" % (name, line))
+            else:
+                p += 1
+        if plan_skip and p + f + k == 0:
+            k += 1
+            notes.append("SKIPPED %s: whole file:%s" % (name, plan_skip.group(1)))
+    if p + f + k == 0:
+        if res == "OK":
+            p = 1
+        elif res == "SKIP":
+            k = 1
+            notes.append("SKIPPED " + name)
+        else:
+            f = 1
+    # The runner's own verdict wins over what it printed: a crash after
+    # printing `ok` lines, a timeout, or a non-zero exit is a failure.
+    if res not in ("OK", "SKIP", "EXPECTEDFAIL") and f == 0:
+        f = 1
+        notes.append("FAILED %s: meson result %s" % (name, res))
+    return p, f, k, notes
+
+
+def main(paths):
+    tp = tf = tk = 0
+    for path in paths:
+        try:
+            lines = open(path).read().splitlines()
+        except OSError as e:
+            print("no test log %s: %s" % (path, e))
+            tf += 1
+            continue
+        for line in lines:
+            if not line.strip():
+                continue
+            p, f, k, notes = count(json.loads(line))
+            tp, tf, tk = tp + p, tf + f, tk + k
+            for n in notes:
+                print(n)
+    print("%d passed, %d failed, %d skipped" % (tp, tf, tk))
+    return 1 if tf else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
