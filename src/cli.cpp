@@ -51,8 +51,8 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     app.add_option("--justification", r.justification, "why the escalation is needed");
     app.add_option("--approver", r.approver, "who approves an escalation: tty or a command");
     app.add_flag("--clearenv", r.clearenv, "start the command with an empty environment");
-    app.add_option("--setenv", r.setenv, "set an environment variable (K V)")->allow_extra_args(false);
-    app.add_option("--unsetenv", r.unsetenv, "remove an environment variable");
+    app.add_option("--setenv", r.setenv, "set an environment variable: --setenv NAME VALUE (repeatable)")->allow_extra_args(false);
+    app.add_option("--unsetenv", r.unsetenv, "remove an environment variable (repeatable)")->allow_extra_args(false);
     app.add_flag("--scrub-secrets", r.scrub_secrets, "drop variables whose names look like credentials");
     std::vector<std::string> positional;
     app.add_option("command", positional, "the command and its arguments (after --)");
