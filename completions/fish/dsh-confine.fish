@@ -1,0 +1,102 @@
+# fish completion for dsh-confine. tests/packaging/completion_drift.py checks
+# these options against `dsh-confine --help` (and each subcommand's --help),
+# so keep them in step.
+
+set -l modes read-only workspace-write danger-full-access
+set -l runners auto bwrap landlock seatbelt windows-acl custom
+set -l subcommands probe explain check session self-test
+
+# True once "--" has been typed: the rest is the command.
+function __dsh_confine_after_dashdash
+    contains -- -- (commandline -opc)[2..-1]
+end
+
+# Completes the command after "--" as its own command line.
+function __dsh_confine_complete_command
+    set -l tokens (commandline -opc)
+    set -l i (contains -i -- -- $tokens)
+    set -l rest $tokens[(math $i + 1)..-1] (commandline -ct)
+    complete -C (string join ' ' -- (string escape -- $rest[1..-2]) $rest[-1])
+end
+
+# The first subcommand word before "--", if any.
+function __dsh_confine_sub
+    set -l tokens (commandline -opc)[2..-1]
+    set -l skip 0
+    for t in $tokens
+        if test $skip -gt 0
+            set skip (math $skip - 1)
+            continue
+        end
+        switch $t
+            case --
+                return 1
+            case --setenv
+                set skip 2
+            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --unsetenv --platform --write
+                set skip 1
+            case '-*'
+            case '*'
+                echo $t
+                return 0
+        end
+    end
+    return 1
+end
+
+function __dsh_confine_top
+    not __dsh_confine_after_dashdash; and not __dsh_confine_sub >/dev/null
+end
+
+function __dsh_confine_in
+    not __dsh_confine_after_dashdash; and contains -- (__dsh_confine_sub) $argv
+end
+
+complete -c dsh-confine -n __dsh_confine_after_dashdash -f -a '(__dsh_confine_complete_command)'
+
+# Top-level options; explain and check take them too.
+set -l policy_cond 'not __dsh_confine_after_dashdash; and begin; __dsh_confine_top; or __dsh_confine_in explain check; end'
+complete -c dsh-confine -n $policy_cond -s h -l help -d 'print help and exit'
+complete -c dsh-confine -n $policy_cond -s V -l version -d 'print the version and exit'
+complete -c dsh-confine -n $policy_cond -l mode -x -a "$modes" -d 'file-write policy'
+complete -c dsh-confine -n $policy_cond -l root -x -a '(__fish_complete_directories)' -d 'workspace root'
+complete -c dsh-confine -n $policy_cond -l runner -x -a "$runners" -d 'confinement mechanism'
+complete -c dsh-confine -n $policy_cond -l writable -r -F -d 'another writable path'
+complete -c dsh-confine -n $policy_cond -l config -r -F -d 'config file (JSON)'
+complete -c dsh-confine -n $policy_cond -l session -r -F -d 'session log that sets the mode'
+complete -c dsh-confine -n $policy_cond -l probe-timeout -x -d 'bound on each runner probe (ms)'
+complete -c dsh-confine -n $policy_cond -l report-fd -x -d 'write the JSON-lines report to this fd'
+complete -c dsh-confine -n $policy_cond -l keep-fd -x -d 'pass this fd through to the command'
+complete -c dsh-confine -n $policy_cond -l supervise -d 'stay as the parent and report the outcome'
+complete -c dsh-confine -n $policy_cond -l markers -d 'append the sandbox marker lines to stderr'
+complete -c dsh-confine -n $policy_cond -l dry-run -d 'print the plan and run nothing'
+complete -c dsh-confine -n $policy_cond -l escalate -x -a 'workspace-write danger-full-access' -d 'ask for a wider mode for this call'
+complete -c dsh-confine -n $policy_cond -l justification -x -d 'why the escalation is needed'
+complete -c dsh-confine -n $policy_cond -l approver -x -a 'tty (__fish_complete_command)' -d 'who approves an escalation'
+complete -c dsh-confine -n $policy_cond -l clearenv -d 'start the command with an empty environment'
+complete -c dsh-confine -n $policy_cond -l setenv -x -a '(set -xn)' -d 'set an environment variable: NAME VALUE'
+complete -c dsh-confine -n $policy_cond -l unsetenv -x -a '(set -xn)' -d 'remove an environment variable'
+complete -c dsh-confine -n $policy_cond -l scrub-secrets -d 'drop variables whose names look like credentials'
+
+# Subcommands, and "--" before the command.
+complete -c dsh-confine -n __dsh_confine_top -f -a probe -d 'which runners work here, and why not'
+complete -c dsh-confine -n __dsh_confine_top -f -a explain -d 'print the plan for a command and run nothing'
+complete -c dsh-confine -n __dsh_confine_top -f -a check -d 'would the policy let a write to PATH happen?'
+complete -c dsh-confine -n __dsh_confine_top -f -a session -d 'the session mode log'
+complete -c dsh-confine -n __dsh_confine_top -f -a self-test -d 'run the conformance checks under each usable runner'
+complete -c dsh-confine -n __dsh_confine_top -f -a -- -d 'the command follows'
+complete -c dsh-confine -n '__dsh_confine_in explain' -f -a -- -d 'the command follows'
+
+complete -c dsh-confine -n '__dsh_confine_in probe self-test' -s h -l help -d 'print help and exit'
+complete -c dsh-confine -n '__dsh_confine_in probe check self-test' -l json -d 'print JSON'
+complete -c dsh-confine -n '__dsh_confine_in self-test' -l runner -x -a "$runners" -d 'check only this runner'
+complete -c dsh-confine -n '__dsh_confine_in explain' -l context -d 'print the one-line policy text for a model'
+complete -c dsh-confine -n '__dsh_confine_in explain' -l platform -x -a 'linux darwin windows' -d 'render the plan for this system'
+complete -c dsh-confine -n '__dsh_confine_in check' -l write -r -F -d 'the path to ask about'
+
+# session set-mode FILE MODE
+complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 2' -f -a set-mode -d 'append a sandbox/mode event'
+complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 2' -s h -l help -d 'print help and exit'
+complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 3' -F
+complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 4' -f -a "$modes"
+complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -ge 5' -f

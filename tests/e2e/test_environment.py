@@ -1,0 +1,126 @@
+"""--clearenv, --setenv, --unsetenv, --scrub-secrets: what the command sees, and the report."""
+import json
+import os
+
+from harness import dsh, main, need_landlock
+
+SECRET_VALUE = "s3cr3t-value-that-must-not-leak"
+
+
+def env_of(r):
+    """The command's environment as printed by `env -0`."""
+    return dict(e.split("=", 1) for e in r.out.split("\0") if e)
+
+
+def run_env(s, extra, env=None):
+    need_landlock()
+    return dsh(["--mode", "read-only"] + extra + ["--", "env", "-0"], s, env=env)
+
+
+def test_no_flag_inherits_everything(s):
+    r = run_env(s, [], env={"GITHUB_TOKEN": SECRET_VALUE, "FOO": "bar"})
+    assert r.rc == 0, r
+    e = env_of(r)
+    assert e["GITHUB_TOKEN"] == SECRET_VALUE and e["FOO"] == "bar", r
+    assert r.rec("confinement")["environment"] == {"cleared": False, "set": [], "unset": [], "scrubbed": []}, r
+
+
+def test_clearenv_gives_empty_environment(s):
+    r = run_env(s, ["--clearenv"], env={"FOO": "bar"})
+    assert r.rc == 0, r
+    assert env_of(r) == {}, r
+    assert r.rec("confinement")["environment"]["cleared"] is True, r
+
+
+def test_clearenv_then_setenv(s):
+    r = run_env(s, ["--clearenv", "--setenv", "A", "x=y\nz", "--setenv", "B", ""])
+    assert r.rc == 0, r
+    assert env_of(r) == {"A": "x=y\nz", "B": ""}, r
+    assert r.rec("confinement")["environment"]["set"] == ["A", "B"], r
+
+
+def test_unsetenv(s):
+    r = run_env(s, ["--unsetenv", "FOO", "--unsetenv", "ABSENT"], env={"FOO": "bar", "KEEP": "1"})
+    assert r.rc == 0, r
+    e = env_of(r)
+    assert "FOO" not in e and e["KEEP"] == "1", r
+    assert r.rec("confinement")["environment"]["unset"] == ["FOO"], r
+
+
+def test_scrub_secrets(s):
+    secrets = {"GITHUB_TOKEN": SECRET_VALUE, "aws_secret_access_key": SECRET_VALUE, "MY_API_KEY": SECRET_VALUE,
+               "PGPASSWORD": SECRET_VALUE, "GOOGLE_APPLICATION_CREDENTIALS": "/x/" + SECRET_VALUE,
+               "AZURE_CLIENT_ID": SECRET_VALUE}
+    keep = {"GIT_AUTHOR_NAME": "me", "LANG": "C.UTF-8", "FOO": "bar"}
+    r = run_env(s, ["--scrub-secrets"], env=dict(secrets, **keep))
+    assert r.rc == 0, r
+    e = env_of(r)
+    for k in secrets:
+        assert k not in e, (k, r)
+    for k, v in keep.items():
+        assert e[k] == v, (k, r)
+    assert e["HOME"] == s.home and "PATH" in e, r
+    rec = r.rec("confinement")
+    assert set(secrets) <= set(rec["environment"]["scrubbed"]), r
+    # Names only: no value reaches the report or stderr.
+    assert SECRET_VALUE not in json.dumps(r.report) and SECRET_VALUE not in r.err, r
+
+
+def test_setenv_beats_scrub(s):
+    r = run_env(s, ["--scrub-secrets", "--setenv", "GITHUB_TOKEN", "given"], env={"GITHUB_TOKEN": SECRET_VALUE})
+    assert r.rc == 0, r
+    assert env_of(r)["GITHUB_TOKEN"] == "given", r
+    env = r.rec("confinement")["environment"]
+    assert "GITHUB_TOKEN" in env["scrubbed"] and env["set"] == ["GITHUB_TOKEN"], r
+    assert SECRET_VALUE not in json.dumps(r.report), r
+
+
+def test_command_is_found_on_its_final_path(s):
+    need_landlock()
+    bindir = s.p("ws", "bin")
+    os.mkdir(bindir)
+    prog = os.path.join(bindir, "only-here")
+    with open(prog, "w") as f:
+        f.write("#!/bin/sh\necho found-on-final-path\n")
+    os.chmod(prog, 0o755)
+    r = dsh(["--", "only-here"], s)
+    assert r.rc == 127, r
+    r = dsh(["--setenv", "PATH", bindir + ":/usr/bin:/bin", "--", "only-here"], s)
+    assert r.rc == 0 and r.out == "found-on-final-path\n", r
+    assert r.rec("confinement")["command"] == prog, r
+
+
+def test_clearenv_without_path_uses_default_search(s):
+    # execvp's default search when PATH is unset: /usr/local/bin:/usr/bin:/bin.
+    r = run_env(s, ["--clearenv"])
+    assert r.rc == 0 and r.rec("confinement")["command"] in ("/usr/bin/env", "/bin/env"), r
+
+
+def test_path_pointing_nowhere_is_127_and_nothing_runs(s):
+    marker = s.p("outside", "ran")
+    r = dsh(["--mode", "danger-full-access", "--setenv", "PATH", "/nonexistent", "--", "sh", "-c",
+             "touch " + marker], s)
+    assert r.rc == 127, r
+    assert not os.path.exists(marker), r
+    assert r.rec("error")["code"] == "COMMAND_NOT_FOUND", r
+
+
+def test_bad_names_are_usage_errors(s):
+    marker = s.p("outside", "ran")
+    for args, msg in ((["--setenv", "A=B", "v"], "dsh-confine: --setenv A=B: a variable name cannot contain '='"),
+                      (["--setenv", "", "v"], "dsh-confine: --setenv: the variable name is empty"),
+                      (["--unsetenv", "X=1"], "dsh-confine: --unsetenv X=1: a variable name cannot contain '='")):
+        r = dsh(["--mode", "danger-full-access"] + args + ["--", "sh", "-c", "touch " + marker], s)
+        assert r.rc == 125, r
+        assert r.err == msg + "\n", r
+        assert r.rec("error")["code"] == "USAGE", r
+        assert not os.path.exists(marker), r
+
+
+def test_danger_full_access_applies_env_too(s):
+    r = dsh(["--mode", "danger-full-access", "--clearenv", "--setenv", "ONLY", "1", "--", "env", "-0"], s)
+    assert r.rc == 0 and env_of(r) == {"ONLY": "1"}, r
+
+
+if __name__ == "__main__":
+    main()
