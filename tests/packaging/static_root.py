@@ -61,6 +61,7 @@ def main():
         if not shutil.which("nm"):
             t.skip("nm is not installed")
         r = subprocess.run(["nm", binary], capture_output=True, text=True)
+        assert r.returncode == 0 or "no symbols" in r.stderr, r.stderr
         if "no symbols" in r.stderr:
             t.skip("the binary is stripped")
         defined = {line.split()[-1] for line in r.stdout.splitlines() if line.strip()}
