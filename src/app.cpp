@@ -14,6 +14,7 @@
 #include "policy.hpp"
 #include "report.hpp"
 #include "runner.hpp"
+#include "selftest.hpp"
 #include "supervise.hpp"
 
 extern char** environ;
@@ -153,11 +154,16 @@ int run(int argc, const char* const* argv) {
             std::fputs(req.text.c_str(), stdout);
             return 0;
         case Action::Run: break;
+        case Action::SelfTest:
+#if defined(__linux__)
+            return selftest::run(req);
+#else
+            [[fallthrough]];
+#endif
         case Action::Probe:
         case Action::Explain:
         case Action::Check:
-        case Action::SessionSetMode:
-        case Action::SelfTest: {
+        case Action::SessionSetMode: {
             Outcome o = fail(Err::Usage, "this subcommand is not built yet");
             print_error(o);
             return o.exit_status();

@@ -79,6 +79,11 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
 
     auto* self_test = app.add_subcommand("self-test", "run the conformance checks under each usable runner");
     self_test->add_flag("--json", r.json, "print JSON");
+    self_test->add_option("--binary", r.selftest_binary,
+                          "test this dsh-confine-compatible program instead of this one");
+    // The payload the checks run confined (one escape attempt, reported on
+    // stdout); hidden from --help because it is of no use on its own.
+    self_test->add_option("--attempt", r.selftest_attempt, "")->group("");
     self_test->fallthrough();
 
     app.require_subcommand(0, 1);

@@ -43,6 +43,8 @@ struct Request {
     std::optional<std::string> platform;  // explain --platform
     std::optional<std::string> check_write;  // check --write
     std::string session_file, session_mode;  // session set-mode FILE MODE
+    std::optional<std::string> selftest_binary;   // self-test --binary: the program under test
+    std::optional<std::string> selftest_attempt;  // self-test --attempt: the confined payload
     // The command after "--".
     std::vector<std::string> argv;
     std::string text;  // --help / --version output

@@ -1,0 +1,162 @@
+"""`dsh-confine self-test`: passes here under each Linux runner, and fails loudly when
+pointed at a program that does not confine (--binary)."""
+import json
+import os
+import subprocess
+
+from harness import DSH, dsh, main, need_bwrap, need_landlock, skip
+
+# Checks that any runner which does not confine must fail, whoever runs it.
+ESCAPES = {"write-outside", "read-only", "symlink-escape", "link-rename", "grandchild", "inherited-fd",
+           "no-new-privs", "tmp", "proc-fd-reopen"}
+
+
+def self_test(s, *args, binary=None):
+    extra = ["--binary", binary] if binary else []
+    r = dsh(["self-test"] + extra + list(args), s, report=False, timeout=300)
+    return r
+
+
+def parsed(r):
+    try:
+        return json.loads(r.out)
+    except ValueError:
+        raise AssertionError("self-test --json did not print JSON: %r" % r)
+
+
+def _results(j, runner):
+    for x in j["runners"]:
+        if x["runner"] == runner:
+            return x
+    raise AssertionError("runner %s missing: %s" % (runner, j))
+
+
+def _check_all_held(j, runner):
+    x = _results(j, runner)
+    assert x["usable"], x
+    names = [c["name"] for c in x["checks"]]
+    assert len(names) >= 18 and len(set(names)) == len(names), names
+    bad = [c for c in x["checks"] if c["result"] == "FAILED"]
+    assert bad == [], bad
+    na = [c["name"] for c in x["checks"] if c["result"] == "n/a"]
+    assert set(na) <= {"tiocsti"}, na  # only TIOCSTI may be impossible to try on a host
+
+
+def test_self_test_passes_under_landlock(s):
+    need_landlock()
+    r = self_test(s, "--runner", "landlock", "--json")
+    assert r.rc == 0, r
+    j = parsed(r)
+    assert j["type"] == "self-test" and j["ok"] is True and j["binary"] == os.path.realpath(DSH), j
+    _check_all_held(j, "landlock")
+    # The text form says the same.
+    r = self_test(s, "--runner", "landlock")
+    assert r.rc == 0 and "self-test passed: every check held." in r.out and "FAILED " not in r.out, r
+
+
+def test_self_test_passes_under_bwrap(s):
+    need_bwrap()
+    if os.environ.get("DSH_BWRAP_RUNNER_BUILT") != "1":
+        skip("this build has no bwrap runner yet (src/linux/bwrap_runner.cpp)")
+    r = self_test(s, "--runner", "bwrap", "--json")
+    assert r.rc == 0, r
+    _check_all_held(parsed(r), "bwrap")
+
+
+def test_self_test_without_runner_tries_every_linux_runner(s):
+    need_landlock()
+    r = self_test(s, "--json")
+    assert r.rc == 0, r
+    j = parsed(r)
+    assert [x["runner"] for x in j["runners"]] == ["landlock", "bwrap"], j
+    _check_all_held(j, "landlock")
+    for x in j["runners"]:
+        if x["usable"]:
+            _check_all_held(j, x["runner"])
+        else:
+            assert x["reason"], x
+
+
+def _fake(s, name, body):
+    p = s.p("base", name)
+    with open(p, "w") as f:
+        f.write("#!/bin/sh\n" + body)
+    os.chmod(p, 0o755)
+    return p
+
+
+# A "runner" that does not confine at all, yet writes a plausible report claiming full
+# enforcement: the self-test must not believe the report.
+UNCONFINED = r"""
+fd=; mode=read-only; root=$PWD; runner=auto
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --report-fd) fd=$2; shift 2;;
+    --mode) mode=$2; shift 2;;
+    --root) root=$2; shift 2;;
+    --runner) runner=$2; shift 2;;
+    --) shift; break;;
+    *) shift;;
+  esac
+done
+if [ -n "$fd" ]; then
+  printf '{"type":"confinement","version":1,"mode":"%s","workspaceRoot":"%s","runner":"%s","enforcement":"full","gaps":[],"writableRoots":[{"path":"%s","persists":true},{"path":"/tmp","persists":true}]}\n' \
+    "$mode" "$root" "$runner" "$root" >&"$fd"
+fi
+exec "$@"
+"""
+
+
+def _failed_checks(j):
+    return {c["name"] for x in j["runners"] if x["usable"] for c in x["checks"] if c["result"] == "FAILED"}
+
+
+def test_self_test_fails_loudly_on_a_runner_that_does_not_confine(s):
+    fake = _fake(s, "unconfined-runner", UNCONFINED)
+    r = self_test(s, "--runner", "landlock", binary=fake)
+    assert r.rc == 1, r
+    assert "SELF-TEST FAILED" in r.out and "FAILED  write-outside" in r.out, r
+    r = self_test(s, "--runner", "landlock", "--json", binary=fake)
+    assert r.rc == 1, r
+    j = parsed(r)
+    assert j["ok"] is False and j["binary"] == fake, j
+    failed = _failed_checks(j)
+    assert ESCAPES <= failed, sorted(ESCAPES - failed)
+    # The fake's report looked right: the world, not the report, caught it.
+    assert "report" not in failed, failed
+    # Nothing the fake let through was left outside the self-test's scratch.
+    assert not any(n.startswith("dsh-confine-self-test-") for n in os.listdir("/var/tmp")
+                   if os.stat(os.path.join("/var/tmp", n)).st_uid == os.getuid()
+                   and os.path.exists(os.path.join("/var/tmp", n, "outside"))), "scratch left behind"
+
+
+# A subtler one: the real dsh-confine, but one extra writable root (the workspace's
+# parent) slipped in. The report is genuine; the policy is not what was asked.
+WIDENED = r"""
+root=; prev=
+for a in "$@"; do
+  if [ "$prev" = --root ]; then root=$a; fi
+  prev=$a
+done
+exec "%s" --writable "$(dirname "$root")" "$@"
+"""
+
+
+def test_self_test_catches_a_runner_that_widens_the_policy(s):
+    need_landlock()
+    fake = _fake(s, "widening-runner", WIDENED % os.path.realpath(DSH))
+    r = self_test(s, "--runner", "landlock", "--json", binary=fake)
+    assert r.rc == 1, r
+    failed = _failed_checks(parsed(r))
+    assert {"write-outside", "symlink-escape", "link-rename", "grandchild"} <= failed, failed
+    assert "no-capabilities" not in failed and "tiocsti" not in failed, failed
+
+
+def test_self_test_with_an_unusable_named_runner_fails(s):
+    r = self_test(s, "--runner", "seatbelt")
+    assert r.rc == 1, r
+    assert "runner seatbelt: not usable here: " in r.out and "SELF-TEST FAILED" in r.out, r
+
+
+if __name__ == "__main__":
+    main()
