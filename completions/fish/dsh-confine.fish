@@ -90,6 +90,7 @@ complete -c dsh-confine -n '__dsh_confine_in explain' -f -a -- -d 'the command f
 complete -c dsh-confine -n '__dsh_confine_in probe self-test' -s h -l help -d 'print help and exit'
 complete -c dsh-confine -n '__dsh_confine_in probe check self-test' -l json -d 'print JSON'
 complete -c dsh-confine -n '__dsh_confine_in self-test' -l runner -x -a "$runners" -d 'check only this runner'
+complete -c dsh-confine -n '__dsh_confine_in self-test' -l binary -r -F -d 'test this dsh-confine-compatible program instead'
 complete -c dsh-confine -n '__dsh_confine_in explain' -l context -d 'print the one-line policy text for a model'
 complete -c dsh-confine -n '__dsh_confine_in explain' -l platform -x -a 'linux darwin windows' -d 'render the plan for this system'
 complete -c dsh-confine -n '__dsh_confine_in check' -l write -r -F -d 'the path to ask about'
