@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_fast.hpp"
 #include "version.hpp"
 
 namespace dsh {
@@ -23,7 +24,7 @@ void policy_options(CLI::App& app, Request& r) {
 
 }  // namespace
 
-Outcome parse_cli(int argc, const char* const* argv, Request& r) {
+static Outcome parse(int argc, const char* const* argv, Request& r, bool fast) {
     // Everything after the first "--" is the command, untouched. CLI11 sees
     // only what comes before it, so no option of ours is ever taken from the
     // command's arguments.
@@ -36,6 +37,8 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
         }
         (dashdash ? r.argv : ours).emplace_back(argv[i]);
     }
+    // The common exec-mode line skips building the CLI11 App (see cli_fast.hpp).
+    if (fast && parse_cli_fast(ours, dashdash, r.argv, r)) return Outcome::success();
 
     CLI::App app{"Run a command, and everything it spawns, under a file-write policy.", "dsh-confine"};
     app.set_help_flag("-h,--help", "print this help and exit");
@@ -124,5 +127,9 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
         if (a.empty() && &a == &r.argv.front()) return fail(Err::Usage, "the command name is empty");
     return Outcome::success();
 }
+
+Outcome parse_cli(int argc, const char* const* argv, Request& r) { return parse(argc, argv, r, true); }
+
+Outcome parse_cli_cli11(int argc, const char* const* argv, Request& r) { return parse(argc, argv, r, false); }
 
 }  // namespace dsh
