@@ -47,16 +47,12 @@ Outcome set_no_new_privs() {
     return Outcome::success();
 }
 
-static int last_cap() {
-    int last = CAP_LAST_CAP;
-    int fd = ::open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        char buf[16] = {};
-        if (::read(fd, buf, sizeof buf - 1) > 0) last = std::max(last, std::atoi(buf));
-        ::close(fd);
-    }
-    return last;
-}
+// Capability numbers run from 0 to the kernel's last one; past it the
+// bounding-set prctls fail with EINVAL (cap_valid() in security/commoncap.c
+// and kernel/sys.c). Walking until EINVAL finds the kernel's last capability
+// without reading /proc/sys/kernel/cap_last_cap (a file open on every launch),
+// and also covers capabilities newer than our headers' CAP_LAST_CAP.
+constexpr int kCapLimit = 1024;  // a bound for the walk, far above any kernel's
 
 Outcome drop_capabilities() {
     __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -64,7 +60,6 @@ Outcome drop_capabilities() {
     if (::syscall(SYS_capget, &hdr, data) != 0)
         return failf(Err::Internal, "capget: {}", std::strerror(errno));
     const bool have_setpcap = (data[CAP_TO_INDEX(CAP_SETPCAP)].effective & CAP_TO_MASK(CAP_SETPCAP)) != 0;
-    const int last = last_cap();
     if (have_setpcap) {
         // An exec as uid 0 would otherwise refill the permitted set from the
         // bounding set; SECBIT_NOROOT turns that off, and the bounding set is
@@ -73,9 +68,17 @@ Outcome drop_capabilities() {
                                    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
         if (::prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0)
             return failf(Err::SandboxUnavailable, "prctl(PR_SET_SECUREBITS): {}", std::strerror(errno));
-        for (int cap = 0; cap <= last; ++cap)
-            if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
-                return failf(Err::SandboxUnavailable, "prctl(PR_CAPBSET_DROP, {}): {}", cap, std::strerror(errno));
+        // Every drop up to EINVAL succeeded, or we fail here: a successful
+        // PR_CAPBSET_DROP is the kernel clearing that bit, so the bounding
+        // set is then known to be empty without reading it back.
+        int cap = 0;
+        for (; cap < kCapLimit; ++cap) {
+            if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
+            if (errno == EINVAL && cap > 0) break;
+            return failf(Err::SandboxUnavailable, "prctl(PR_CAPBSET_DROP, {}): {}", cap, std::strerror(errno));
+        }
+        if (cap == kCapLimit)
+            return fail(Err::SandboxUnavailable, "prctl(PR_CAPBSET_DROP): no end to the capabilities");
     }
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
         return failf(Err::SandboxUnavailable, "prctl(PR_CAP_AMBIENT_CLEAR_ALL): {}", std::strerror(errno));
@@ -83,18 +86,22 @@ Outcome drop_capabilities() {
     if (::syscall(SYS_capset, &hdr, zero) != 0)
         return failf(Err::SandboxUnavailable, "capset: {}", std::strerror(errno));
     // Verify: nothing permitted, effective or inheritable is left; and where
-    // the bounding set could matter (uid 0), it is empty.
+    // the bounding set could matter (uid 0) and was not emptied above, it is
+    // empty.
     if (::syscall(SYS_capget, &hdr, data) != 0)
         return failf(Err::Internal, "capget: {}", std::strerror(errno));
     for (const auto& d : data)
         if (d.effective || d.permitted || d.inheritable)
             return fail(Err::SandboxUnavailable, "capabilities remain after dropping them");
-    if (::getuid() == 0 || ::geteuid() == 0) {
-        for (int cap = 0; cap <= last; ++cap)
-            if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1)
+    if (!have_setpcap && (::getuid() == 0 || ::geteuid() == 0)) {
+        for (int cap = 0; cap < kCapLimit; ++cap) {
+            const int in_set = ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+            if (in_set < 0) break;  // EINVAL: past the kernel's last capability
+            if (in_set == 1)
                 return failf(Err::SandboxUnavailable,
                              "running as uid 0 without CAP_SETPCAP: capability {} stays in the bounding set",
                              cap);
+        }
     }
     return Outcome::success();
 }
