@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Turns bench/run.sh's raw output into the Markdown table and the target checks.
+
+Usage: bench/report.py OUTDIR   (reads hyperfine.json, notes.txt, rss.tsv, size.tsv, machine.txt)
+Prints the Markdown to stdout and writes it to OUTDIR/table.md.
+"""
+import json
+import os
+import statistics
+import sys
+
+out = sys.argv[1]
+
+
+def read_tsv(name):
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        return []
+    return [line.rstrip("\n").split("\t") for line in open(path) if line.strip()]
+
+
+machine = dict(line.rstrip("\n").split("=", 1) for line in open(os.path.join(out, "machine.txt")) if "=" in line)
+results = json.load(open(os.path.join(out, "hyperfine.json")))["results"]
+med = {}
+for r in results:
+    name = r.get("command_name") or r["command"]
+    med[name] = (statistics.median(r["times"]) * 1000, r)
+notes = {n: why for n, why in read_tsv("notes.txt")}
+
+lines = []
+say = lines.append
+
+
+def ms(name):
+    return med[name][0] if name in med else None
+
+
+def cpu(name):
+    r = med[name][1]
+    return (r["user"] + r["system"]) * 1000
+
+
+def cpu_ratio(a, b):
+    if a not in med or b not in med:
+        return None
+    return cpu(a) / cpu(b)
+
+
+def ratio(a, b):
+    if ms(a) is None or ms(b) is None:
+        return None
+    return ms(a) / ms(b)
+
+
+say(f"Measured {machine['date']} on {machine['cpu']} ({machine['cores']} cores), Linux {machine['kernel']}; "
+    f"load average {machine['load_before']} before, {machine['load_after']} after. "
+    f"hyperfine, {machine['runs']} runs after {machine['warmup']} warm-up runs, all rows in one run; medians. "
+    f"{machine['version']}.")
+say("")
+say("| command | median (ms) | min (ms) | CPU user+sys (ms) | median vs `env` | CPU vs `env` | median vs direct bwrap |")
+say("|---|---:|---:|---:|---:|---:|---:|")
+for r in results:
+    name = r.get("command_name") or r["command"]
+    loop = name.startswith("loop: ")
+    base_env = "loop: env" if loop else "env /bin/true"
+    base_bw = "loop: bwrap direct" if loop else "bwrap direct"
+    ve, vc, vb = ratio(name, base_env), cpu_ratio(name, base_env), ratio(name, base_bw)
+    say(f"| `{name}` | {ms(name):.2f} | {r['min'] * 1000:.2f} | {cpu(name):.2f} | "
+        f"{'%.2fx' % ve if ve else '-'} | {'%.2fx' % vc if vc else '-'} | {'%.2fx' % vb if vb else '-'} |")
+for name, why in notes.items():
+    short = why if len(why) <= 110 else why[:107] + "..."
+    say(f"| `{name}` | not available: {short} | | | | | |")
+say("")
+say("`loop:` rows run `sh -c 'for i in $(seq 200); do echo x > f$i; done'` in a workspace-write workspace. "
+    "`bwrap direct` is bwrap with exactly the argv dsh-confine builds (from its report), the command in place "
+    "of the Landlock stage; `with stage` keeps the stage (dsh-confine exec'd by bwrap).")
+say("")
+
+sizes = read_tsv("size.tsv")
+rss = dict(read_tsv("rss.tsv"))
+say("| binary | size | stripped |")
+say("|---|---:|---:|")
+for kind, size, stripped in sizes:
+    say(f"| {kind} | {int(size) / 1e6:.2f} MB | {int(stripped) / 1e6:.2f} MB |")
+say("")
+say("| peak RSS (`/usr/bin/time -v`) | KiB |")
+say("|---|---:|")
+labels = {
+    "true": "`/bin/true` alone",
+    "env": "`env /bin/true`",
+    "exec": "dsh-confine exec mode, landlock, `/bin/true` (max of dsh-confine before exec and the command)",
+    "notfound": "dsh-confine, landlock, command not found (fails inside dsh-confine)",
+    "supervise": "dsh-confine `--supervise`, landlock, `/bin/true` (the parent; child folded in)",
+    "static-exec": "static dsh-confine exec mode, landlock, `/bin/true`",
+}
+for k, v in rss.items():
+    say(f"| {labels.get(k, k)} | {v} |")
+say("")
+
+# Targets.
+checks = []
+
+
+def target(label, value, limit, fmt, unit="", cpu_value=None):
+    c = "-" if cpu_value is None else f"{fmt % cpu_value}{unit}"
+    if value is None:
+        checks.append(f"| {label} | not measured | - | {fmt % limit}{unit} | - |")
+    else:
+        ok = "holds" if value <= limit else "MISSED"
+        checks.append(f"| {label} | {fmt % value}{unit} | {c} | {fmt % limit}{unit} | {ok} |")
+
+
+def both(a, b):
+    return dict(value=ratio(a, b), cpu_value=cpu_ratio(a, b))
+
+
+target("landlock exec `/bin/true` / `env /bin/true`", limit=1.15, fmt="%.2f", unit="x", **both("dsh landlock", "env /bin/true"))
+if "dsh-static landlock" in med:
+    target("static landlock exec / `env /bin/true`", limit=1.15, fmt="%.2f", unit="x",
+           **both("dsh-static landlock", "env /bin/true"))
+target("`--runner auto` (bwrap + Landlock stage) / direct bwrap", limit=1.25, fmt="%.2f", unit="x",
+       **both("dsh auto", "bwrap direct"))
+target("`--runner auto` / direct bwrap with the same stage (dsh-confine's own front part)", limit=1.05,
+       fmt="%.2f", unit="x", **both("dsh auto", "bwrap direct, with stage"))
+for runner in ("landlock", "bwrap", "auto"):
+    a, b = f"dsh {runner} --supervise", f"dsh {runner}"
+    have = a in med and b in med
+    target(f"`--supervise` over exec, {runner}", None if not have else ms(a) - ms(b), 0.2, "%+.2f", " ms",
+           None if not have else cpu(a) - cpu(b))
+for runner in ("landlock", "bwrap", "auto"):
+    target(f"200-write loop, {runner} / env", limit=1.05, fmt="%.2f", unit="x", **both(f"loop: dsh {runner}", "loop: env"))
+static_size = next((int(s) for k, s, _ in sizes if k == "static"), None)
+target("static binary size", None if static_size is None else static_size / 1e6, 3.0, "%.2f", " MB")
+peak = max((int(v) for k, v in rss.items() if k in ("exec", "notfound", "supervise") and v), default=None)
+target("peak RSS of dsh-confine", None if peak is None else peak / 1024, 4.0, "%.2f", " MiB")
+say("| target | median | CPU user+sys | limit | on the median |")
+say("|---|---:|---:|---:|---|")
+lines.extend(checks)
+
+text = "\n".join(lines) + "\n"
+open(os.path.join(out, "table.md"), "w").write(text)
+sys.stdout.write(text)

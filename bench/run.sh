@@ -1,0 +1,198 @@
+#!/bin/sh
+# dsh-confine benchmarks (issue 8). Measures, side by side in ONE hyperfine
+# run, the cost of starting a command under dsh-confine against the floor
+# (`env /bin/true`) and against bubblewrap called directly with the same
+# profile; then binary sizes and peak memory. Writes the raw hyperfine JSON
+# and a Markdown table into the output directory.
+#
+#   bench/run.sh [--binary PATH] [--static PATH|--no-static] [--runs N]
+#                [--warmup N] [--out DIR]
+#
+# Results go to bench/out/ unless --out is given.
+# Without --binary a release build is made in build-bench/ (and
+# build-bench-static/ unless --no-static or --static is given). Rows whose
+# feature the binary does not have (a runner, --supervise, probe) are printed
+# as "not available" instead of failing the run.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(dirname "$here")
+bin=""
+static=""
+no_static=0
+runs=200
+warmup=20
+out=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --binary) bin=$2; shift 2 ;;
+        --static) static=$2; shift 2 ;;
+        --no-static) no_static=1; shift ;;
+        --runs) runs=$2; shift 2 ;;
+        --warmup) warmup=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        -h|--help) sed -n "2,15p" "$0"; exit 0 ;;
+        *) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+
+for tool in hyperfine python3; do
+    command -v "$tool" >/dev/null || { echo "bench/run.sh: $tool is needed" >&2; exit 2; }
+done
+
+build() {  # build DIR [meson options...]
+    dir=$1; shift
+    if [ ! -f "$dir/build.ninja" ]; then
+        meson setup "$dir" "$src" --buildtype=release -Dtests=false "$@" >/dev/null
+    fi
+    ninja -C "$dir" dsh-confine >/dev/null
+    echo "$dir/dsh-confine"
+}
+if [ -z "$bin" ]; then bin=$(build "$src/build-bench"); fi
+if [ -z "$static" ] && [ "$no_static" = 0 ]; then
+    static=$(build "$src/build-bench-static" -Dstatic=true) || static=""
+fi
+bin=$(realpath "$bin")
+[ -n "$static" ] && static=$(realpath "$static")
+
+# Scratch under /var/tmp: /tmp is a writable root (and a tmpfs under bwrap).
+scratch=$(mktemp -d /var/tmp/dsh-bench.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+ws="$scratch/ws"
+mkdir -p "$ws"
+[ -n "$out" ] || out="$src/bench/out"
+mkdir -p "$out"
+out=$(realpath "$out")
+cd "$ws"
+
+loop='for i in $(seq 200); do echo x > f$i; done'
+notes="$out/notes.txt"
+: > "$notes"
+na() { printf '%s\t%s\n' "$1" "$2" >> "$notes"; }
+
+# works NAME ARGS...: runs dsh-confine once; a non-zero exit means the row is
+# not available here (the first line of stderr says why).
+works() {
+    name=$1; shift
+    if err=$("$@" 2>&1 >/dev/null); then return 0; fi
+    na "$name" "$(printf '%s' "$err" | head -n 1)"
+    return 1
+}
+
+cmds="$scratch/cmds"
+: > "$cmds"
+add() { printf '%s\n%s\n' "$1" "$2" >> "$cmds"; }
+
+D="$bin"
+add "/bin/true" "/bin/true"
+add "env /bin/true" "env /bin/true"
+for runner in landlock bwrap auto; do
+    if works "dsh $runner" "$D" --runner "$runner" -- /bin/true; then
+        add "dsh $runner" "$D --runner $runner -- /bin/true"
+        if works "dsh $runner --supervise" "$D" --supervise --runner "$runner" -- /bin/true; then
+            add "dsh $runner --supervise" "$D --supervise --runner $runner -- /bin/true"
+        fi
+    fi
+done
+if [ -n "$static" ]; then
+    for runner in landlock auto; do
+        if works "dsh-static $runner" "$static" --runner "$runner" -- /bin/true; then
+            add "dsh-static $runner" "$static --runner $runner -- /bin/true"
+        fi
+    done
+fi
+
+# The bwrap profile dsh-confine builds, taken from its own report (the
+# confinement record's argv): with the Landlock stage (our binary exec'd by
+# bwrap, given by path instead of the inherited /proc/self/fd/N) and without.
+direct() {  # direct MODE-ARGS... -> "with-stage-argv|no-stage-argv" on stdout (shell-quoted)
+    "$D" --runner bwrap --report-fd 3 "$@" 3>"$scratch/report.json" >/dev/null 2>&1 || return 1
+    python3 - "$scratch/report.json" "$D" <<'PY'
+import json, shlex, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+c = next((r for r in recs if r.get("type") == "confinement"), None)
+if not c or c.get("runner") != "bwrap": sys.exit(1)
+argv = c["argv"]
+stage = next((i for i, a in enumerate(argv) if a.startswith("/proc/self/fd/")), None)
+if stage is None:                       # no inner stage: the argv is bwrap's own
+    print(shlex.join(argv)); print(shlex.join(argv)); sys.exit(0)
+with_stage = argv[:stage] + [sys.argv[2]] + argv[stage + 1:]
+rest = argv[stage + 1:]
+cmd = rest[rest.index("--") + 1:]       # the stage's own "--" ends its options
+print(shlex.join(with_stage)); print(shlex.join(argv[:stage] + cmd))
+PY
+}
+if out_argv=$(direct -- /bin/true); then
+    add "bwrap direct, with stage" "$(echo "$out_argv" | sed -n 1p)"
+    add "bwrap direct" "$(echo "$out_argv" | sed -n 2p)"
+else
+    na "bwrap direct" "dsh-confine has no bwrap runner here (no bwrap confinement record)"
+fi
+if works "dsh probe" "$D" probe; then add "dsh probe" "$D probe"; fi
+
+# The same 200 writes inside the workspace.
+wsargs="--mode workspace-write --root $ws"
+add "loop: env" "env sh -c '$loop'"
+for runner in landlock bwrap auto; do
+    if works "loop: dsh $runner" "$D" $wsargs --runner "$runner" -- /bin/true; then
+        add "loop: dsh $runner" "$D $wsargs --runner $runner -- sh -c '$loop'"
+        if works "loop: dsh $runner --supervise" "$D" $wsargs --supervise --runner "$runner" -- /bin/true; then
+            add "loop: dsh $runner --supervise" "$D $wsargs --supervise --runner $runner -- sh -c '$loop'"
+        fi
+    fi
+done
+if out_argv=$(direct $wsargs -- sh -c "$loop"); then
+    add "loop: bwrap direct" "$(echo "$out_argv" | sed -n 2p)"
+fi
+
+# One hyperfine run: every row shares the same machine state.
+set --
+while IFS= read -r name && IFS= read -r cmd; do
+    set -- "$@" -n "$name" "$cmd"
+done < "$cmds"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+hyperfine -N --style basic --warmup "$warmup" --runs "$runs" --export-json "$out/hyperfine.json" "$@" \
+    > "$out/hyperfine.txt" 2>&1 || { cat "$out/hyperfine.txt" >&2; exit 1; }
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Peak RSS (KiB) from /usr/bin/time -v. In exec mode the process becomes the
+# command, and the kernel keeps the larger high-water mark of the two images
+# (exec_mmap records the old mm's), so with /bin/true (about 1 MB) it is
+# dsh-confine's own peak. Two cross-checks: a run that fails inside
+# dsh-confine after the full setup path (command not found), and supervise
+# mode (the parent; the reaped child's mark is folded in, and is smaller).
+rss() { /usr/bin/time -v "$@" 2>&1 >/dev/null | sed -n 's/.*Maximum resident set size (kbytes): //p' | tail -n 1; }
+{
+    printf 'true\t%s\n' "$(rss /bin/true)"
+    printf 'env\t%s\n' "$(rss env /bin/true)"
+    printf 'exec\t%s\n' "$(rss "$D" --runner landlock -- /bin/true)"
+    printf 'notfound\t%s\n' "$(rss "$D" --runner landlock -- /nonexistent/cmd)"
+    printf 'supervise\t%s\n' "$(rss "$D" --supervise --runner landlock -- /bin/true)"
+    [ -n "$static" ] && printf 'static-exec\t%s\n' "$(rss "$static" --runner landlock -- /bin/true)"
+    true
+} > "$out/rss.tsv"
+
+stripped_size() { cp "$1" "$scratch/s" && strip "$scratch/s" && stat -c %s "$scratch/s"; }
+{
+    printf 'dynamic\t%s\t%s\n' "$(stat -c %s "$bin")" "$(stripped_size "$bin")"
+    [ -n "$static" ] && printf 'static\t%s\t%s\n' "$(stat -c %s "$static")" "$(stripped_size "$static")"
+    true
+} > "$out/size.tsv"
+
+{
+    echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "kernel=$(uname -r)"
+    echo "cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+    echo "cores=$(nproc)"
+    echo "load_before=$load_before"
+    echo "load_after=$load_after"
+    echo "binary=$bin"
+    echo "static=$static"
+    echo "version=$("$D" --version 2>/dev/null | head -n 1)"
+    echo "runs=$runs"
+    echo "warmup=$warmup"
+} > "$out/machine.txt"
+
+python3 "$here/report.py" "$out"
+echo
+echo "raw data: $out"
