@@ -33,7 +33,7 @@ function __dsh_confine_sub
                 return 1
             case --setenv
                 set skip 2
-            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --unsetenv --platform --write
+            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --unsetenv --platform --write --binary
                 set skip 1
             case '-*'
             case '*'
