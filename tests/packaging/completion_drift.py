@@ -6,10 +6,13 @@ asked for real (bash with bash-completion, zsh through zpty, fish with
     completion_drift.py DSH_CONFINE COMPLETIONS_DIR
 """
 import os
+import pty
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from helpinfo import describe, long_options, option_description, subcommands, values_in  # noqa: E402
@@ -55,6 +58,44 @@ for line in "$@"; do
 done
 zpty -d z
 '''
+
+
+def bash_tab(compfile, typed):
+    """Types `typed` and TAB into an interactive bash on a pty (readline, the real
+    thing) and returns what the line shows afterwards."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe("bash", ["bash", "--norc", "--noprofile", "-i"],
+                   {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "dumb", "HOME": "/nonexistent",
+                    "PS1": "$ "})
+    buf = b""
+
+    def read_until(marker, timeout):
+        nonlocal buf
+        end = time.time() + timeout
+        while time.time() < end and marker not in buf:
+            r, _, _ = select.select([fd], [], [], 0.1)
+            if r:
+                try:
+                    buf += os.read(fd, 4096)
+                except OSError:
+                    break
+        return marker in buf
+
+    try:
+        os.write(fd, ("source %s; source %s; echo READ''Y\n" % (BASH_COMPLETION, compfile)).encode())
+        assert read_until(b"READY\r\n", 20), buf
+        buf = b""
+        os.write(fd, typed.encode() + b"\t")
+        read_until(b"\x00never", 1.5)  # let readline finish
+        return buf.decode(errors="replace")
+    finally:
+        try:
+            os.write(fd, b"\x15exit\n")
+        except OSError:
+            pass
+        os.close(fd)
+        os.waitpid(pid, 0)
 
 
 def split_answers(text):
@@ -181,6 +222,15 @@ def main():
             # The command's own completion takes over after "--" (here: ours again).
             assert "--mode" in answers["dsh-confine -- dsh-confine --mo"], answers
         t.case("%s: the command after -- is completed as a command" % name, after_dashdash)
+
+        if name == "bash":
+            def interactive():
+                f = os.path.join(compdir, "bash", "dsh-confine")
+                line = bash_tab(f, "dsh-confine --mode work")
+                assert line.endswith("dsh-confine --mode workspace-write "), repr(line)
+                line = bash_tab(f, "dsh-confine --runner landlock -- dsh-confine --scrub")
+                assert line.endswith("-- dsh-confine --scrub-secrets "), repr(line)
+            t.case("bash: TAB on a terminal completes (readline, interactive)", interactive)
     sys.exit(t.done())
 
 
