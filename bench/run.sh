@@ -116,10 +116,19 @@ argv = c["argv"]
 stage = next((i for i, a in enumerate(argv) if a.startswith("/proc/self/fd/")), None)
 if stage is None:                       # no inner stage: the argv is bwrap's own
     print(shlex.join(argv)); print(shlex.join(argv)); sys.exit(0)
-with_stage = argv[:stage] + [sys.argv[2]] + argv[stage + 1:]
+# The stage: <self> __dsh_confine_stage_v1 OPTIONS -- COMMAND_PATH ARGV...
 rest = argv[stage + 1:]
-cmd = rest[rest.index("--") + 1:]       # the stage's own "--" ends its options
-print(shlex.join(with_stage)); print(shlex.join(argv[:stage] + cmd))
+end = rest.index("--")                  # the stage's own "--" ends its options
+opts, path, args = rest[:end], rest[end + 1], rest[end + 2:]
+# Without --report-fd (as the timed rows run) there is no report and no record fd.
+kept, i = [], 0
+while i < len(opts):
+    if opts[i] in ("--report-fd", "--record-fd"):
+        i += 2
+        continue
+    kept.append(opts[i]); i += 1
+with_stage = argv[:stage] + [sys.argv[2]] + kept + ["--", path] + args
+print(shlex.join(with_stage)); print(shlex.join(argv[:stage] + [path] + args[1:]))
 PY
 }
 if out_argv=$(direct -- /bin/true); then
