@@ -49,21 +49,35 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     return failf(Err::CommandNotFound, "{}: command not found", name);
 }
 
-Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv, char* const* envp) {
+// execve with `mask` in force only for the call itself.
+static int execve_masked(const char* path, char* const* argv, char* const* envp, const sigset_t* mask) {
+    if (!mask) {
+        ::execve(path, argv, envp);
+        return errno;
+    }
+    sigset_t all;
+    sigfillset(&all);
+    ::sigprocmask(SIG_SETMASK, mask, nullptr);
+    ::execve(path, argv, envp);
+    const int e = errno;
+    ::sigprocmask(SIG_SETMASK, &all, nullptr);
+    return e;
+}
+
+Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv, char* const* envp,
+                     const sigset_t* exec_mask) {
     std::vector<char*> args;
     args.reserve(argv.size() + 2);
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    ::execve(resolved.c_str(), args.data(), envp);
-    int e = errno;
+    int e = execve_masked(resolved.c_str(), args.data(), envp, exec_mask);
     if (e == ENOEXEC) {
         std::vector<char*> sh;
         sh.push_back(const_cast<char*>("sh"));
         sh.push_back(const_cast<char*>(resolved.c_str()));
         for (size_t k = 1; k < argv.size(); ++k) sh.push_back(const_cast<char*>(argv[k].c_str()));
         sh.push_back(nullptr);
-        ::execve("/bin/sh", sh.data(), envp);
-        e = errno;
+        e = execve_masked("/bin/sh", sh.data(), envp, exec_mask);
     }
     if (e == ENOENT) return failf(Err::CommandNotFound, "{}: {}", resolved, std::strerror(e));
     return failf(Err::CommandNotExecutable, "{}: cannot execute: {}", resolved, std::strerror(e));
@@ -78,12 +92,12 @@ Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
     }
     if (write_record)
         if (auto o = report.write(confinement_record(l.c)); !o) return o;
-    if (!l.env) return exec_command(l.exec_path, l.exec_argv, environ);
+    if (!l.env) return exec_command(l.exec_path, l.exec_argv, environ, l.exec_mask);
     std::vector<char*> envp;
     envp.reserve(l.env->size() + 1);
     for (auto& e : *l.env) envp.push_back(e.data());
     envp.push_back(nullptr);
-    return exec_command(l.exec_path, l.exec_argv, envp.data());
+    return exec_command(l.exec_path, l.exec_argv, envp.data(), l.exec_mask);
 }
 
 }  // namespace dsh

@@ -3,6 +3,7 @@
 // looks (stat/access) and runs nothing.
 #pragma once
 
+#include <csignal>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,8 +22,11 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
 
 // execve(resolved, argv, environ); a file the kernel cannot exec (ENOEXEC) is
 // handed to /bin/sh as execvp does. Returns only on failure (126/127).
+// exec_mask: the signal mask to set just around each execve, with every
+// signal blocked otherwise (supervise's child shares the parent's memory and
+// must not die inside malloc).
 Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv,
-                     char* const* envp);
+                     char* const* envp, const sigset_t* exec_mask = nullptr);
 
 // Everything needed to start the confined command from this process: the
 // record for the report, the in-process layers to apply, and what to exec.
@@ -37,6 +41,8 @@ struct Launch {
     // Supervise: the child's end of the exec pipe (close-on-exec). The fd
     // cleanup keeps it open so that its closing at exec tells the parent.
     int status_fd = -1;
+    // Supervise: the command's signal mask, set only around execve (see exec_command).
+    const sigset_t* exec_mask = nullptr;
 };
 
 // Applies the in-process layers, writes the confinement record (when
