@@ -400,6 +400,66 @@ def test_landlock_setup_failure_is_a_runner_failure(s):
     assert r.err.splitlines()[-1] == RUNNER_FAILURE_MARKER.format(mode="read-only"), r
 
 
+BWRAP_LINE = "bwrap: Can't mkdir parents for /nope/x: Read-only file system"
+
+
+def custom_runner(s, body):
+    """A fake custom runner (config runnerCommand): a shell script, then its config file."""
+    path = s.p("base", "fake-runner")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body)
+    os.chmod(path, 0o755)
+    cfg = s.p("base", "config.json")
+    with open(cfg, "w") as f:
+        json.dump({"runnerCommand": [path], "runnerFailureSignatures": ["bwrap: "]}, f)
+    return ["--config", cfg, "--runner", "custom"]
+
+
+def run_custom(s, body, script, extra=()):
+    r = dsh(custom_runner(s, body) + ["--supervise"] + list(extra) + ["--", "sh", "-c", script], s, cwd=s.ws)
+    if r.rec("result") is None:
+        skip("no custom runner from a config file in this build: %s" % r.err.strip()[-200:])
+    return r
+
+
+# The fake runner execs what follows its bwrap-shaped profile and "--".
+PASS_THROUGH = 'while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done; shift; exec "$@"\n'
+
+
+def test_custom_runner_own_line_is_a_runner_failure_not_a_denial(s):
+    # bwrap's line matches both the runner's fatal signature and the EROFS
+    # denial dialect: runner failure is checked first.
+    r = run_custom(s, "echo \"%s\" >&2; exit 1\n" % BWRAP_LINE, "echo ran > '%s'" % s.p("ws", "ran"),
+                   extra=["--markers"])
+    assert r.rc == 125, r
+    assert not os.path.exists(s.p("ws", "ran"))
+    res = result_of(r)
+    assert res["runnerFailed"] is True and res["denied"] is False, r
+    assert res["runnerFailure"] == BWRAP_LINE and res["evidence"] == "stderr", r
+    err = r.rec("error")
+    assert err["code"] == "SANDBOX_UNAVAILABLE", r
+    assert err["message"] == SANDBOX_UNAVAILABLE.format(mode="read-only") + " Runner failure: " + BWRAP_LINE, r
+    assert r.err.splitlines()[-1] == RUNNER_FAILURE_MARKER.format(mode="read-only"), r
+
+
+def test_custom_runner_denial_by_either_dialect(s):
+    for line in ("touch: cannot touch 'x': Read-only file system", "sh: 1: cannot create x: Permission denied"):
+        r = run_custom(s, PASS_THROUGH, "echo \"%s\" >&2; exit 1" % line)
+        assert r.rc == 1, r
+        res = result_of(r)
+        assert res["denied"] is True and res["runnerFailed"] is False, r
+    # Seatbelt's EPERM dialect is not a custom runner's.
+    r = run_custom(s, PASS_THROUGH, "echo 'Operation not permitted' >&2; exit 1")
+    assert result_of(r)["denied"] is False, r
+
+
+def test_custom_runner_exit_0_is_never_a_runner_failure(s):
+    r = run_custom(s, PASS_THROUGH, "echo '%s' >&2; exit 0" % BWRAP_LINE.replace("'", ""))
+    assert r.rc == 0, r
+    res = result_of(r)
+    assert res["runnerFailed"] is False and res["denied"] is False, r
+
+
 def test_command_not_found_is_127_before_anything_runs(s):
     need_landlock()
     r = dsh(["--supervise", "--runner", "landlock", "--", "no-such-command-dsh"], s)
