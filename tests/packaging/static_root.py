@@ -54,8 +54,17 @@ def main():
             assert r.returncode != 0 and "not a dynamic executable" in (r.stdout + r.stderr), r
         size = os.path.getsize(binary)
         t.diag("static binary: %d bytes (%.2f MB)" % (size, size / 1e6))
-        assert size <= 3000000, "larger than 3 MB: %d bytes" % size
-    t.case("the binary is fully static and at most 3 MB", is_static)
+        # The budget (issue 8: at most 3 MB) is for the binary as shipped,
+        # i.e. installed with `meson install --strip`.
+        shipped = size
+        if shutil.which("strip"):
+            with tempfile.TemporaryDirectory(prefix="dsh-strip-", dir="/var/tmp") as d:
+                out = os.path.join(d, "dsh-confine")
+                subprocess.run(["strip", "-o", out, binary], check=True)
+                shipped = os.path.getsize(out)
+            t.diag("stripped: %d bytes (%.2f MB)" % (shipped, shipped / 1e6))
+        assert shipped <= 3000000, "larger than 3 MB as shipped: %d bytes" % shipped
+    t.case("the binary is fully static and at most 3 MB stripped", is_static)
 
     def no_nss():
         if not shutil.which("nm"):
