@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include <CLI/CLI.hpp>
+#include "cli11.hpp"
 
 #include "cli_fast.hpp"
 #include "version.hpp"
