@@ -67,6 +67,7 @@ static Outcome parse(int argc, const char* const* argv, Request& r, bool fast) {
     auto* explain = app.add_subcommand("explain", "print the plan for a command and run nothing");
     explain->add_flag("--context", r.context, "print the one-line policy text for a model");
     explain->add_option("--platform", r.platform, "render the plan for linux, darwin or windows");
+    explain->add_flag("--json", r.json, "print JSON");
     explain->fallthrough();
 
     auto* check = app.add_subcommand("check", "would the policy let a write to PATH happen?");

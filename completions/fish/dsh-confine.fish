@@ -88,7 +88,7 @@ complete -c dsh-confine -n __dsh_confine_top -f -a -- -d 'the command follows'
 complete -c dsh-confine -n '__dsh_confine_in explain' -f -a -- -d 'the command follows'
 
 complete -c dsh-confine -n '__dsh_confine_in probe self-test' -s h -l help -d 'print help and exit'
-complete -c dsh-confine -n '__dsh_confine_in probe check self-test' -l json -d 'print JSON'
+complete -c dsh-confine -n '__dsh_confine_in probe explain check self-test' -l json -d 'print JSON'
 complete -c dsh-confine -n '__dsh_confine_in self-test' -l runner -x -a "$runners" -d 'check only this runner'
 complete -c dsh-confine -n '__dsh_confine_in self-test' -l binary -r -F -d 'test this dsh-confine-compatible program instead'
 complete -c dsh-confine -n '__dsh_confine_in explain' -l context -d 'print the one-line policy text for a model'
