@@ -9,12 +9,15 @@
 
 #include "cli.hpp"
 #include "environment.hpp"
+#include "explain.hpp"
 #include "launch.hpp"
 #include "linux/landlock_runner.hpp"
 #include "policy.hpp"
 #include "report.hpp"
+#include "resolve.hpp"
 #include "runner.hpp"
 #include "selftest.hpp"
+#include "session.hpp"
 #include "supervise.hpp"
 
 extern char** environ;
@@ -41,33 +44,6 @@ int failed(const Report& report, const Outcome& o) {
     print_error(o);
     (void)report.write(error_record(o));
     return o.exit_status();
-}
-
-std::string current_dir() {
-    char buf[4096];
-    if (::getcwd(buf, sizeof buf) != nullptr) return buf;
-    return "/";
-}
-
-Outcome resolve_policy(const Request& req, Policy& policy) {
-    PolicyInput in;
-    in.cwd = current_dir();
-    if (req.mode) {
-        auto m = parse_mode(*req.mode);
-        if (!m)
-            return failf(Err::Usage, "unknown mode \"{}\" (read-only, workspace-write or danger-full-access)",
-                         *req.mode);
-        in.mode = *m;
-        in.mode_source = "flag";
-    }
-    if (req.root) {
-        in.root = *req.root;
-        in.root_source = "flag";
-    }
-    in.writable = req.writable;
-    if (const char* t = std::getenv("TMPDIR")) in.tmpdir = t;
-    in.keep_fds = req.keep_fds;
-    return build_policy(in, policy);
 }
 
 // A confined mode that cannot be enforced: the seed's text, with the runner's
@@ -129,15 +105,74 @@ Outcome prepare_launch(const Request& req, Launch& l) {
     return Outcome::success();
 }
 
+// Resolution (config, session, escalation with approval) -> the launch.
+// `ask` is No for explain: every check runs, nobody is asked, nothing runs.
+Outcome resolve_and_prepare(const Request& req, AskApprover ask, Resolution& res, Launch& l) {
+    if (auto o = resolve(req, current_env(), ask, res); !o) return o;
+    l.c.policy = res.policy;
+    l.config = res.settings;
+    // The config's runner and probe timeout reach prepare_launch as if given
+    // on the command line (flags already won in resolve).
+    Request eff = req;
+    if (res.settings.runner) eff.runner = std::string(to_string(*res.settings.runner));
+    eff.probe_timeout_ms = res.settings.probe_timeout_ms;
+    return prepare_launch(eff, l);
+}
+
 int run_command(const Request& req, const Report& report) {
     Launch l;
     if (req.markers && !req.supervise)
         return failed(report, fail(Err::Usage, "--markers needs --supervise: in exec mode nothing is left to "
                                                "write them once the command ends"));
-    if (auto o = resolve_policy(req, l.c.policy); !o) return failed(report, o);
-    if (auto o = prepare_launch(req, l); !o) return failed(report, o);
-    if (req.supervise) return supervise(l, report, {req.markers, req.approver.has_value()});
+    Resolution res;
+    if (auto o = resolve_and_prepare(req, AskApprover::Yes, res, l); !o) return failed(report, o);
+    // Escalation is advertised when an approver is composed (flag or config).
+    if (req.supervise) return supervise(l, report, {req.markers, res.settings.approver.has_value()});
     return failed(report, enter_and_exec(l, report, true));
+}
+
+int explain_command(const Request& req, const Report& report) {
+    if (req.context) {
+        // The standing policy a model should be told about: an --escalate
+        // request is per call and is not part of it.
+        Request standing = req;
+        standing.escalate.reset();
+        standing.justification.reset();
+        Resolution res;
+        if (auto o = resolve(standing, current_env(), AskApprover::No, res); !o) return failed(report, o);
+        std::string text = policy_context_text(res.policy) + "\n";
+        std::fputs(text.c_str(), stdout);
+        return 0;
+    }
+    if (req.platform && *req.platform != "linux")
+        // Hook for the darwin/windows renderers (issue 6).
+        return failed(report, failf(Err::Usage, "explain --platform {}: not built yet", *req.platform));
+    Launch l;
+    Resolution res;
+    if (auto o = resolve_and_prepare(req, AskApprover::No, res, l); !o) return failed(report, o);
+    std::string text = req.json ? plan_json(res, l).dump() + "\n" : plan_text(res, l);
+    std::fputs(text.c_str(), stdout);
+    return 0;
+}
+
+int check_command(const Request& req, const Report& report) {
+    Resolution res;
+    const ResolveEnv env = current_env();
+    if (auto o = resolve(req, env, AskApprover::Yes, res); !o) return failed(report, o);
+    const CheckAnswer a = check_write(res.policy, *req.check_write, env.cwd);
+    std::string text = req.json ? check_json(res, a).dump() + "\n" : check_text(res, a);
+    std::fputs(text.c_str(), stdout);
+    return a.allowed ? 0 : 1;
+}
+
+int session_command(const Request& req) {
+    auto m = parse_mode(req.session_mode);
+    Outcome o = m ? append_mode_event(req.session_file, *m)
+                  : fail(Err::SessionInvalid, "sandbox/mode carries unknown mode " +
+                                                  nlohmann::json(req.session_mode).dump(-1, ' ', false,
+                                                      nlohmann::json::error_handler_t::replace));
+    if (!o) print_error(o);
+    return o.exit_status();
 }
 
 }  // namespace
@@ -153,17 +188,17 @@ int run(int argc, const char* const* argv) {
         case Action::Version:
             std::fputs(req.text.c_str(), stdout);
             return 0;
-        case Action::Run: break;
+        case Action::SessionSetMode: return session_command(req);
+        case Action::Run:
+        case Action::Explain:
+        case Action::Check: break;
         case Action::SelfTest:
 #if defined(__linux__)
             return selftest::run(req);
 #else
             [[fallthrough]];
 #endif
-        case Action::Probe:
-        case Action::Explain:
-        case Action::Check:
-        case Action::SessionSetMode: {
+        case Action::Probe: {
             Outcome o = fail(Err::Usage, "this subcommand is not built yet");
             print_error(o);
             return o.exit_status();
@@ -173,6 +208,16 @@ int run(int argc, const char* const* argv) {
     if (auto o = report.open(req.report_fd); !o) {
         print_error(o);
         return o.exit_status();
+    }
+    switch (req.action) {
+        case Action::Explain: return explain_command(req, report);
+        case Action::Check: return check_command(req, report);
+        case Action::Run:
+        case Action::Probe:
+        case Action::SessionSetMode:
+        case Action::SelfTest:
+        case Action::Help:
+        case Action::Version: break;
     }
     return run_command(req, report);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "errors.hpp"
 #include "linux/landlock.hpp"
 #include "report.hpp"
@@ -32,6 +33,7 @@ Outcome exec_command(const std::string& resolved, const std::vector<std::string>
 // record for the report, the in-process layers to apply, and what to exec.
 struct Launch {
     Confinement c;
+    Config config;  // the effective settings: config file with the flags merged in
     std::optional<landlock::Plan> landlock;  // applied in this process before exec
     std::string exec_path;                   // the command, or the runner (bwrap)
     std::vector<std::string> exec_argv;

@@ -1,0 +1,266 @@
+#include "config.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace dsh {
+
+namespace {
+
+using json = nlohmann::json;
+
+// A config larger than this is not a config; refusing it bounds the read.
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+const char* type_name(const json& v) {
+    switch (v.type()) {
+        case json::value_t::null: return "null";
+        case json::value_t::boolean: return "a boolean";
+        case json::value_t::string: return "a string";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned:
+        case json::value_t::number_float: return "a number";
+        case json::value_t::object: return "an object";
+        case json::value_t::array: return "an array";
+        case json::value_t::binary: return "binary";
+        case json::value_t::discarded: return "nothing";
+    }
+    return "nothing";
+}
+
+struct Checker {
+    const std::string& origin;
+
+    Outcome err(const std::string& msg) const { return fail(Err::ConfigInvalid, "config " + origin + ": " + msg); }
+    Outcome wrong(const std::string& key, const char* want, const json& v) const {
+        return err("\"" + key + "\" must be " + want + ", not " + type_name(v));
+    }
+    // The seed's provider validation texts keep their own "sandbox-local: " prefix.
+    Outcome seed(const char* text) const { return err(std::string("sandbox-local: ") + text); }
+
+    Outcome string(const std::string& key, const json& v, std::string& out) const {
+        if (!v.is_string()) return wrong(key, "a string", v);
+        out = v.get<std::string>();
+        if (out.empty()) return err("\"" + key + "\" must not be empty");
+        if (out.find('\0') != std::string::npos) return err("\"" + key + "\" contains a NUL byte");
+        return Outcome::success();
+    }
+    Outcome absolute_path(const std::string& key, const json& v, std::string& out) const {
+        if (auto o = string(key, v, out); !o) return o;
+        // Relative to what? The caller's cwd changes per call, the config's
+        // directory says nothing about the workspace: refuse the ambiguity.
+        if (out[0] != '/') return err("\"" + key + "\" must be an absolute path, not " + json(out).dump());
+        return Outcome::success();
+    }
+    Outcome strings(const std::string& key, const json& v, std::vector<std::string>& out) const {
+        if (!v.is_array()) return wrong(key, "an array of strings", v);
+        out.clear();
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (!v[i].is_string())
+                return err("\"" + key + "\"[" + std::to_string(i) + "] must be a string, not " + type_name(v[i]));
+            out.push_back(v[i].get<std::string>());
+            if (out.back().find('\0') != std::string::npos)
+                return err("\"" + key + "\"[" + std::to_string(i) + "] contains a NUL byte");
+        }
+        return Outcome::success();
+    }
+};
+
+bool blank(const std::string& s) {
+    return s.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+}
+
+}  // namespace
+
+Outcome parse_config(std::string_view text, const std::string& origin, Config& out) {
+    out = Config{};
+    out.path = origin;
+    const Checker c{origin};
+
+    // Duplicate keys are ambiguous (nlohmann keeps the last one silently):
+    // track the keys of each object being parsed and refuse a repeat.
+    std::vector<std::set<std::string>> keys;
+    std::string duplicate;
+    json doc;
+    try {
+        doc = json::parse(
+            text.begin(), text.end(),
+            [&](int, json::parse_event_t ev, json& parsed) {
+                switch (ev) {
+                    case json::parse_event_t::object_start: keys.emplace_back(); break;
+                    case json::parse_event_t::object_end:
+                        if (!keys.empty()) keys.pop_back();
+                        break;
+                    case json::parse_event_t::key:
+                        if (!keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+                            duplicate.empty())
+                            duplicate = parsed.get<std::string>();
+                        break;
+                    case json::parse_event_t::array_start:
+                    case json::parse_event_t::array_end:
+                    case json::parse_event_t::value: break;
+                }
+                return true;
+            },
+            /*allow_exceptions=*/true, /*ignore_comments=*/false);
+    } catch (const json::exception& e) {
+        return c.err(std::string("not valid JSON: ") + e.what());
+    }
+    if (!duplicate.empty()) return c.err("key \"" + duplicate + "\" appears more than once");
+    if (!doc.is_object()) return c.err(std::string("must be a JSON object, not ") + type_name(doc));
+
+    bool have_timeout = false;
+    double timeout = 0;
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+        const std::string& k = it.key();
+        const json& v = it.value();
+        std::string s;
+        if (k == "mode") {
+            if (auto o = c.string(k, v, s); !o) return o;
+            auto m = parse_mode(s);
+            if (!m)
+                return c.err("\"mode\": unknown mode " + v.dump() +
+                             " (read-only, workspace-write or danger-full-access)");
+            out.mode = *m;
+        } else if (k == "workspaceRoot") {
+            if (auto o = c.absolute_path(k, v, s); !o) return o;
+            out.workspace_root = s;
+        } else if (k == "runner") {
+            if (auto o = c.string(k, v, s); !o) return o;
+            auto r = parse_runner(s);
+            if (!r)
+                return c.err("\"runner\": unknown runner " + v.dump() +
+                             " (auto, bwrap, landlock, seatbelt, windows-acl or custom)");
+            out.runner = *r;
+        } else if (k == "bwrapPath") {
+            // Exec'd by absolute path only: a PATH lookup could find a
+            // workspace's own "bwrap".
+            if (auto o = c.absolute_path(k, v, s); !o) return o;
+            out.bwrap_path = s;
+        } else if (k == "runnerCommand") {
+            if (auto o = c.strings(k, v, out.runner_command); !o) return o;
+            if (!out.runner_command.empty()) {
+                if (out.runner_command[0].empty() || out.runner_command[0][0] != '/')
+                    return c.err("\"runnerCommand\"[0] must be an absolute path, not " +
+                                 json(out.runner_command[0]).dump());
+            }
+        } else if (k == "runnerFailureSignatures") {
+            if (auto o = c.strings(k, v, out.runner_failure_signatures); !o) return o;
+        } else if (k == "probeTimeoutMs") {
+            if (!v.is_number()) return c.wrong(k, "a number", v);
+            timeout = v.get<double>();
+            have_timeout = true;
+        } else if (k == "writableRoots") {
+            if (auto o = c.strings(k, v, out.writable_roots); !o) return o;
+            for (size_t i = 0; i < out.writable_roots.size(); ++i) {
+                const auto& p = out.writable_roots[i];
+                if (p.empty() || p[0] != '/')
+                    return c.err("\"writableRoots\"[" + std::to_string(i) + "] must be an absolute path, not " +
+                                 json(p).dump());
+            }
+        } else if (k == "approver") {
+            if (auto o = c.string(k, v, s); !o) return o;
+            out.approver = s;
+        } else {
+            return c.err("unknown key \"" + k +
+                         "\" (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver)");
+        }
+    }
+
+    // The seed's provider checks, in the seed's order.
+    if (have_timeout) {
+        if (!std::isfinite(timeout) || timeout <= 0) return c.seed("probeTimeoutMs must be a positive finite number");
+        // Whole milliseconds, rounded up so a tiny positive value never becomes 0
+        // ("no timeout"); anything past INT_MAX ms (24 days) is as good as that.
+        out.probe_timeout_ms = timeout >= static_cast<double>(INT_MAX) ? INT_MAX : static_cast<int>(std::ceil(timeout));
+    }
+    if (!out.runner_failure_signatures.empty() && out.runner_command.empty())
+        return c.seed("runnerFailureSignatures requires runnerCommand");
+    if (!out.runner_command.empty() && out.runner_failure_signatures.empty())
+        return c.seed("runnerCommand requires at least one runnerFailureSignatures entry");
+    for (const auto& sig : out.runner_failure_signatures)
+        if (blank(sig) || sig.find_first_of("\r\n") != std::string::npos)
+            return c.seed("runnerFailureSignatures entries must be non-empty single-line strings");
+    return Outcome::success();
+}
+
+std::vector<ConfigCandidate> config_candidates(const std::optional<std::string>& flag,
+                                               const std::function<const char*(const char*)>& getenv) {
+    std::vector<ConfigCandidate> out;
+    if (flag) {
+        out.push_back({*flag, true});
+        return out;
+    }
+    const char* env = getenv("DSH_CONFINE_CONFIG");
+    if (env != nullptr && *env != '\0') {
+        out.push_back({env, true});
+        return out;
+    }
+    // XDG Base Directory: a relative $XDG_CONFIG_HOME is invalid and ignored.
+    const char* xdg = getenv("XDG_CONFIG_HOME");
+    const char* home = getenv("HOME");
+    if (xdg != nullptr && xdg[0] == '/')
+        out.push_back({std::string(xdg) + "/dsh-confine/config.json", false});
+    else if (home != nullptr && home[0] == '/')
+        out.push_back({std::string(home) + "/.config/dsh-confine/config.json", false});
+    out.push_back({"/etc/dsh-confine/config.json", false});
+    return out;
+}
+
+static Outcome read_file(const std::string& path, std::string& text) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return failf(Err::ConfigInvalid, "config {}: cannot open: {}", path, std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return failf(Err::ConfigInvalid, "config {}: not a regular file", path);
+    }
+    text.clear();
+    char buf[65536];
+    while (true) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            ::close(fd);
+            return failf(Err::ConfigInvalid, "config {}: cannot read: {}", path, std::strerror(e));
+        }
+        if (n == 0) break;
+        text.append(buf, static_cast<size_t>(n));
+        if (text.size() > kMaxConfigBytes) {
+            ::close(fd);
+            return failf(Err::ConfigInvalid, "config {}: larger than {} bytes", path, kMaxConfigBytes);
+        }
+    }
+    ::close(fd);
+    return Outcome::success();
+}
+
+Outcome load_config(const std::optional<std::string>& flag, Config& out) {
+    out = Config{};
+    for (const auto& cand : config_candidates(flag, [](const char* n) { return std::getenv(n); })) {
+        struct stat st {};
+        if (::stat(cand.path.c_str(), &st) != 0) {
+            // Only "there is no such file" means absent; anything else (EACCES
+            // on a directory on the way, ELOOP, ...) could hide a real config.
+            if ((errno == ENOENT || errno == ENOTDIR) && !cand.explicit_) continue;
+            return failf(Err::ConfigInvalid, "config {}: {}", cand.path, std::strerror(errno));
+        }
+        std::string text;
+        if (auto o = read_file(cand.path, text); !o) return o;
+        return parse_config(text, cand.path, out);
+    }
+    return Outcome::success();
+}
+
+}  // namespace dsh

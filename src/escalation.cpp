@@ -1,0 +1,245 @@
+#include "escalation.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace dsh {
+
+std::vector<Mode> wider_modes(Mode current) {
+    switch (current) {
+        case Mode::ReadOnly: return {Mode::WorkspaceWrite, Mode::DangerFullAccess};
+        case Mode::WorkspaceWrite: return {Mode::DangerFullAccess};
+        case Mode::DangerFullAccess: return {};
+    }
+    return {};
+}
+
+static bool blank(const std::string& s) {
+    return s.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+}
+
+Outcome validate_escalation_args(const std::optional<std::string>& target,
+                                 const std::optional<std::string>& justification, Mode& target_mode) {
+    if (target && !justification)
+        return fail(Err::EscalationInvalid, "invalid escalation: sandbox_permissions requires a justification");
+    if (!target && justification)
+        return fail(Err::EscalationInvalid,
+                    "invalid escalation: justification is only valid together with sandbox_permissions");
+    if (!target) return Outcome::success();
+    if (blank(*justification))
+        return fail(Err::EscalationInvalid, "invalid justification: expected a non-empty sentence");
+    auto m = parse_mode(*target);
+    if (!m)
+        return failf(Err::EscalationInvalid,
+                     "invalid escalation: unknown mode \"{}\" (workspace-write or danger-full-access)", *target);
+    target_mode = *m;
+    return Outcome::success();
+}
+
+std::string_view to_string(Approval a) noexcept {
+    switch (a) {
+        case Approval::AllowedOnce: return "allowed-once";
+        case Approval::Rejected: return "rejected";
+        case Approval::Cancelled: return "cancelled";
+        case Approval::Unavailable: return "unavailable";
+    }
+    return "unavailable";
+}
+
+std::string escalation_reason(const EscalationRequest& r) {
+    return fmt::format("escalate sandbox to {}: {}", to_string(r.target), r.justification);
+}
+
+nlohmann::ordered_json approval_request_json(const EscalationRequest& r) {
+    nlohmann::ordered_json j;
+    j["type"] = "escalation-request";
+    j["version"] = 1;
+    j["mode"] = to_string(r.target);
+    j["currentMode"] = to_string(r.current);
+    j["justification"] = r.justification;
+    j["reason"] = escalation_reason(r);
+    j["subject"] = r.subject;
+    j["argv"] = r.argv;
+    j["root"] = r.root;
+    return j;
+}
+
+Outcome approval_error(Approval a, const EscalationRequest& r) {
+    const auto mode = to_string(r.target);
+    switch (a) {
+        case Approval::AllowedOnce: return Outcome::success();
+        case Approval::Rejected:
+            return failf(Err::EscalationRejected, "the user rejected escalating this {} to \"{}\"", r.subject, mode);
+        case Approval::Cancelled:
+            return failf(Err::EscalationCancelled, "approval for escalating to \"{}\" was cancelled", mode);
+        case Approval::Unavailable:
+            return failf(Err::EscalationUnavailable,
+                         "sandbox escalation to \"{}\" requires approval, but no approval channel is available", mode);
+    }
+    return fail(Err::Internal, "unknown approval outcome");
+}
+
+Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode& granted) {
+    bool wider = false;
+    for (Mode m : wider_modes(r.current)) wider = wider || m == r.target;
+    if (!wider)
+        return failf(Err::EscalationNotWider,
+                     "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
+                     to_string(r.target), to_string(r.current));
+    if (approver == nullptr)
+        return failf(Err::EscalationNoApprover,
+                     "sandbox escalation to \"{}\" requires approval, but no approval service is composed",
+                     to_string(r.target));
+    const Approval a = approver->ask(r);
+    if (auto o = approval_error(a, r); !o) return o;
+    granted = r.target;
+    return Outcome::success();
+}
+
+// ---- tty ------------------------------------------------------------------
+
+namespace {
+
+// Text shown on a terminal must not drive it: control characters (an escape
+// sequence in a justification could redraw the prompt) are shown escaped.
+std::string printable(std::string_view s) {
+    std::string out;
+    for (unsigned char ch : s) {
+        if (ch < 0x20 || ch == 0x7f) out += fmt::format("\\x{:02x}", ch);
+        else out += static_cast<char>(ch);
+    }
+    return out;
+}
+
+bool write_all(int fd, std::string_view s) {
+    while (!s.empty()) {
+        ssize_t n = ::write(fd, s.data(), s.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        s.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+}
+
+// One line from fd; false at EOF/error before any newline.
+bool read_line(int fd, std::string& line) {
+    line.clear();
+    char ch;
+    while (true) {
+        ssize_t n = ::read(fd, &ch, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        if (ch == '\n') return true;
+        if (line.size() < 256) line += ch;
+    }
+}
+
+std::string lower_trim(std::string s) {
+    const auto b = s.find_first_not_of(" \t\r");
+    const auto e = s.find_last_not_of(" \t\r");
+    s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+}  // namespace
+
+Approval TtyApprover::ask(const EscalationRequest& r) {
+    // The controlling terminal, not stdin: the command's input may be a pipe,
+    // and the answer must come from the person at the terminal.
+    int fd = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return Approval::Unavailable;
+    std::string argv_text = nlohmann::json(r.argv).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+    std::string prompt = fmt::format(
+        "dsh-confine: {}\n  {}: {}\n  root: {}\n  current mode: {}\n",
+        printable(escalation_reason(r)), r.subject, printable(argv_text), printable(r.root), to_string(r.current));
+    Approval result = Approval::Cancelled;
+    if (!write_all(fd, prompt)) {
+        ::close(fd);
+        return Approval::Unavailable;
+    }
+    for (int tries = 0; tries < 3; ++tries) {
+        if (!write_all(fd, "Allow once, reject, or cancel? [a/r/c] ")) {
+            result = Approval::Unavailable;
+            break;
+        }
+        std::string line;
+        if (!read_line(fd, line)) {  // EOF (Ctrl-D) is a cancel
+            result = Approval::Cancelled;
+            break;
+        }
+        const std::string a = lower_trim(line);
+        if (a == "a" || a == "allow" || a == "allow once" || a == "y" || a == "yes") {
+            result = Approval::AllowedOnce;
+            break;
+        }
+        if (a == "r" || a == "reject" || a == "n" || a == "no") {
+            result = Approval::Rejected;
+            break;
+        }
+        if (a == "c" || a == "cancel") {
+            result = Approval::Cancelled;
+            break;
+        }
+        // Anything else asks again; three unclear answers cancel.
+    }
+    ::close(fd);
+    return result;
+}
+
+// ---- command ----------------------------------------------------------------
+
+Approval approval_from_status(int status) noexcept {
+    if (!WIFEXITED(status)) return Approval::Unavailable;
+    switch (WEXITSTATUS(status)) {
+        case 0: return Approval::AllowedOnce;
+        case 1: return Approval::Rejected;
+        case 2: return Approval::Cancelled;
+        default: return Approval::Unavailable;
+    }
+}
+
+Approval CommandApprover::ask(const EscalationRequest& r) {
+    int in[2];
+    if (::pipe2(in, O_CLOEXEC) != 0) return Approval::Unavailable;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    // stdin: the request. stdout: our stderr, so an approver's chatter never
+    // lands in the output a caller reads from the command.
+    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+    const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
+    pid_t pid = -1;
+    int rc = ::posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char* const*>(argv), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    if (rc != 0) {
+        ::close(in[1]);
+        return Approval::Unavailable;
+    }
+    // An approver that exits without reading closes the pipe: EPIPE, not a
+    // SIGPIPE death of dsh-confine.
+    struct sigaction ign {}, old {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &old);
+    std::string body = approval_request_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    (void)write_all(in[1], body);
+    ::sigaction(SIGPIPE, &old, nullptr);
+    ::close(in[1]);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return Approval::Unavailable;
+    return approval_from_status(status);
+}
+
+}  // namespace dsh

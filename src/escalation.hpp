@@ -1,0 +1,81 @@
+// Escalation: one call asks for a strictly wider mode, a human approves it
+// once. The ladder, the argument checks and every outcome text are the seed's;
+// each step fails closed, and all of it happens before anything runs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "errors.hpp"
+#include "policy.hpp"
+
+namespace dsh {
+
+// The seed's WIDER_MODES: read-only -> workspace-write, danger-full-access;
+// workspace-write -> danger-full-access; danger-full-access -> nothing.
+std::vector<Mode> wider_modes(Mode current);
+
+// Argument checks, in the seed's order: pairing, then a blank justification.
+// Then (ours) the target must name a mode.
+Outcome validate_escalation_args(const std::optional<std::string>& target,
+                                 const std::optional<std::string>& justification, Mode& target_mode);
+
+enum class Approval { AllowedOnce, Rejected, Cancelled, Unavailable };
+std::string_view to_string(Approval a) noexcept;
+
+struct EscalationRequest {
+    Mode target = Mode::WorkspaceWrite;
+    Mode current = Mode::ReadOnly;       // the call's effective mode without the escalation
+    std::string justification;
+    std::string subject = "command";     // the seed's subject for a command (fs says "operation")
+    std::vector<std::string> argv;
+    std::string root;
+};
+
+// The seed's reason: "escalate sandbox to <mode>: <justification>".
+std::string escalation_reason(const EscalationRequest& r);
+// What an approver command reads on stdin (one JSON object, then EOF).
+nlohmann::ordered_json approval_request_json(const EscalationRequest& r);
+
+// Who answers. Implementations: tty, command; tests use fakes.
+class Approver {
+public:
+    virtual ~Approver() = default;
+    virtual Approval ask(const EscalationRequest& r) = 0;
+};
+
+// The seed's approveEscalation, in order: not strictly wider (nobody is
+// asked), no approver, then the approver's outcome mapped to its own error.
+// `approver` null means none is configured. On success `granted` is the target.
+// (The seed's "no agent to route it through" step has no counterpart: the
+// caller of dsh-confine is the agent.)
+Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode& granted);
+
+// The text and error of each refused outcome (allowed-once is not an error).
+Outcome approval_error(Approval a, const EscalationRequest& r);
+
+// "tty": asks on /dev/tty; no terminal means unavailable.
+class TtyApprover : public Approver {
+public:
+    Approval ask(const EscalationRequest& r) override;
+};
+
+// A command, run as /bin/sh -c CMD, with the JSON request on stdin and its
+// stdout sent to our stderr. Exit 0 allowed-once, 1 rejected, 2 cancelled;
+// any other status, a signal, or failure to run it: unavailable.
+class CommandApprover : public Approver {
+public:
+    explicit CommandApprover(std::string command) : command_(std::move(command)) {}
+    Approval ask(const EscalationRequest& r) override;
+
+private:
+    std::string command_;
+};
+
+// Maps an approver command's wait status to the outcome (pure, for tests).
+Approval approval_from_status(int wait_status) noexcept;
+
+}  // namespace dsh

@@ -1,0 +1,208 @@
+#include "explain.hpp"
+
+#include <fmt/ranges.h>
+
+#include "report.hpp"
+
+namespace dsh {
+
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+std::string q(const std::string& s) {
+    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string argv_text(const std::vector<std::string>& argv) {
+    return nlohmann::json(argv).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string mode_source_text(const Resolution& r) {
+    const std::string& s = r.policy.mode_source;
+    if (s == "config") return "config " + r.settings.path;
+    if (s == "session")
+        return fmt::format("session {} line {}{}", r.session_path.value_or(""), r.session.mode_line,
+                           r.session.source.empty() ? "" : " (source " + r.session.source + ")");
+    if (s == "flag") return "--mode";
+    if (s == "default") return "default";
+    return s;
+}
+
+std::string escalation_state(EscalationState e) {
+    switch (e) {
+        case EscalationState::None: return "none";
+        case EscalationState::Granted: return "allowed-once";
+        case EscalationState::Pending: return "pending";
+    }
+    return "none";
+}
+
+ordered_json sources_json(const Resolution& r) {
+    ordered_json s;
+    s["mode"] = r.policy.mode_source;
+    s["workspaceRoot"] = r.policy.root_source;
+    s["runner"] = r.runner_source;
+    s["probeTimeoutMs"] = r.probe_timeout_source;
+    s["approver"] = r.approver_source;
+    s["config"] = r.settings.path.empty() ? ordered_json(nullptr) : ordered_json(r.settings.path);
+    s["session"] = r.session_path ? ordered_json(*r.session_path) : ordered_json(nullptr);
+    if (r.session_path && r.session.mode) {
+        s["sessionMode"] = to_string(*r.session.mode);
+        s["sessionModeLine"] = r.session.mode_line;
+        if (!r.session.source.empty()) s["sessionModeSource"] = r.session.source;
+    }
+    return s;
+}
+
+ordered_json escalation_json(const Resolution& r) {
+    if (!r.escalation_target) return nullptr;
+    ordered_json e;
+    e["state"] = escalation_state(r.escalation);
+    e["mode"] = to_string(*r.escalation_target);
+    e["currentMode"] = to_string(r.base_mode);
+    e["currentModeSource"] = r.base_source;
+    e["approver"] = r.settings.approver ? ordered_json(*r.settings.approver) : ordered_json(nullptr);
+    return e;
+}
+
+}  // namespace
+
+ordered_json plan_json(const Resolution& r, const Launch& l) {
+    ordered_json j;
+    j["type"] = "plan";
+    j["version"] = 1;
+    j["sources"] = sources_json(r);
+    j["escalation"] = escalation_json(r);
+    j["probeTimeoutMs"] = r.settings.probe_timeout_ms.value_or(kDefaultProbeTimeoutMs);
+    j["confinement"] = confinement_record(l.c);
+    if (l.landlock) {
+        ordered_json ll;
+        ll["abi"] = l.landlock->abi;
+        ll["handledAccessFs"] = landlock::right_names(l.landlock->handled_fs);
+        ordered_json rules = ordered_json::array();
+        for (const auto& rule : l.landlock->rules)
+            rules.push_back(ordered_json{{"path", rule.path},
+                                         {"access", landlock::right_names(rule.access)},
+                                         {"required", rule.required}});
+        ll["rules"] = std::move(rules);
+        j["landlock"] = std::move(ll);
+    }
+    j["exec"] = ordered_json{{"path", l.exec_path}, {"argv", l.exec_argv}};
+    return j;
+}
+
+std::string plan_text(const Resolution& r, const Launch& l) {
+    const Policy& p = l.c.policy;
+    std::string out;
+    auto line = [&out](const std::string& k, const std::string& v) { out += fmt::format("{:<13}{}\n", k, v); };
+    line("command:", q(l.c.command_path) + " " + argv_text(l.c.argv.empty() ? l.exec_argv : l.c.argv));
+    line("mode:", fmt::format("{} (from {})", to_string(p.mode), mode_source_text(r)));
+    if (r.escalation_target) {
+        std::string approver = r.settings.approver ? q(*r.settings.approver) : "none";
+        line("escalation:", fmt::format("{} to {} from {} (decided by {}), approver {} ({})",
+                                        escalation_state(r.escalation), to_string(*r.escalation_target),
+                                        to_string(r.base_mode), r.base_source, approver, r.approver_source));
+        if (r.escalation == EscalationState::Pending)
+            out += "             (dry run: nobody was asked; a real call asks the approver first)\n";
+    }
+    std::string root_from = p.root_source == "config" ? "config " + r.settings.path
+                            : p.root_source == "flag" ? "--root"
+                                                      : "current directory";
+    line("root:", fmt::format("{} (from {})", q(p.workspace_root), root_from));
+    bool first = true;
+    for (const auto& w : p.writable_roots) {
+        line(first ? "writable:" : "", fmt::format("{} ({}{})", q(w.path), w.source, w.persists ? "" : ", discarded at exit"));
+        first = false;
+    }
+    for (const auto& f : p.writable_files) {
+        line(first ? "writable:" : "", fmt::format("{} (file)", q(f)));
+        first = false;
+    }
+    if (first) line("writable:", p.mode == Mode::DangerFullAccess ? "everything (unconfined)" : "nothing");
+    line("config:", r.settings.path.empty() ? "none found" : q(r.settings.path));
+    if (r.session_path)
+        line("session:", r.session.mode ? fmt::format("{} (last sandbox/mode at line {}: {})", q(*r.session_path),
+                                                      r.session.mode_line, to_string(*r.session.mode))
+                                        : fmt::format("{} (no sandbox/mode event)", q(*r.session_path)));
+    line("runner:", fmt::format("{} (asked: {} from {}), enforcement {}", to_string(l.c.runner),
+                                r.settings.runner ? std::string(to_string(*r.settings.runner)) : "auto",
+                                r.runner_source, to_string(l.c.enforcement())));
+    for (const auto& s : l.c.skipped) line("skipped:", s.runner + ": " + s.reason);
+    for (const auto& layer : l.c.layers) line("layer:", fmt::format("{} ({})", layer.name, to_string(layer.enforcement)));
+    for (const auto& g : l.c.gaps()) line(g.own_effect ? "gap:" : "not covered:", g.effect + ": " + g.detail);
+    if (l.landlock) {
+        line("landlock:", fmt::format("ABI {}, handled {}", l.landlock->abi,
+                                      fmt::join(landlock::right_names(l.landlock->handled_fs), ",")));
+        for (const auto& rule : l.landlock->rules)
+            line("  rule:", fmt::format("{} {}{}", q(rule.path), fmt::join(landlock::right_names(rule.access), ","),
+                                        rule.required ? "" : " (if it exists)"));
+    }
+    line("exec:", q(l.exec_path) + " " + argv_text(l.exec_argv));
+    out += "(nothing was run)\n";
+    return out;
+}
+
+static bool under(const std::string& path, const std::string& root) {
+    if (root == "/") return true;
+    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
+           (path.size() == root.size() || path[root.size()] == '/');
+}
+
+CheckAnswer check_write(const Policy& p, const std::string& path, const std::string& cwd) {
+    CheckAnswer a;
+    a.path = path;
+    a.canonical = canonical_path(path, cwd);
+    // The verdict is the policy's own (write_allowed); the rest only says why.
+    a.allowed = write_allowed(p, path, cwd);
+    if (!a.allowed) return a;
+    if (p.mode == Mode::DangerFullAccess) {
+        a.matched_source = "mode";
+        return a;
+    }
+    for (const auto& f : p.writable_files)
+        if (a.canonical == f) {
+            a.matched = f;
+            a.matched_source = "file";
+            return a;
+        }
+    for (const auto& r : p.writable_roots)
+        if (under(a.canonical, r.path)) {
+            a.matched = r.path;
+            a.matched_source = r.source;
+            return a;
+        }
+    return a;
+}
+
+std::string check_text(const Resolution& r, const CheckAnswer& a) {
+    const Policy& p = r.policy;
+    if (!a.allowed)
+        return fmt::format("no: a write to {} is outside what {} allows\n", q(a.canonical), to_string(p.mode));
+    if (a.matched_source == "mode") return fmt::format("yes: {} does not restrict writes\n", to_string(p.mode));
+    return fmt::format("yes: {} is under {} ({}) in {}\n", q(a.canonical), q(a.matched), a.matched_source,
+                       to_string(p.mode));
+}
+
+nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
+    ordered_json j;
+    j["type"] = "check";
+    j["version"] = 1;
+    j["path"] = a.path;
+    j["canonicalPath"] = a.canonical;
+    j["write"] = a.allowed;
+    j["mode"] = to_string(r.policy.mode);
+    j["modeSource"] = r.policy.mode_source;
+    j["workspaceRoot"] = r.policy.workspace_root;
+    j["rootSource"] = r.policy.root_source;
+    j["matched"] = a.allowed && a.matched_source != "mode"
+                       ? ordered_json{{"path", a.matched}, {"source", a.matched_source}}
+                       : ordered_json(nullptr);
+    ordered_json roots = ordered_json::array();
+    for (const auto& w : r.policy.writable_roots) roots.push_back(ordered_json{{"path", w.path}, {"source", w.source}});
+    j["writableRoots"] = std::move(roots);
+    j["writableFiles"] = r.policy.writable_files;
+    return j;
+}
+
+}  // namespace dsh

@@ -1,0 +1,158 @@
+#include "resolve.hpp"
+
+#include <cstdlib>
+#include <memory>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace dsh {
+
+ResolveEnv current_env() {
+    ResolveEnv e;
+    char buf[4096];
+    e.cwd = ::getcwd(buf, sizeof buf) != nullptr ? buf : "/";
+    if (const char* t = std::getenv("TMPDIR")) e.tmpdir = t;
+    return e;
+}
+
+std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec) {
+    if (!spec || spec->empty()) return nullptr;
+    if (*spec == "tty") return std::make_unique<TtyApprover>();
+    return std::make_unique<CommandApprover>(*spec);
+}
+
+static PolicyInput policy_input(const Request& req, const Resolution& r, const ResolveEnv& env, Mode mode,
+                                const std::string& mode_source) {
+    PolicyInput in;
+    in.cwd = env.cwd;
+    in.tmpdir = env.tmpdir;
+    in.mode = mode;
+    in.mode_source = mode_source;
+    if (req.root) {
+        in.root = *req.root;
+        in.root_source = "flag";
+    } else if (r.settings.workspace_root) {
+        in.root = *r.settings.workspace_root;
+        in.root_source = "config";
+    }
+    in.writable = req.writable;
+    in.config_writable = r.settings.writable_roots;
+    in.keep_fds = req.keep_fds;
+    return in;
+}
+
+Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Resolution& out) {
+    out = Resolution{};
+    // 1. The escalation's own arguments: checked before anything is read or run.
+    Mode target = Mode::ReadOnly;
+    if (auto o = validate_escalation_args(req.escalate, req.justification, target); !o) return o;
+    if (req.escalate) out.escalation_target = target;
+
+    std::optional<Mode> flag_mode;
+    if (req.mode) {
+        flag_mode = parse_mode(*req.mode);
+        if (!flag_mode)
+            return failf(Err::Usage, "unknown mode \"{}\" (read-only, workspace-write or danger-full-access)",
+                         *req.mode);
+    }
+
+    // 2. The config file, then the flags that override it.
+    if (auto o = load_config(req.config, out.settings); !o) return o;
+    Config& s = out.settings;
+    if (s.runner) out.runner_source = "config";
+    if (req.runner) {
+        auto r = parse_runner(*req.runner);
+        if (!r) return failf(Err::Usage, "unknown runner \"{}\"", *req.runner);
+        s.runner = *r;
+        out.runner_source = "flag";
+    }
+    if (s.probe_timeout_ms) out.probe_timeout_source = "config";
+    if (req.probe_timeout_ms) {
+        s.probe_timeout_ms = *req.probe_timeout_ms;
+        out.probe_timeout_source = "flag";
+    }
+    if (!s.probe_timeout_ms) s.probe_timeout_ms = kDefaultProbeTimeoutMs;
+    if (s.approver) out.approver_source = "config";
+    if (req.approver) {
+        s.approver = *req.approver;
+        out.approver_source = "flag";
+    }
+
+    // 3. The session log. Read even when --mode decides, so a broken log is
+    // reported rather than left to bite the next call.
+    if (req.session) {
+        out.session_path = *req.session;
+        if (auto o = read_session(*req.session, out.session); !o) return o;
+    }
+
+    // 4. The mode without escalation.
+    if (flag_mode) {
+        out.base_mode = *flag_mode;
+        out.base_source = "flag";
+    } else if (out.session.mode) {
+        out.base_mode = *out.session.mode;
+        out.base_source = "session";
+    } else if (s.mode) {
+        out.base_mode = *s.mode;
+        out.base_source = "config";
+    }
+
+    if (!out.escalation_target) return build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy);
+
+    // 5. Escalation. The policy is built for the target first, so a request
+    // that could not run anyway (a missing root, a bad --writable) fails
+    // before a human is asked about it. The ladder check comes first of all
+    // (build_policy for a narrower target is harmless, but its errors must
+    // not mask the seed's "not strictly wider" text).
+    EscalationRequest er;
+    er.target = target;
+    er.current = out.base_mode;
+    er.justification = *req.justification;
+    er.subject = req.action == Action::Check ? "operation" : "command";
+    er.argv = req.argv;
+    bool wider = false;
+    for (Mode m : wider_modes(er.current)) wider = wider || m == target;
+    Policy probe_policy;
+    if (wider) {
+        if (auto o = build_policy(policy_input(req, out, env, target, "escalation"), probe_policy); !o) return o;
+        er.root = probe_policy.workspace_root;
+    }
+    std::unique_ptr<Approver> approver = make_approver(s.approver);
+    if (ask == AskApprover::No) {
+        // Every check approve_escalation makes before asking, without asking.
+        Mode granted = target;
+        struct Never : Approver {
+            Approval ask(const EscalationRequest&) override { return Approval::AllowedOnce; }
+        } never;
+        if (auto o = approve_escalation(er, approver ? &never : nullptr, granted); !o) return o;
+        out.escalation = EscalationState::Pending;
+    } else {
+        Mode granted = out.base_mode;
+        if (auto o = approve_escalation(er, approver.get(), granted); !o) return o;
+        out.escalation = EscalationState::Granted;
+    }
+    out.policy = std::move(probe_policy);
+    return Outcome::success();
+}
+
+std::string policy_context_text(const Policy& p) {
+    switch (p.mode) {
+        case Mode::ReadOnly:
+            return "Current DSH file policy: read-only. Any available operation enforced by the DSH file sandbox "
+                   "cannot modify files in the standing mode. Do not refuse a required modification from this "
+                   "policy alone: try an available tool normally and follow any denial and escalation guidance "
+                   "it returns.";
+        case Mode::WorkspaceWrite:
+            return "Current DSH file policy: workspace-write. Any available operation enforced by the DSH file "
+                   "sandbox may modify files under the session workspace: " +
+                   nlohmann::json(p.workspace_root).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                   ". Some platform temporary areas may also be writable.";
+        case Mode::DangerFullAccess:
+            return "Current DSH file policy: danger-full-access. The DSH file sandbox does not restrict file "
+                   "modifications by available operations.";
+    }
+    return "";
+}
+
+}  // namespace dsh

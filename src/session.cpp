@@ -1,0 +1,192 @@
+#include "session.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace dsh {
+
+namespace {
+
+using json = nlohmann::json;
+
+// flock(2), retried across signals. The lock is advisory: it orders
+// dsh-confine's own readers and writers, which is what keeps lines whole.
+bool lock(int fd, int how) {
+    while (::flock(fd, how) != 0)
+        if (errno != EINTR) return false;
+    return true;
+}
+
+// Reads fd from its current offset to EOF, feeding whole lines to the folder.
+// Memory stays bounded by the longest line, so a huge log is fine.
+Outcome fold_fd(int fd, const std::string& path, SessionFolder& folder, off_t& size) {
+    std::string pending;
+    char buf[65536];
+    size = 0;
+    while (true) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return failf(Err::SessionInvalid, "session log {}: cannot read: {}", path, std::strerror(errno));
+        }
+        if (n == 0) break;
+        size += n;
+        size_t start = 0;
+        for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+            if (buf[i] != '\n') continue;
+            if (pending.empty()) {
+                if (auto o = folder.line(std::string_view(buf + start, i - start)); !o) return o;
+            } else {
+                pending.append(buf + start, i - start);
+                if (auto o = folder.line(pending); !o) return o;
+                pending.clear();
+            }
+            start = i + 1;
+        }
+        pending.append(buf + start, static_cast<size_t>(n) - start);
+    }
+    // A last line without '\n' is still a line (a torn append shows up here as
+    // a parse error, which is the point).
+    if (!pending.empty()) return folder.line(pending);
+    return Outcome::success();
+}
+
+}  // namespace
+
+Outcome SessionFolder::line(std::string_view text) {
+    ++lineno_;
+    if (text.empty()) return Outcome::success();
+    ++state_.lines;
+    auto bad = [&](const std::string& why) {
+        return failf(Err::SessionInvalid, "session log {} line {}: {}", origin_, lineno_, why);
+    };
+    json ev;
+    try {
+        ev = json::parse(text.begin(), text.end());
+    } catch (const json::exception& e) {
+        return bad(std::string("not valid JSON: ") + e.what());
+    }
+    if (!ev.is_object()) return bad("not a JSON object");
+    auto type = ev.find("type");
+    if (type == ev.end() || !type->is_string()) return bad("no string \"type\"");
+    if (auto seq = ev.find("seq"); seq != ev.end() && seq->is_number_unsigned()) {
+        const auto s = seq->get<uint64_t>();
+        if (!state_.max_seq || s > *state_.max_seq) state_.max_seq = s;
+    }
+    if (type->get_ref<const std::string&>() != "sandbox/mode") return Outcome::success();
+
+    auto data = ev.find("data");
+    if (data == ev.end() || !data->is_object()) return bad("sandbox/mode event has no \"data\" object");
+    auto m = data->find("mode");
+    // The seed's invariant text; the mode is shown as JSON, so a string keeps
+    // its quotes and a missing one reads "undefined" as JSON.stringify would.
+    if (m == data->end()) return bad("sandbox/mode carries unknown mode undefined");
+    std::optional<Mode> mode;
+    if (m->is_string()) mode = parse_mode(m->get_ref<const std::string&>());
+    if (!mode) return bad("sandbox/mode carries unknown mode " + m->dump());
+    std::string source;
+    if (auto s = data->find("source"); s != data->end()) {
+        if (!s->is_string()) return bad("sandbox/mode \"data.source\" must be a string");
+        source = s->get<std::string>();
+    }
+    state_.mode = mode;
+    state_.source = std::move(source);
+    state_.mode_line = lineno_;
+    return Outcome::success();
+}
+
+Outcome fold_session_log(std::string_view text, const std::string& origin, SessionState& out) {
+    SessionFolder f(origin);
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t nl = text.find('\n', start);
+        if (nl == std::string_view::npos) nl = text.size();
+        if (auto o = f.line(text.substr(start, nl - start)); !o) return o;
+        start = nl + 1;
+    }
+    out = f.state();
+    return Outcome::success();
+}
+
+Outcome read_session(const std::string& path, SessionState& out) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return failf(Err::SessionInvalid, "session log {}: cannot open: {}", path, std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return failf(Err::SessionInvalid, "session log {}: not a regular file", path);
+    }
+    if (!lock(fd, LOCK_SH)) {
+        int e = errno;
+        ::close(fd);
+        return failf(Err::SessionInvalid, "session log {}: cannot lock: {}", path, std::strerror(e));
+    }
+    SessionFolder f(path);
+    off_t size = 0;
+    Outcome o = fold_fd(fd, path, f, size);
+    ::close(fd);  // releases the lock
+    if (!o) return o;
+    out = f.state();
+    return Outcome::success();
+}
+
+std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms) {
+    nlohmann::ordered_json ev;
+    ev["type"] = "sandbox/mode";
+    ev["seq"] = seq;
+    ev["time"] = time_ms;
+    ev["data"] = nlohmann::ordered_json{{"mode", to_string(mode)}};
+    return ev.dump() + "\n";
+}
+
+Outcome append_mode_event(const std::string& path, Mode mode) {
+    // O_RDWR: the fold reads what is there under the same lock the append holds.
+    int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
+    if (fd < 0) return failf(Err::SessionInvalid, "session log {}: cannot open: {}", path, std::strerror(errno));
+    auto done = [fd](Outcome o) {
+        ::close(fd);  // releases the lock
+        return o;
+    };
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return done(failf(Err::SessionInvalid, "session log {}: not a regular file", path));
+    if (!lock(fd, LOCK_EX))
+        return done(failf(Err::SessionInvalid, "session log {}: cannot lock: {}", path, std::strerror(errno)));
+
+    SessionFolder f(path);
+    off_t size = 0;
+    if (auto o = fold_fd(fd, path, f, size); !o) return done(o);
+    const SessionState& s = f.state();
+    // seq continues the log: one past the largest seen, else one past the
+    // number of events (1 for a new log).
+    const uint64_t seq = s.max_seq ? *s.max_seq + 1 : static_cast<uint64_t>(s.lines) + 1;
+    struct timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    const int64_t ms = static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+    const std::string line = mode_event_line(mode, seq, ms);
+
+    // One write of the whole line: with O_APPEND and the exclusive lock no
+    // other dsh-confine can interleave, and readers take the shared lock.
+    ssize_t n;
+    do n = ::write(fd, line.data(), line.size());
+    while (n < 0 && errno == EINTR);
+    int err = n < 0 ? errno : 0;
+    if (n >= 0 && static_cast<size_t>(n) != line.size()) err = ENOSPC;  // a short write: the disk filled
+    if (err == 0 && ::fsync(fd) != 0) err = errno;
+    if (err != 0) {
+        // Undo a partial line so the log stays well-formed for the next reader.
+        (void)!::ftruncate(fd, size);
+        return done(failf(Err::SessionInvalid, "session log {}: cannot append the sandbox/mode event: {}", path,
+                          std::strerror(err)));
+    }
+    return done(Outcome::success());
+}
+
+}  // namespace dsh

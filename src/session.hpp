@@ -1,0 +1,57 @@
+// The session mode log: JSON lines, one event each. The last
+// {"type":"sandbox/mode","seq":N,"time":MS,"data":{"mode":M}} event sets the
+// session's mode; replaying the log is the state. Reading never guesses: a
+// line that does not parse, or a mode outside the closed set, is an error
+// (a silent skip could fall back to a wider mode from an earlier event).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "errors.hpp"
+#include "policy.hpp"
+
+namespace dsh {
+
+struct SessionState {
+    std::optional<Mode> mode;      // the last sandbox/mode event's mode; none: no event
+    std::string source;            // its data.source ("delegation"), empty when absent
+    size_t mode_line = 0;          // 1-based line of that event
+    size_t lines = 0;              // non-empty lines seen
+    std::optional<uint64_t> max_seq;  // the largest "seq" seen on any line
+};
+
+// Folds a log line by line. `origin` names the log in messages:
+// "session log FILE line N: ...".
+class SessionFolder {
+public:
+    explicit SessionFolder(std::string origin) : origin_(std::move(origin)) {}
+    // One line without its '\n'. Empty lines are skipped.
+    Outcome line(std::string_view text);
+    const SessionState& state() const noexcept { return state_; }
+
+private:
+    std::string origin_;
+    size_t lineno_ = 0;
+    SessionState state_;
+};
+
+// Pure: folds a whole log held in memory.
+Outcome fold_session_log(std::string_view text, const std::string& origin, SessionState& out);
+
+// Reads and folds the log at `path` under a shared lock (so an append in
+// progress is never half-seen). A missing file is an error: the caller named it.
+Outcome read_session(const std::string& path, SessionState& out);
+
+// The one event line set-mode appends, '\n' included.
+std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms);
+
+// Appends one sandbox/mode event: creates the file if needed, takes an
+// exclusive flock, folds what is there (a malformed log is refused, not
+// extended), writes the line with one O_APPEND write, fsyncs. A short write
+// or a failed fsync (a full disk) is undone by truncating back, and is an error.
+Outcome append_mode_event(const std::string& path, Mode mode);
+
+}  // namespace dsh
