@@ -77,12 +77,10 @@ static std::optional<std::string> real(const std::string& p) {
     return std::string(buf);
 }
 
-std::string canonical_path(std::string_view path, std::string_view cwd) {
-    const std::string abs = absolute(path, cwd);
+// depth bounds dangling-link chains as the kernel does (ELOOP after 40).
+static std::string canonical_path_at(const std::string& abs, int depth) {
     if (auto r = real(abs)) return *r;
     // Walk up until an ancestor resolves; append the missing tail lexically.
-    // The missing components are not symlinks (they do not exist), so only the
-    // existing prefix needs the kernel's view.
     std::string head = abs;
     std::string tail;
     while (true) {
@@ -90,9 +88,33 @@ std::string canonical_path(std::string_view path, std::string_view cwd) {
         if (slash == std::string::npos || head.size() <= 1) break;
         tail = head.substr(slash) + tail;
         head = slash == 0 ? "/" : head.substr(0, slash);
-        if (auto r = real(head)) return lexically_normal(*r + tail);
+        auto r = real(head);
+        if (!r) continue;
+        // The first missing component may still exist as a dangling symlink:
+        // a write through it (open O_CREAT follows the link) creates the
+        // link's target, so the target is where the write lands.
+        const auto end = tail.find('/', 1);
+        const std::string first = tail.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+        const std::string rest = end == std::string::npos ? "" : tail.substr(end);
+        const std::string link = (*r == "/" ? "" : *r) + "/" + first;
+        struct stat st {};
+        if (depth < 40 && first != ".." && first != "." && ::lstat(link.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+            char buf[PATH_MAX];
+            const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+            if (n > 0) {
+                const std::string target(buf, static_cast<size_t>(n));
+                const std::string next = target[0] == '/' ? target : (*r == "/" ? "" : *r) + "/" + target;
+                return canonical_path_at(next + rest, depth + 1);
+            }
+        }
+        // The other missing components are not symlinks (they do not exist).
+        return lexically_normal(*r + tail);
     }
     return lexically_normal(abs);
+}
+
+std::string canonical_path(std::string_view path, std::string_view cwd) {
+    return canonical_path_at(absolute(path, cwd), 0);
 }
 
 static void add_root(std::vector<WritableRoot>& roots, std::string path, std::string source) {

@@ -1,0 +1,352 @@
+"""Config file, session mode log, escalation with approval, explain and check --write:
+each verified from outside (did the file land? did the approver run?)."""
+import json
+import os
+import subprocess
+
+from harness import DSH, dsh, main, need_landlock
+
+LL = ["--runner", "landlock"]
+WRITE = "echo hi > ws-file"
+
+
+def write_config(path, obj):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+def approver(s, status, name="approver"):
+    """An approver command that leaves a marker (and the request it read), then exits `status`."""
+    marker = s.p("base", name + ".ran")
+    script = s.p("base", name + ".sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\ncat > '%s'\nexit %d\n" % (marker, status))
+    os.chmod(script, 0o755)
+    return script, marker
+
+
+# ---- config -------------------------------------------------------------------
+
+def test_config_default_applies(s):
+    need_landlock()
+    # Found through $HOME/.config (XDG_CONFIG_HOME unset), no flag at all.
+    write_config(s.p("home", ".config", "dsh-confine", "config.json"),
+                 {"mode": "workspace-write", "workspaceRoot": s.ws, "runner": "landlock"})
+    r = dsh(["--", "sh", "-c", WRITE], s, cwd=s.ws, env={"XDG_CONFIG_HOME": None})
+    assert r.rc == 0, r
+    assert open(s.p("ws", "ws-file")).read() == "hi\n"
+    c = r.rec("confinement")
+    assert (c["mode"], c["modeSource"], c["rootSource"], c["runner"]) == \
+        ("workspace-write", "config", "config", "landlock"), r
+    # An explicit --mode beats the config.
+    os.unlink(s.p("ws", "ws-file"))
+    r = dsh(["--mode", "read-only", "--", "sh", "-c", WRITE], s, cwd=s.ws, env={"XDG_CONFIG_HOME": None})
+    assert r.rc != 0 and not os.path.exists(s.p("ws", "ws-file")), r
+    assert r.rec("confinement")["modeSource"] == "flag"
+
+
+def test_config_lookup_flag_and_env(s):
+    need_landlock()
+    cfg = s.p("base", "c.json")
+    write_config(cfg, {"mode": "workspace-write", "workspaceRoot": s.ws})
+    r = dsh(["--config", cfg] + LL + ["--", "sh", "-c", WRITE], s, cwd=s.ws)
+    assert r.rc == 0 and os.path.exists(s.p("ws", "ws-file")), r
+    os.unlink(s.p("ws", "ws-file"))
+    r = dsh(LL + ["--", "sh", "-c", WRITE], s, cwd=s.ws, env={"DSH_CONFINE_CONFIG": cfg})
+    assert r.rc == 0 and os.path.exists(s.p("ws", "ws-file")), r
+    assert r.rec("confinement")["modeSource"] == "config"
+
+
+def test_config_errors_run_nothing(s):
+    cfg = s.p("base", "c.json")
+    marker = s.p("outside", "ran")
+    cases = [
+        ({"mode": "workspace-write", "bogus": 1}, 'unknown key "bogus"'),
+        ({"mode": 3}, '"mode" must be a string, not a number'),
+        ({"probeTimeoutMs": 0}, "sandbox-local: probeTimeoutMs must be a positive finite number"),
+        ({"runnerFailureSignatures": ["x"]}, "sandbox-local: runnerFailureSignatures requires runnerCommand"),
+        ({"runnerCommand": ["/bin/true"]},
+         "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"),
+        ({"runnerCommand": ["/bin/true"], "runnerFailureSignatures": ["a\nb"]},
+         "sandbox-local: runnerFailureSignatures entries must be non-empty single-line strings"),
+    ]
+    for obj, text in cases:
+        write_config(cfg, obj)
+        r = dsh(["--config", cfg, "--mode", "danger-full-access", "--", "touch", marker], s)
+        assert r.rc == 125, r
+        assert r.err.startswith("dsh-confine: config %s: %s" % (cfg, text)), r
+        assert r.err.count("\n") == 1, r
+        assert r.rec("error")["code"] == "CONFIG_INVALID", r
+        assert not os.path.exists(marker), r
+    with open(cfg, "w") as f:
+        f.write("{not json")
+    r = dsh(["--config", cfg, "--mode", "danger-full-access", "--", "touch", marker], s)
+    assert r.rc == 125 and "not valid JSON" in r.err and not os.path.exists(marker), r
+    # A config the caller named must exist.
+    r = dsh(["--config", s.p("base", "missing.json"), "--mode", "danger-full-access", "--", "touch", marker], s)
+    assert r.rc == 125 and not os.path.exists(marker), r
+
+
+# ---- session ------------------------------------------------------------------
+
+def set_mode(s, log, mode):
+    r = dsh(["session", "set-mode", log, mode], s, report=False)
+    assert r.rc == 0, r
+    return r
+
+
+def test_session_switch_applies_to_next_call_not_explicit_mode(s):
+    need_landlock()
+    log = s.p("base", "session.jsonl")
+    set_mode(s, log, "workspace-write")
+    base = ["--session", log, "--root", s.ws] + LL
+    r = dsh(base + ["--", "sh", "-c", WRITE], s, cwd=s.ws)
+    assert r.rc == 0 and os.path.exists(s.p("ws", "ws-file")), r
+    assert r.rec("confinement")["modeSource"] == "session"
+    os.unlink(s.p("ws", "ws-file"))
+    # An explicit --mode wins over the session.
+    r = dsh(base + ["--mode", "read-only", "--", "sh", "-c", WRITE], s, cwd=s.ws)
+    assert r.rc != 0 and not os.path.exists(s.p("ws", "ws-file")), r
+    assert r.rec("confinement")["modeSource"] == "flag"
+    # Switching back applies to the next call.
+    set_mode(s, log, "read-only")
+    r = dsh(base + ["--", "sh", "-c", WRITE], s, cwd=s.ws)
+    assert r.rc != 0 and not os.path.exists(s.p("ws", "ws-file")), r
+    c = r.rec("confinement")
+    assert (c["mode"], c["modeSource"]) == ("read-only", "session"), r
+    lines = [json.loads(l) for l in open(log)]
+    assert [l["data"]["mode"] for l in lines] == ["workspace-write", "read-only"]
+    assert [l["seq"] for l in lines] == [1, 2]
+    assert all(l["type"] == "sandbox/mode" and isinstance(l["time"], int) for l in lines)
+
+
+def test_session_concurrent_appends(s):
+    log = s.p("base", "session.jsonl")
+    modes = ["read-only", "workspace-write", "danger-full-access"]
+    procs = [subprocess.Popen([DSH, "session", "set-mode", log, modes[i % 3]], env=s.env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(50)]
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    data = open(log, "rb").read()
+    assert data.endswith(b"\n")
+    lines = data.decode().split("\n")[:-1]
+    assert len(lines) == 50, data[:2000]
+    events = [json.loads(l) for l in lines]  # every line well-formed
+    assert all(e["type"] == "sandbox/mode" and e["data"]["mode"] in modes for e in events)
+    assert sorted(e["seq"] for e in events) == list(range(1, 51))
+    assert [e["data"]["mode"] for e in events].count("workspace-write") == 17
+
+
+def test_session_bad_log_is_an_error(s):
+    log = s.p("base", "session.jsonl")
+    marker = s.p("outside", "ran")
+    with open(log, "w") as f:
+        f.write('{"type":"sandbox/mode","seq":1,"time":1,"data":{"mode":"danger-full-access"}}\n')
+        f.write('{"type":"sandbox/mode","seq":2,"time":2,"data":{"mode":"all-access"}}\n')
+    r = dsh(["--session", log, "--", "touch", marker], s)
+    assert r.rc == 125, r
+    assert r.err == 'dsh-confine: session log %s line 2: sandbox/mode carries unknown mode "all-access"\n' % log, r
+    assert r.rec("error")["code"] == "SESSION_INVALID"
+    assert not os.path.exists(marker)
+    with open(log, "w") as f:
+        f.write('{"type":"sandbox/mode","seq":1,"time":1,"data":{"mode":"danger-full-access"}}\n')
+        f.write('{"type":"sandbox/mode","seq":2,"ti\n')
+    r = dsh(["--session", log, "--", "touch", marker], s)
+    assert r.rc == 125 and r.err.startswith("dsh-confine: session log %s line 2: not valid JSON" % log), r
+    assert not os.path.exists(marker)
+    # set-mode refuses an unknown mode and leaves the log alone.
+    before = open(log).read()
+    r = dsh(["session", "set-mode", log, "everything"], s, report=False)
+    assert r.rc == 125 and r.err == 'dsh-confine: sandbox/mode carries unknown mode "everything"\n', r
+    assert open(log).read() == before
+
+
+# ---- escalation ---------------------------------------------------------------
+
+def escalate(s, target, extra=(), mode=None, script=WRITE):
+    args = ["--root", s.ws] + LL
+    if mode:
+        args += ["--mode", mode]
+    args += ["--escalate", target, "--justification", "the test writes a file"] + list(extra)
+    return dsh(args + ["--", "sh", "-c", script], s, cwd=s.ws)
+
+
+def test_escalation_allowed_once_lets_the_write_land(s):
+    need_landlock()
+    cmd, marker = approver(s, 0)
+    r = escalate(s, "workspace-write", ["--approver", cmd])
+    assert r.rc == 0, r
+    assert open(s.p("ws", "ws-file")).read() == "hi\n"
+    c = r.rec("confinement")
+    assert (c["mode"], c["modeSource"]) == ("workspace-write", "escalation"), r
+    req = json.loads(open(marker).read())
+    assert req["mode"] == "workspace-write" and req["currentMode"] == "read-only"
+    assert req["justification"] == "the test writes a file" and req["subject"] == "command"
+    assert req["argv"] == ["sh", "-c", WRITE] and req["root"] == os.path.realpath(s.ws)
+    # This call only: the next one is read-only again.
+    os.unlink(s.p("ws", "ws-file"))
+    r = dsh(["--root", s.ws] + LL + ["--", "sh", "-c", WRITE], s, cwd=s.ws)
+    assert r.rc != 0 and not os.path.exists(s.p("ws", "ws-file")), r
+
+
+def test_escalation_refusals_write_nothing(s):
+    cases = [
+        (1, "ESCALATION_REJECTED", 'the user rejected escalating this command to "workspace-write"'),
+        (2, "ESCALATION_CANCELLED", 'approval for escalating to "workspace-write" was cancelled'),
+        (5, "ESCALATION_UNAVAILABLE",
+         'sandbox escalation to "workspace-write" requires approval, but no approval channel is available'),
+    ]
+    for status, code, text in cases:
+        cmd, marker = approver(s, status, "a%d" % status)
+        r = escalate(s, "workspace-write", ["--approver", cmd])
+        assert r.rc == 125, r
+        assert r.err == "dsh-confine: %s\n" % text, r
+        assert r.rec("error")["code"] == code, r
+        assert r.rec("confinement") is None
+        assert os.path.exists(marker), "the approver was asked"
+        assert not os.path.exists(s.p("ws", "ws-file")), r
+    # An approver that cannot run at all: unavailable.
+    r = escalate(s, "workspace-write", ["--approver", s.p("base", "no-such-approver")])
+    assert r.rc == 125 and "no approval channel is available" in r.err, r
+    # No approver composed.
+    r = escalate(s, "workspace-write")
+    assert r.rc == 125, r
+    assert r.err == 'dsh-confine: sandbox escalation to "workspace-write" requires approval, ' \
+                    'but no approval service is composed\n', r
+    assert r.rec("error")["code"] == "ESCALATION_NO_APPROVER"
+    assert not os.path.exists(s.p("ws", "ws-file"))
+    # tty with no terminal (stdin is /dev/null, no controlling terminal in a new session).
+    r = dsh(["--root", s.ws, "--escalate", "workspace-write", "--justification", "x", "--approver", "tty",
+             "--", "sh", "-c", WRITE], s, cwd=s.ws, pre=["setsid", "-w"])
+    assert r.rc == 125 and "no approval channel is available" in r.err, r
+    assert not os.path.exists(s.p("ws", "ws-file"))
+
+
+def test_escalation_same_or_narrower_never_asks(s):
+    for mode, target in [("read-only", "read-only"), ("workspace-write", "workspace-write"),
+                         ("workspace-write", "read-only"), ("danger-full-access", "workspace-write"),
+                         ("danger-full-access", "danger-full-access")]:
+        cmd, marker = approver(s, 0, "m-%s-%s" % (mode, target))
+        r = escalate(s, target, ["--approver", cmd], mode=mode, script="touch ws-file")
+        assert r.rc == 125, r
+        assert r.err == 'dsh-confine: sandbox escalation to "%s" is not strictly wider than this call\'s ' \
+                        'current "%s" mode\n' % (target, mode), r
+        assert r.rec("error")["code"] == "ESCALATION_NOT_WIDER"
+        assert not os.path.exists(marker), "the approver ran for %s -> %s" % (mode, target)
+        assert not os.path.exists(s.p("ws", "ws-file"))
+
+
+def test_escalation_argument_texts(s):
+    cmd, marker = approver(s, 0)
+    base = ["--root", s.ws, "--approver", cmd]
+    for extra, text in [
+        (["--escalate", "workspace-write"], "invalid escalation: sandbox_permissions requires a justification"),
+        (["--justification", "why"],
+         "invalid escalation: justification is only valid together with sandbox_permissions"),
+        (["--escalate", "workspace-write", "--justification", "  "],
+         "invalid justification: expected a non-empty sentence"),
+    ]:
+        r = dsh(base + extra + ["--", "touch", s.p("ws", "f")], s)
+        assert r.rc == 125 and r.err == "dsh-confine: %s\n" % text, r
+        assert r.rec("error")["code"] == "ESCALATION_INVALID"
+        assert not os.path.exists(marker) and not os.path.exists(s.p("ws", "f"))
+
+
+# ---- explain / check ----------------------------------------------------------
+
+def test_explain_and_dry_run_run_nothing(s):
+    need_landlock()
+    target = s.p("ws", "made")
+    for args in (["explain"], ["--dry-run"], ["explain", "--json"]):
+        r = dsh(args + ["--mode", "workspace-write", "--root", s.ws] + LL + ["--", "touch", target], s)
+        assert r.rc == 0, r
+        assert not os.path.exists(target), args
+        assert r.rec("confinement") is None, "explain writes no confinement record"
+        if "--json" in args:
+            plan = json.loads(r.out)
+            assert plan["type"] == "plan"
+            assert plan["confinement"]["mode"] == "workspace-write"
+            assert plan["confinement"]["argv"] == ["touch", target]
+            assert plan["sources"]["mode"] == "flag"
+            paths = [x["path"] for x in plan["landlock"]["rules"]]
+            assert os.path.realpath(s.ws) in paths and "/dev/null" in paths
+        else:
+            assert '["touch","%s"]' % target in r.out, r
+            assert "(nothing was run)" in r.out
+    # A pending escalation is validated and shown, and nobody is asked.
+    cmd, marker = approver(s, 0)
+    r = dsh(["explain", "--root", s.ws, "--escalate", "workspace-write", "--justification", "x",
+             "--approver", cmd, "--", "touch", target], s)
+    assert r.rc == 0 and "pending" in r.out, r
+    assert not os.path.exists(marker) and not os.path.exists(target)
+
+
+def test_explain_context_texts(s):
+    ro = dsh(["explain", "--context", "--mode", "read-only"], s, report=False)
+    assert ro.out == ("Current DSH file policy: read-only. Any available operation enforced by the DSH file sandbox "
+                      "cannot modify files in the standing mode. Do not refuse a required modification from this "
+                      "policy alone: try an available tool normally and follow any denial and escalation guidance "
+                      "it returns.\n"), ro
+    ww = dsh(["explain", "--context", "--mode", "workspace-write", "--root", s.ws], s, report=False)
+    assert ww.out == ("Current DSH file policy: workspace-write. Any available operation enforced by the DSH file "
+                      "sandbox may modify files under the session workspace: %s. Some platform temporary areas "
+                      "may also be writable.\n" % json.dumps(os.path.realpath(s.ws))), ww
+    da = dsh(["explain", "--context", "--mode", "danger-full-access"], s, report=False)
+    assert da.out == ("Current DSH file policy: danger-full-access. The DSH file sandbox does not restrict file "
+                      "modifications by available operations.\n"), da
+
+
+def actually_writable(s, mode, path):
+    """Does a write to `path` succeed under the Landlock runner? Judged from outside."""
+    existed = os.path.lexists(path) and not os.path.islink(path)
+    r = dsh(["--mode", mode, "--root", s.ws] + LL + ["--", "sh", "-c", 'printf x >> "$1"', "sh", path], s,
+            cwd=s.ws)
+    if path == "/dev/null":
+        return r.rc == 0
+    real = os.path.realpath(path)
+    landed = os.path.exists(real) and open(real).read().endswith("x")
+    assert (r.rc == 0) == landed, (path, r)
+    if landed and not existed:
+        os.unlink(real)
+    return landed
+
+
+def test_check_write_agrees_with_the_runner(s):
+    need_landlock()
+    os.symlink(s.outside, s.p("ws", "to-outside"))
+    os.symlink(s.ws, s.p("outside", "to-ws"))
+    os.symlink(s.p("outside", "new-target"), s.p("ws", "dangling"))
+    os.mkdir(s.p("ws", "sub"))
+    tag = "dsh-e2e-check-%d" % os.getpid()
+    paths = [
+        s.p("ws", "inside"),
+        s.p("ws", "sub", "deeper"),
+        s.p("outside", "out"),
+        s.p("ws", "to-outside", "via-link"),
+        s.p("outside", "to-ws", "via-link-in"),
+        s.p("ws", "dangling"),
+        s.p("ws", "..", "outside", "dotdot"),
+        s.p("ws", "sub", "..", "dotdot-in"),
+        "/tmp/" + tag,
+        s.p("tmpdir", "t"),
+        "/dev/null",
+        s.p("home", "h"),
+    ]
+    for mode in ("workspace-write", "read-only"):
+        for p in paths:
+            c = dsh(["check", "--write", p, "--json", "--mode", mode, "--root", s.ws], s, cwd=s.ws, report=False)
+            assert c.rc in (0, 1), c
+            answer = json.loads(c.out)
+            assert answer["write"] == (c.rc == 0), c
+            actual = actually_writable(s, mode, p)
+            assert answer["write"] == actual, "check says %s, the runner %s: %s under %s" % (
+                answer["write"], actual, p, mode)
+    for p in ("/tmp/" + tag,):
+        if os.path.exists(p):
+            os.unlink(p)
+
+
+if __name__ == "__main__":
+    main()
