@@ -1,0 +1,215 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "../../src/config.hpp"
+
+using namespace dsh;
+
+namespace {
+Outcome parse(const std::string& text, Config& c) { return parse_config(text, "/etc/c.json", c); }
+std::string err(const std::string& text) {
+    Config c;
+    Outcome o = parse(text, c);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::ConfigInvalid);
+    CHECK(o.exit_status() == 125);
+    return o.message;
+}
+}  // namespace
+
+TEST_CASE("config: an empty object is all defaults") {
+    Config c;
+    REQUIRE(parse("{}", c));
+    CHECK(c.path == "/etc/c.json");
+    CHECK_FALSE(c.mode);
+    CHECK_FALSE(c.workspace_root);
+    CHECK_FALSE(c.runner);
+    CHECK_FALSE(c.bwrap_path);
+    CHECK(c.runner_command.empty());
+    CHECK(c.runner_failure_signatures.empty());
+    CHECK_FALSE(c.probe_timeout_ms);
+    CHECK(c.writable_roots.empty());
+    CHECK_FALSE(c.approver);
+    CHECK_FALSE(c.custom_runner());
+}
+
+TEST_CASE("config: every key parses") {
+    Config c;
+    REQUIRE(parse(R"({
+        "mode": "workspace-write",
+        "workspaceRoot": "/srv/ws",
+        "runner": "landlock",
+        "bwrapPath": "/opt/bin/bwrap",
+        "runnerCommand": ["/opt/runner", "--flag"],
+        "runnerFailureSignatures": ["runner: ", "fatal"],
+        "probeTimeoutMs": 250,
+        "writableRoots": ["/srv/cache", "/srv/out"],
+        "approver": "/usr/local/bin/approve"
+    })",
+                  c));
+    CHECK(c.mode == Mode::WorkspaceWrite);
+    CHECK(c.workspace_root == std::string("/srv/ws"));
+    CHECK(c.runner == RunnerKind::Landlock);
+    CHECK(c.bwrap_path == std::string("/opt/bin/bwrap"));
+    CHECK(c.runner_command == std::vector<std::string>{"/opt/runner", "--flag"});
+    CHECK(c.runner_failure_signatures == std::vector<std::string>{"runner: ", "fatal"});
+    CHECK(c.probe_timeout_ms == 250);
+    CHECK(c.writable_roots == std::vector<std::string>{"/srv/cache", "/srv/out"});
+    CHECK(c.approver == std::string("/usr/local/bin/approve"));
+    CHECK(c.custom_runner());
+}
+
+TEST_CASE("config: each mode and runner name") {
+    for (const char* m : {"read-only", "workspace-write", "danger-full-access"}) {
+        Config c;
+        REQUIRE(parse(std::string(R"({"mode":")") + m + "\"}", c));
+        CHECK(to_string(*c.mode) == m);
+    }
+    for (const char* r : {"auto", "bwrap", "landlock", "seatbelt", "windows-acl", "custom"}) {
+        Config c;
+        REQUIRE(parse(std::string(R"({"runner":")") + r + "\"}", c));
+        CHECK(to_string(*c.runner) == r);
+    }
+    CHECK(err(R"({"mode":"Read-Only"})") ==
+          "config /etc/c.json: \"mode\": unknown mode \"Read-Only\" (read-only, workspace-write or danger-full-access)");
+    CHECK(err(R"({"runner":"docker"})") ==
+          "config /etc/c.json: \"runner\": unknown runner \"docker\" (auto, bwrap, landlock, seatbelt, windows-acl or "
+          "custom)");
+}
+
+TEST_CASE("config: an unknown key is an error naming it") {
+    CHECK(err(R"({"mode":"read-only","modes":"x"})") ==
+          "config /etc/c.json: unknown key \"modes\" (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
+          "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver)");
+    CHECK_THAT(err(R"({"WorkspaceRoot":"/x"})"), Catch::Contains("unknown key \"WorkspaceRoot\""));
+}
+
+TEST_CASE("config: every wrong type names the key") {
+    // key -> a value of the wrong type for it, and the type it must be
+    const std::map<std::string, std::pair<std::string, std::string>> cases = {
+        {"mode", {"1", "a string, not a number"}},
+        {"workspaceRoot", {"true", "a string, not a boolean"}},
+        {"runner", {"[\"bwrap\"]", "a string, not an array"}},
+        {"bwrapPath", {"{}", "a string, not an object"}},
+        {"runnerCommand", {"\"/bin/runner\"", "an array of strings, not a string"}},
+        {"runnerFailureSignatures", {"\"x\"", "an array of strings, not a string"}},
+        {"probeTimeoutMs", {"\"5000\"", "a number, not a string"}},
+        {"writableRoots", {"\"/x\"", "an array of strings, not a string"}},
+        {"approver", {"null", "a string, not null"}},
+    };
+    for (const auto& [key, v] : cases) {
+        INFO(key);
+        CHECK(err("{\"" + key + "\":" + v.first + "}") == "config /etc/c.json: \"" + key + "\" must be " + v.second);
+    }
+    CHECK(err(R"({"writableRoots":["/a",2]})") ==
+          "config /etc/c.json: \"writableRoots\"[1] must be a string, not a number");
+    CHECK(err(R"({"runnerCommand":[null],"runnerFailureSignatures":["x"]})") ==
+          "config /etc/c.json: \"runnerCommand\"[0] must be a string, not null");
+}
+
+TEST_CASE("config: paths must be absolute and strings non-empty") {
+    CHECK(err(R"({"workspaceRoot":"ws"})") ==
+          "config /etc/c.json: \"workspaceRoot\" must be an absolute path, not \"ws\"");
+    CHECK(err(R"({"bwrapPath":"bwrap"})") == "config /etc/c.json: \"bwrapPath\" must be an absolute path, not \"bwrap\"");
+    CHECK(err(R"({"writableRoots":["rel"]})") ==
+          "config /etc/c.json: \"writableRoots\"[0] must be an absolute path, not \"rel\"");
+    CHECK(err(R"({"runnerCommand":["runner"],"runnerFailureSignatures":["x"]})") ==
+          "config /etc/c.json: \"runnerCommand\"[0] must be an absolute path, not \"runner\"");
+    CHECK(err(R"({"approver":""})") == "config /etc/c.json: \"approver\" must not be empty");
+    CHECK(err(R"({"mode":""})") == "config /etc/c.json: \"mode\" must not be empty");
+}
+
+TEST_CASE("config: the seed's sandbox-local texts") {
+    const std::string p = "config /etc/c.json: sandbox-local: ";
+    CHECK(err(R"({"probeTimeoutMs":0})") == p + "probeTimeoutMs must be a positive finite number");
+    CHECK(err(R"({"probeTimeoutMs":-5})") == p + "probeTimeoutMs must be a positive finite number");
+    CHECK(err(R"({"runnerFailureSignatures":["x"]})") == p + "runnerFailureSignatures requires runnerCommand");
+    CHECK(err(R"({"runnerCommand":["/r"]})") == p + "runnerCommand requires at least one runnerFailureSignatures entry");
+    CHECK(err(R"({"runnerCommand":["/r"],"runnerFailureSignatures":[]})") ==
+          p + "runnerCommand requires at least one runnerFailureSignatures entry");
+    CHECK(err(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["  "]})") ==
+          p + "runnerFailureSignatures entries must be non-empty single-line strings");
+    CHECK(err(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["a\nb"]})") ==
+          p + "runnerFailureSignatures entries must be non-empty single-line strings");
+    CHECK(err(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["a\rb"]})") ==
+          p + "runnerFailureSignatures entries must be non-empty single-line strings");
+    // The seed's order: the timeout is checked before the runner pairing.
+    CHECK(err(R"({"runnerFailureSignatures":["x"],"probeTimeoutMs":0})") ==
+          p + "probeTimeoutMs must be a positive finite number");
+    // An empty runnerCommand means "not configured", and empty signatures with it are fine.
+    Config c;
+    REQUIRE(parse(R"({"runnerCommand":[],"runnerFailureSignatures":[]})", c));
+    CHECK_FALSE(c.custom_runner());
+}
+
+TEST_CASE("config: probeTimeoutMs rounds up and saturates") {
+    Config c;
+    REQUIRE(parse(R"({"probeTimeoutMs":0.2})", c));
+    CHECK(c.probe_timeout_ms == 1);
+    REQUIRE(parse(R"({"probeTimeoutMs":1e12})", c));
+    CHECK(c.probe_timeout_ms == 2147483647);
+}
+
+TEST_CASE("config: not JSON, not an object, duplicates, comments") {
+    CHECK_THAT(err("{"), Catch::StartsWith("config /etc/c.json: not valid JSON: "));
+    CHECK_THAT(err(""), Catch::StartsWith("config /etc/c.json: not valid JSON: "));
+    CHECK_THAT(err("{\"mode\":\"read-only\"} x"), Catch::StartsWith("config /etc/c.json: not valid JSON: "));
+    CHECK_THAT(err("// c\n{}"), Catch::StartsWith("config /etc/c.json: not valid JSON: "));
+    CHECK(err("[]") == "config /etc/c.json: must be a JSON object, not an array");
+    CHECK(err(R"({"mode":"read-only","mode":"danger-full-access"})") ==
+          "config /etc/c.json: key \"mode\" appears more than once");
+}
+
+TEST_CASE("config: lookup order") {
+    std::map<std::string, std::string> env;
+    auto get = [&env](const char* n) -> const char* {
+        auto it = env.find(n);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    SECTION("--config wins and is explicit") {
+        env["DSH_CONFINE_CONFIG"] = "/e.json";
+        auto c = config_candidates(std::string("/f.json"), get);
+        REQUIRE(c.size() == 1);
+        CHECK(c[0].path == "/f.json");
+        CHECK(c[0].explicit_);
+    }
+    SECTION("then $DSH_CONFINE_CONFIG") {
+        env["DSH_CONFINE_CONFIG"] = "/e.json";
+        auto c = config_candidates(std::nullopt, get);
+        REQUIRE(c.size() == 1);
+        CHECK(c[0].path == "/e.json");
+        CHECK(c[0].explicit_);
+    }
+    SECTION("then XDG, then /etc") {
+        env["DSH_CONFINE_CONFIG"] = "";
+        env["XDG_CONFIG_HOME"] = "/x";
+        env["HOME"] = "/h";
+        auto c = config_candidates(std::nullopt, get);
+        REQUIRE(c.size() == 2);
+        CHECK(c[0].path == "/x/dsh-confine/config.json");
+        CHECK_FALSE(c[0].explicit_);
+        CHECK(c[1].path == "/etc/dsh-confine/config.json");
+    }
+    SECTION("no XDG: ~/.config") {
+        env["HOME"] = "/h";
+        env["XDG_CONFIG_HOME"] = "relative";
+        auto c = config_candidates(std::nullopt, get);
+        REQUIRE(c.size() == 2);
+        CHECK(c[0].path == "/h/.config/dsh-confine/config.json");
+    }
+    SECTION("nothing set: /etc only") {
+        auto c = config_candidates(std::nullopt, get);
+        REQUIRE(c.size() == 1);
+        CHECK(c[0].path == "/etc/dsh-confine/config.json");
+    }
+}
+
+TEST_CASE("config: load_config refuses a named file that is missing") {
+    Config c;
+    Outcome o = load_config(std::string("/nonexistent/dsh/config.json"), c);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::ConfigInvalid);
+    CHECK_THAT(o.message, Catch::StartsWith("config /nonexistent/dsh/config.json: "));
+}

@@ -1,0 +1,163 @@
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include "../../src/escalation.hpp"
+
+using namespace dsh;
+
+namespace {
+struct Fake : Approver {
+    Approval answer;
+    int asked = 0;
+    EscalationRequest seen;
+    explicit Fake(Approval a) : answer(a) {}
+    Approval ask(const EscalationRequest& r) override {
+        ++asked;
+        seen = r;
+        return answer;
+    }
+};
+EscalationRequest req(Mode target, Mode current) {
+    EscalationRequest r;
+    r.target = target;
+    r.current = current;
+    r.justification = "the build writes its output";
+    r.argv = {"make", "all"};
+    r.root = "/ws";
+    return r;
+}
+}  // namespace
+
+TEST_CASE("escalation: the ladder is strictly wider only") {
+    CHECK(wider_modes(Mode::ReadOnly) == std::vector<Mode>{Mode::WorkspaceWrite, Mode::DangerFullAccess});
+    CHECK(wider_modes(Mode::WorkspaceWrite) == std::vector<Mode>{Mode::DangerFullAccess});
+    CHECK(wider_modes(Mode::DangerFullAccess).empty());
+}
+
+TEST_CASE("escalation: argument validation in the seed's order, with its texts") {
+    Mode m = Mode::ReadOnly;
+    auto check = [&m](std::optional<std::string> t, std::optional<std::string> j) {
+        Outcome o = validate_escalation_args(t, j, m);
+        if (!o) {
+            CHECK(o.err == Err::EscalationInvalid);
+            CHECK(o.exit_status() == 125);
+        }
+        return o.ok ? std::string() : o.message;
+    };
+    CHECK(check(std::nullopt, std::nullopt).empty());
+    CHECK(check(std::string("workspace-write"), std::nullopt) ==
+          "invalid escalation: sandbox_permissions requires a justification");
+    CHECK(check(std::nullopt, std::string("because")) ==
+          "invalid escalation: justification is only valid together with sandbox_permissions");
+    // Blank after trimming.
+    for (const char* j : {"", " ", "\t\n  "})
+        CHECK(check(std::string("workspace-write"), std::string(j)) ==
+              "invalid justification: expected a non-empty sentence");
+    // The pairing is checked before the blank test, and both before the mode name.
+    CHECK(check(std::string("nonsense"), std::nullopt) ==
+          "invalid escalation: sandbox_permissions requires a justification");
+    CHECK(check(std::string("nonsense"), std::string(" ")) == "invalid justification: expected a non-empty sentence");
+    CHECK(check(std::string("nonsense"), std::string("why")) ==
+          "invalid escalation: unknown mode \"nonsense\" (workspace-write or danger-full-access)");
+    CHECK(check(std::string("danger-full-access"), std::string("why")).empty());
+    CHECK(m == Mode::DangerFullAccess);
+}
+
+TEST_CASE("escalation: same or narrower is refused without asking anyone") {
+    const Mode all[] = {Mode::ReadOnly, Mode::WorkspaceWrite, Mode::DangerFullAccess};
+    for (Mode cur : all)
+        for (Mode target : all) {
+            if (is_strictly_wider(target, cur)) continue;
+            Fake f(Approval::AllowedOnce);
+            Mode granted = cur;
+            Outcome o = approve_escalation(req(target, cur), &f, granted);
+            REQUIRE_FALSE(o);
+            CHECK(o.err == Err::EscalationNotWider);
+            CHECK(o.message == fmt::format("sandbox escalation to \"{}\" is not strictly wider than this call's "
+                                           "current \"{}\" mode",
+                                           to_string(target), to_string(cur)));
+            CHECK(f.asked == 0);
+            CHECK(granted == cur);
+        }
+    // Not wider is checked before "no approver".
+    Mode g = Mode::ReadOnly;
+    CHECK(approve_escalation(req(Mode::ReadOnly, Mode::ReadOnly), nullptr, g).err == Err::EscalationNotWider);
+}
+
+TEST_CASE("escalation: no approver composed") {
+    Mode g = Mode::ReadOnly;
+    Outcome o = approve_escalation(req(Mode::WorkspaceWrite, Mode::ReadOnly), nullptr, g);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::EscalationNoApprover);
+    CHECK(o.message == "sandbox escalation to \"workspace-write\" requires approval, but no approval service is composed");
+    CHECK(g == Mode::ReadOnly);
+}
+
+TEST_CASE("escalation: each outcome maps to its own error") {
+    struct Case {
+        Approval a;
+        Err e;
+        const char* text;
+    };
+    const Case cases[] = {
+        {Approval::Rejected, Err::EscalationRejected, "the user rejected escalating this command to \"danger-full-access\""},
+        {Approval::Cancelled, Err::EscalationCancelled, "approval for escalating to \"danger-full-access\" was cancelled"},
+        {Approval::Unavailable, Err::EscalationUnavailable,
+         "sandbox escalation to \"danger-full-access\" requires approval, but no approval channel is available"},
+    };
+    for (const auto& c : cases) {
+        Fake f(c.a);
+        Mode g = Mode::WorkspaceWrite;
+        Outcome o = approve_escalation(req(Mode::DangerFullAccess, Mode::WorkspaceWrite), &f, g);
+        REQUIRE_FALSE(o);
+        CHECK(o.err == c.e);
+        CHECK(o.message == c.text);
+        CHECK(o.exit_status() == 125);
+        CHECK(f.asked == 1);
+        CHECK(g == Mode::WorkspaceWrite);
+    }
+    Fake f(Approval::AllowedOnce);
+    Mode g = Mode::ReadOnly;
+    REQUIRE(approve_escalation(req(Mode::WorkspaceWrite, Mode::ReadOnly), &f, g));
+    CHECK(g == Mode::WorkspaceWrite);
+    CHECK(f.seen.justification == "the build writes its output");
+}
+
+TEST_CASE("escalation: the subject appears in the rejection") {
+    auto r = req(Mode::WorkspaceWrite, Mode::ReadOnly);
+    r.subject = "operation";
+    CHECK(approval_error(Approval::Rejected, r).message ==
+          "the user rejected escalating this operation to \"workspace-write\"");
+}
+
+TEST_CASE("escalation: the request an approver command reads") {
+    auto r = req(Mode::WorkspaceWrite, Mode::ReadOnly);
+    CHECK(escalation_reason(r) == "escalate sandbox to workspace-write: the build writes its output");
+    CHECK(approval_request_json(r).dump() ==
+          "{\"type\":\"escalation-request\",\"version\":1,\"mode\":\"workspace-write\",\"currentMode\":\"read-only\","
+          "\"justification\":\"the build writes its output\",\"reason\":\"escalate sandbox to workspace-write: the "
+          "build writes its output\",\"subject\":\"command\",\"argv\":[\"make\",\"all\"],\"root\":\"/ws\"}");
+}
+
+TEST_CASE("escalation: an approver command's status") {
+    auto exited = [](int code) { return code << 8; };  // W_EXITCODE
+    CHECK(approval_from_status(exited(0)) == Approval::AllowedOnce);
+    CHECK(approval_from_status(exited(1)) == Approval::Rejected);
+    CHECK(approval_from_status(exited(2)) == Approval::Cancelled);
+    CHECK(approval_from_status(exited(3)) == Approval::Unavailable);
+    CHECK(approval_from_status(exited(127)) == Approval::Unavailable);
+    CHECK(approval_from_status(SIGKILL) == Approval::Unavailable);  // killed by a signal
+}
+
+TEST_CASE("escalation: a real approver command") {
+    auto r = req(Mode::WorkspaceWrite, Mode::ReadOnly);
+    CHECK(CommandApprover("exit 0").ask(r) == Approval::AllowedOnce);
+    CHECK(CommandApprover("exit 1").ask(r) == Approval::Rejected);
+    CHECK(CommandApprover("exit 2").ask(r) == Approval::Cancelled);
+    CHECK(CommandApprover("exit 9").ask(r) == Approval::Unavailable);
+    CHECK(CommandApprover("/nonexistent/approver").ask(r) == Approval::Unavailable);
+    CHECK(CommandApprover("kill -9 $$").ask(r) == Approval::Unavailable);
+    // It reads the request on stdin.
+    CHECK(CommandApprover("grep -q '\"mode\":\"workspace-write\"'").ask(r) == Approval::AllowedOnce);
+}

@@ -1,0 +1,172 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "../../src/session.hpp"
+
+using namespace dsh;
+
+namespace {
+std::string ev(const std::string& mode, int seq = 1) {
+    return "{\"type\":\"sandbox/mode\",\"seq\":" + std::to_string(seq) + ",\"time\":1,\"data\":{\"mode\":\"" + mode +
+           "\"}}\n";
+}
+std::string err(const std::string& text) {
+    SessionState s;
+    Outcome o = fold_session_log(text, "/s.jsonl", s);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::SessionInvalid);
+    CHECK(o.exit_status() == 125);
+    return o.message;
+}
+struct TempFile {
+    std::string path;
+    TempFile() {
+        char tmpl[] = "/var/tmp/dsh-unit-session-XXXXXX";
+        int fd = ::mkstemp(tmpl);
+        REQUIRE(fd >= 0);
+        ::close(fd);
+        path = tmpl;
+    }
+    ~TempFile() { ::unlink(path.c_str()); }
+};
+}  // namespace
+
+TEST_CASE("session: an empty log has no mode") {
+    SessionState s;
+    REQUIRE(fold_session_log("", "/s", s));
+    CHECK_FALSE(s.mode);
+    REQUIRE(fold_session_log("\n\n", "/s", s));
+    CHECK_FALSE(s.mode);
+    REQUIRE(fold_session_log("{\"type\":\"session\",\"cwd\":\"/w\"}\n", "/s", s));
+    CHECK_FALSE(s.mode);
+}
+
+TEST_CASE("session: the last sandbox/mode event wins") {
+    SessionState s;
+    REQUIRE(fold_session_log(ev("danger-full-access", 1) + "{\"type\":\"user/message\",\"seq\":2}\n" +
+                                 ev("read-only", 3) + ev("workspace-write", 4) + "{\"type\":\"other\"}\n",
+                             "/s", s));
+    CHECK(s.mode == Mode::WorkspaceWrite);
+    CHECK(s.mode_line == 4);
+    CHECK(s.lines == 5);
+    CHECK(s.max_seq == uint64_t{4});
+    CHECK(s.source.empty());
+    // Narrowing is a switch like any other.
+    REQUIRE(fold_session_log(ev("danger-full-access") + ev("read-only"), "/s", s));
+    CHECK(s.mode == Mode::ReadOnly);
+}
+
+TEST_CASE("session: data.source is kept") {
+    SessionState s;
+    REQUIRE(fold_session_log(
+        R"({"type":"sandbox/mode","seq":1,"time":2,"data":{"mode":"workspace-write","source":"delegation"}})", "/s", s));
+    CHECK(s.mode == Mode::WorkspaceWrite);
+    CHECK(s.source == "delegation");
+    // A later runtime switch has no source.
+    REQUIRE(fold_session_log(
+        std::string(R"({"type":"sandbox/mode","data":{"mode":"workspace-write","source":"delegation"}})") + "\n" +
+            ev("read-only"),
+        "/s", s));
+    CHECK(s.source.empty());
+    CHECK(err(R"({"type":"sandbox/mode","data":{"mode":"read-only","source":1}})") ==
+          "session log /s.jsonl line 1: sandbox/mode \"data.source\" must be a string");
+}
+
+TEST_CASE("session: an unknown mode is the seed's error, never a fallback") {
+    CHECK(err(ev("read-only") + ev("write-everything")) ==
+          "session log /s.jsonl line 2: sandbox/mode carries unknown mode \"write-everything\"");
+    CHECK(err(R"({"type":"sandbox/mode","data":{"mode":7}})") ==
+          "session log /s.jsonl line 1: sandbox/mode carries unknown mode 7");
+    CHECK(err(R"({"type":"sandbox/mode","data":{"mode":null}})") ==
+          "session log /s.jsonl line 1: sandbox/mode carries unknown mode null");
+    CHECK(err(R"({"type":"sandbox/mode","data":{}})") ==
+          "session log /s.jsonl line 1: sandbox/mode carries unknown mode undefined");
+    CHECK(err(R"({"type":"sandbox/mode"})") == "session log /s.jsonl line 1: sandbox/mode event has no \"data\" object");
+    CHECK(err(R"({"type":"sandbox/mode","data":"read-only"})") ==
+          "session log /s.jsonl line 1: sandbox/mode event has no \"data\" object");
+}
+
+TEST_CASE("session: a malformed line names the line") {
+    CHECK_THAT(err(ev("read-only") + "{\"type\":\"sandbox/mo\n" + ev("danger-full-access")),
+               Catch::StartsWith("session log /s.jsonl line 2: not valid JSON: "));
+    // A torn last line (no newline) is still a line.
+    CHECK_THAT(err(ev("read-only") + ev("read-only") + "{\"type\":\"sandbox/mode\",\"da"),
+               Catch::StartsWith("session log /s.jsonl line 3: not valid JSON: "));
+    CHECK(err(ev("read-only") + "[1,2]\n") == "session log /s.jsonl line 2: not a JSON object");
+    CHECK(err("\n\n\"x\"\n") == "session log /s.jsonl line 3: not a JSON object");
+    CHECK(err("{\"seq\":1}\n") == "session log /s.jsonl line 1: no string \"type\"");
+    CHECK(err("{\"type\":5}\n") == "session log /s.jsonl line 1: no string \"type\"");
+    CHECK_THAT(err("   \n"), Catch::StartsWith("session log /s.jsonl line 1: not valid JSON: "));
+}
+
+TEST_CASE("session: a huge log folds, last event wins") {
+    std::string log;
+    log.reserve(20 << 20);
+    const std::string filler =
+        "{\"type\":\"assistant/chunk\",\"seq\":0,\"data\":{\"text\":\"" + std::string(100, 'x') + "\"}}\n";
+    for (int i = 0; i < 100000; ++i) {
+        log += filler;
+        if (i % 1000 == 0) log += ev(i % 2000 == 0 ? "danger-full-access" : "read-only", i);
+    }
+    log += ev("workspace-write", 123456);
+    SessionState s;
+    REQUIRE(fold_session_log(log, "/s", s));
+    CHECK(s.mode == Mode::WorkspaceWrite);
+    CHECK(s.lines == 100000 + 100 + 1);
+    CHECK(s.max_seq == uint64_t{123456});
+
+    // The same through a file (read in chunks, lines spanning chunk edges).
+    TempFile f;
+    {
+        std::ofstream o(f.path, std::ios::binary);
+        o << log;
+    }
+    SessionState fs;
+    REQUIRE(read_session(f.path, fs));
+    CHECK(fs.mode == Mode::WorkspaceWrite);
+    CHECK(fs.mode_line == s.mode_line);
+    CHECK(fs.lines == s.lines);
+}
+
+TEST_CASE("session: the event line set-mode writes") {
+    CHECK(mode_event_line(Mode::WorkspaceWrite, 7, 1700000000123) ==
+          "{\"type\":\"sandbox/mode\",\"seq\":7,\"time\":1700000000123,\"data\":{\"mode\":\"workspace-write\"}}\n");
+}
+
+TEST_CASE("session: append creates, continues seq, and refuses a broken log") {
+    TempFile f;
+    ::unlink(f.path.c_str());
+    REQUIRE(append_mode_event(f.path, Mode::WorkspaceWrite));
+    REQUIRE(append_mode_event(f.path, Mode::DangerFullAccess));
+    SessionState s;
+    REQUIRE(read_session(f.path, s));
+    CHECK(s.mode == Mode::DangerFullAccess);
+    CHECK(s.lines == 2);
+    CHECK(s.max_seq == uint64_t{2});
+    {
+        std::ofstream o(f.path, std::ios::app);
+        o << "{\"type\":\"user/message\",\"seq\":41}\n";
+    }
+    REQUIRE(append_mode_event(f.path, Mode::ReadOnly));
+    REQUIRE(read_session(f.path, s));
+    CHECK(s.mode == Mode::ReadOnly);
+    CHECK(s.max_seq == uint64_t{42});
+    {
+        std::ofstream o(f.path, std::ios::app);
+        o << "{\"type\":\"sandbox/mo";
+    }
+    Outcome o = append_mode_event(f.path, Mode::WorkspaceWrite);
+    REQUIRE_FALSE(o);
+    CHECK_THAT(o.message, Catch::Contains("line 5: not valid JSON"));
+}
+
+TEST_CASE("session: a missing log is an error") {
+    SessionState s;
+    Outcome o = read_session("/nonexistent/dsh/session.jsonl", s);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "session log /nonexistent/dsh/session.jsonl: cannot open: No such file or directory");
+}
