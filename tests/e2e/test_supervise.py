@@ -20,7 +20,8 @@ HINT = ("[sandbox: escalation available \u2014 retry this exact command once wit
 RUNNER_FAILURE_MARKER = ("[sandbox: the sandbox runner itself failed under {mode} mode \u2014 the command did "
                          "not run; this is a sandbox problem, not a command failure]")
 
-RUNNERS = ["landlock"]
+RUNNERS = ["landlock", "bwrap"]
+_built = {}
 
 
 def need_runner(runner):
@@ -28,6 +29,14 @@ def need_runner(runner):
         need_landlock()
     elif runner == "bwrap":
         need_bwrap()
+    if runner not in _built:
+        # Whether this build has the runner at all (a build capability, not
+        # the host's: a plain skip).
+        r = dsh(["--runner", runner, "--", "true"], None)
+        c = r.rec("confinement")
+        _built[runner] = c is not None and c.get("runner") == runner
+    if not _built[runner]:
+        skip("this build has no %s runner" % runner)
 
 
 def sup(script, s, runner, mode="read-only", extra=(), **kw):
