@@ -12,6 +12,19 @@
 #include "explain.hpp"
 #include "launch.hpp"
 #include "linux/landlock_runner.hpp"
+#if defined(_WIN32)
+#include "windows/acl_runner.hpp"
+namespace dsh::host_runner {
+using acl::prepare;
+inline constexpr std::string_view NAME = "windows-acl";
+}  // namespace dsh::host_runner
+#elif defined(__APPLE__)
+#include "darwin/seatbelt_runner.hpp"
+namespace dsh::host_runner {
+using seatbelt::prepare;
+inline constexpr std::string_view NAME = "seatbelt";
+}  // namespace dsh::host_runner
+#endif
 #include "policy.hpp"
 #include "report.hpp"
 #include "resolve.hpp"
@@ -92,6 +105,13 @@ Outcome prepare_launch(const Request& req, Launch& l) {
         if (!r) return failf(Err::Usage, "unknown runner \"{}\"", *req.runner);
         runner = *r;
     }
+#if defined(_WIN32) || defined(__APPLE__)
+    // A chain of one (darwin: seatbelt; win32: windows-acl): taken without a probe.
+    if (auto o = host_runner::prepare(runner, l); !o) {
+        c.skipped.push_back({std::string(host_runner::NAME), o.message});
+        return unavailable(policy, o, false);
+    }
+#else
     if (runner != RunnerKind::Auto && runner != RunnerKind::Landlock) {
         c.skipped.push_back({std::string(to_string(runner)), "not available on this platform"});
         return unavailable(policy, Outcome::success(), false);
@@ -102,6 +122,7 @@ Outcome prepare_launch(const Request& req, Launch& l) {
         return unavailable(policy, o, false);
     }
     l.landlock = std::move(plan);
+#endif
     return Outcome::success();
 }
 

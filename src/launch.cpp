@@ -84,12 +84,14 @@ Outcome exec_command(const std::string& resolved, const std::vector<std::string>
 }
 
 Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
+#ifdef __linux__  // Landlock is Linux's; other hosts never fill l.landlock
     if (l.landlock) {
         if (auto o = landlock::enter(*l.landlock, l.c.policy, report.fd(), l.c.not_granted, l.status_fd); !o) {
             std::string text = sandbox_unavailable_text(to_string(l.c.policy.mode));
             return fail(Err::SandboxUnavailable, text + " Runner failure: " + o.message);
         }
     }
+#endif
     if (write_record)
         if (auto o = report.write(confinement_record(l.c)); !o) return o;
     if (!l.env) return exec_command(l.exec_path, l.exec_argv, environ, l.exec_mask);

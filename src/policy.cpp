@@ -63,6 +63,7 @@ std::string lexically_normal(std::string_view path) {
     return out.empty() ? "/" : out;
 }
 
+#ifndef _WIN32  // Windows: src/windows/platform_win.cpp (GetFinalPathNameByHandleW)
 static std::string absolute(std::string_view path, std::string_view cwd) {
     if (!path.empty() && path[0] == '/') return std::string(path);
     std::string out(cwd);
@@ -112,6 +113,7 @@ static std::string canonical_path_at(const std::string& abs, int depth) {
     }
     return lexically_normal(abs);
 }
+#endif
 
 std::string canonical_path(std::string_view path, std::string_view cwd) {
     return canonical_path_at(absolute(path, cwd), 0);

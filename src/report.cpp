@@ -4,8 +4,10 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#ifndef _WIN32
 #include <fcntl.h>
 #include <unistd.h>
+#endif
 
 namespace dsh {
 
@@ -117,6 +119,7 @@ ordered_json error_record(const Outcome& o) {
     return j;
 }
 
+#ifndef _WIN32  // Windows: src/windows/platform_win.cpp (C runtime fds)
 Outcome Report::open(int fd) {
     if (fd < 0) return Outcome::success();
     if (fd == 0) return fail(Err::ReportFd, "--report-fd 0: the report needs an fd open for writing, not stdin");
@@ -157,5 +160,6 @@ Outcome Report::write(const ordered_json& record) const {
     if (err) return failf(Err::ReportWrite, "cannot write the report to fd {}: {}", fd_, std::strerror(err));
     return Outcome::success();
 }
+#endif
 
 }  // namespace dsh
