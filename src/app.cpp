@@ -44,12 +44,16 @@ void print_error(const Outcome& o) {
     // A stderr pipe whose reader is gone must not turn a clean 125 into death
     // by SIGPIPE. The disposition is put back afterwards: SIG_IGN would survive
     // exec and change the command's own behaviour on a broken pipe.
+#ifdef _WIN32  // no SIGPIPE: a gone reader is a failed write
+    (void)!::write(STDERR_FILENO, line.data(), static_cast<unsigned>(line.size()));
+#else
     struct sigaction ign {}, old {};
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     ::sigaction(SIGPIPE, &ign, &old);
     (void)!::write(STDERR_FILENO, line.data(), line.size());
     ::sigaction(SIGPIPE, &old, nullptr);
+#endif
 }
 
 // Reports a failure: stderr, then the report's error record. Returns the exit status.
