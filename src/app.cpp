@@ -30,6 +30,8 @@ inline constexpr std::string_view NAME = "seatbelt";
 #include "resolve.hpp"
 #include "runner.hpp"
 #include "selftest.hpp"
+#include "darwin/seatbelt_plan.hpp"
+#include "windows/acl_plan.hpp"
 #include "session.hpp"
 #include "supervise.hpp"
 
@@ -169,9 +171,23 @@ int explain_command(const Request& req, const Report& report) {
         std::fputs(text.c_str(), stdout);
         return 0;
     }
-    if (req.platform && *req.platform != "linux")
-        // Hook for the darwin/windows renderers (issue 6).
-        return failed(report, failf(Err::Usage, "explain --platform {}: not built yet", *req.platform));
+    if (req.platform && *req.platform != "linux") {
+        // Another system's plan, from the pure builders: shown, never run.
+        Resolution res;
+        const ResolveEnv env = current_env();
+        if (auto o = resolve(req, env, AskApprover::No, res); !o) return failed(report, o);
+        std::string text;
+        if (*req.platform == "darwin")
+            text = seatbelt::render_darwin_plan(res.policy, req.argv);
+        else if (*req.platform == "windows")
+            text = acl::render_windows_plan(res.policy, req.argv, env.tmpdir ? *env.tmpdir : "/tmp",
+                                            res.session_path.has_value());
+        else
+            return failed(report, failf(Err::Usage, "explain --platform {}: expected linux, darwin or windows",
+                                        *req.platform));
+        std::fputs(text.c_str(), stdout);
+        return 0;
+    }
     Launch l;
     Resolution res;
     if (auto o = resolve_and_prepare(req, AskApprover::No, res, l); !o) return failed(report, o);
