@@ -131,6 +131,14 @@ class Shell:
                 subprocess.run(["zsh", "-f", "-c", ZSH_DRIVER, "drift", os.path.join(self.compdir, "zsh"), out]
                                + lines, capture_output=True, text=True, timeout=120)
                 groups = []
+                # Under load the first TAB can reach zle before it is ready: ask
+                # again, once, for any line that got no answer at all.
+                for i in range(1, len(lines) + 1):
+                    if not os.path.exists("%s.%d" % (out, i)) or os.path.getsize("%s.%d" % (out, i)) == 0:
+                        subprocess.run(["zsh", "-f", "-c", ZSH_DRIVER, "drift", os.path.join(self.compdir, "zsh"),
+                                        "%s.retry%d" % (out, i), lines[i - 1]], capture_output=True, timeout=60)
+                        if os.path.exists("%s.retry%d.1" % (out, i)):
+                            os.replace("%s.retry%d.1" % (out, i), "%s.%d" % (out, i))
                 for i in range(1, len(lines) + 1):
                     try:
                         groups.append([w for w in open("%s.%d" % (out, i)).read().split("\n") if w])
