@@ -42,7 +42,7 @@ namespace dsh {
 namespace {
 
 void print_error(const Outcome& o) {
-    std::string line = "dsh-confine: " + o.message + "\n";
+    std::string line = "dsh-confine: " + one_line(o.message) + "\n";
     // A stderr pipe whose reader is gone must not turn a clean 125 into death
     // by SIGPIPE. The disposition is put back afterwards: SIG_IGN would survive
     // exec and change the command's own behaviour on a broken pipe.

@@ -78,8 +78,11 @@ Outcome build_environment(const EnvRequest& req, const std::vector<std::string>&
             out.push_back(e);
         }
     }
-    for (const auto& [k, v] : req.set) {
-        std::string entry = k + "=" + v;
+    for (const auto& kv : req.set) {
+        // Not a structured binding: C++17 lambdas cannot capture one (clang
+        // rejects it; the fuzz build uses clang).
+        const std::string& k = kv.first;
+        std::string entry = k + "=" + kv.second;
         auto it = std::find_if(out.begin(), out.end(), [&](const std::string& e) { return name_of(e) == k; });
         if (it != out.end()) {
             *it = std::move(entry);

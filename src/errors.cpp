@@ -25,6 +25,19 @@ ErrInfo info(Err e) noexcept {
     return {"INTERNAL_ERROR", 125};  // unreachable: every enumerator is listed above
 }
 
+std::string one_line(std::string_view message) {
+    std::string out;
+    out.reserve(message.size());
+    for (unsigned char ch : message) {
+        if (ch == '\n') out += "\\n";
+        else if (ch == '\t') out += "\\t";
+        else if (ch == '\r') out += "\\r";
+        else if (ch < 0x20 || ch == 0x7f) out += fmt::format("\\x{:02x}", ch);
+        else out += static_cast<char>(ch);
+    }
+    return out;
+}
+
 std::string sandbox_unavailable_text(std::string_view mode) {
     return fmt::format(
         "sandbox mode \"{}\" is requested but no sandbox backend is usable on this host; "

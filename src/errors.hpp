@@ -38,6 +38,11 @@ struct ErrInfo {
 
 ErrInfo info(Err e) noexcept;
 
+// A message as it goes to the terminal: control characters (a newline or an
+// escape sequence inside an argument or a path) are shown escaped, so the
+// error stays one line and cannot drive the caller's terminal. UTF-8 is kept.
+std::string one_line(std::string_view message);
+
 // The seed's fail-closed text; mode is the requested mode's name.
 std::string sandbox_unavailable_text(std::string_view mode);
 

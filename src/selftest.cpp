@@ -720,6 +720,7 @@ int run(const Request& req) {
         j["version"] = 1;
         j["ok"] = ok;
         j["binary"] = c.binary;
+        j["scratch"] = c.base;  // removed before this is printed
         json arr = json::array();
         for (const auto& r : results) {
             json rj{{"runner", r.runner}, {"usable", r.usable}};

@@ -324,7 +324,7 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
 
     auto internal = [&](const char* what) {
         Outcome o = failf(Err::Internal, "{}: {}", what, std::strerror(errno));
-        say("dsh-confine: " + o.message);
+        say("dsh-confine: " + one_line(o.message));
         (void)report.write(error_record(o));
         return o.exit_status();
     };
@@ -617,7 +617,7 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
                         ? *setup
                         : fail(Err::SandboxUnavailable, sandbox_unavailable_text(to_string(l.c.policy.mode)) +
                                                             " Runner failure: " + *c.runner_failure);
-        say("dsh-confine: " + o.message);
+        say("dsh-confine: " + one_line(o.message));
         (void)report.write(error_record(o));
         rc = o.exit_status();
     }

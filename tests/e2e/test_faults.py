@@ -103,7 +103,8 @@ def test_root_missing_a_file_a_dangling_symlink_or_slash(s):
     cases = [
         (missing, "workspace root %s does not exist or cannot be reached" % missing),
         (afile, "workspace root %s is not a directory" % afile),
-        (dangling, "workspace root %s does not exist or cannot be reached" % dangling),
+        # The root is canonical first (realpath, following a dangling link to its target).
+        (dangling, "workspace root %s does not exist or cannot be reached" % s.p("base", "nowhere")),
         ("/", "workspace root is / : that would make every path writable; say --mode danger-full-access "
               "if that is what you mean"),
         # `/` reached lexically is still `/`.
@@ -226,6 +227,19 @@ def test_argv_empty(s):
                       (["--mode", "workspace-write", "--", ""], "the command name is empty")):
         r = dsh(args, s, report=False)
         assert r.rc == 125 and r.err == "dsh-confine: %s\n" % msg and r.out == "", r
+
+
+def test_usage_errors_stay_one_line_whatever_the_arguments(s):
+    # An argument with a newline or an escape sequence is echoed escaped: one
+    # line on stderr, nothing that can drive the caller's terminal.
+    r = dsh(["--bogus\n\x1b[2Jx", "--", "true"], s, report=False)
+    assert r.rc == 125, r
+    assert r.err == "dsh-confine: The following argument was not expected: --bogus\\n\\x1b[2Jx\n", r
+    r = dsh(["--mode", "workspace-write", "--root", s.p("base", "no\nsuch"), "--", "sh", "-c",
+             "echo ran > '%s'" % _ran(s)], s)
+    assert r.rc == 125 and r.err.count("\n") == 1 and "no\\nsuch" in r.err, r
+    assert r.rec("error")["message"].endswith(s.p("base", "no\nsuch") + " does not exist or cannot be reached"), r
+    assert not os.path.exists(_ran(s))
 
 
 def test_huge_arguments_near_arg_max_arrive_intact(s):

@@ -125,9 +125,8 @@ def test_self_test_fails_loudly_on_a_runner_that_does_not_confine(s):
     # The fake's report looked right: the world, not the report, caught it.
     assert "report" not in failed, failed
     # Nothing the fake let through was left outside the self-test's scratch.
-    assert not any(n.startswith("dsh-confine-self-test-") for n in os.listdir("/var/tmp")
-                   if os.stat(os.path.join("/var/tmp", n)).st_uid == os.getuid()
-                   and os.path.exists(os.path.join("/var/tmp", n, "outside"))), "scratch left behind"
+    assert j["scratch"].startswith("/var/tmp/dsh-confine-self-test-"), j
+    assert not os.path.exists(j["scratch"]), "scratch left behind"
 
 
 # A subtler one: the real dsh-confine, but one extra writable root (the workspace's

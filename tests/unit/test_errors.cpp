@@ -42,3 +42,13 @@ TEST_CASE("Outcome: success and failure") {
     CHECK(f.code() == "INVALID_WORKSPACE_ROOT");
     CHECK(f.exit_status() == 125);
 }
+
+TEST_CASE("one_line: control characters are escaped, UTF-8 is kept") {
+    CHECK(one_line("plain text") == "plain text");
+    CHECK(one_line("a\nb") == "a\\nb");
+    CHECK(one_line("tab\there\r") == "tab\\there\\r");
+    CHECK(one_line("\x1b[31mred") == "\\x1b[31mred");
+    CHECK(one_line(std::string_view("nul\0x", 5)) == "nul\\x00x");
+    CHECK(one_line("del\x7f") == "del\\x7f");
+    CHECK(one_line("em \xE2\x80\x94 dash") == "em \xE2\x80\x94 dash");
+}
