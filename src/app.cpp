@@ -24,6 +24,11 @@ namespace dsh::host_runner {
 using seatbelt::prepare;
 inline constexpr std::string_view NAME = "seatbelt";
 }  // namespace dsh::host_runner
+#else
+#include "linux/bwrap_plan.hpp"
+#include "linux/bwrap_runner.hpp"
+#include "linux/chain.hpp"
+#include "linux/probe_cmd.hpp"
 #endif
 #include "policy.hpp"
 #include "report.hpp"
@@ -34,6 +39,7 @@ inline constexpr std::string_view NAME = "seatbelt";
 #include "windows/acl_plan.hpp"
 #include "session.hpp"
 #include "supervise.hpp"
+#include "version.hpp"
 
 extern char** environ;
 
@@ -67,7 +73,7 @@ int failed(const Report& report, const Outcome& o) {
 
 // A confined mode that cannot be enforced: the seed's text, with the runner's
 // own failure appended when it was found while setting up.
-Outcome unavailable(const Policy& p, const Outcome& cause, bool at_run_time) {
+[[maybe_unused]] Outcome unavailable(const Policy& p, const Outcome& cause, bool at_run_time) {
     std::string text = sandbox_unavailable_text(to_string(p.mode));
     if (at_run_time) text += " Runner failure: " + cause.message;
     return fail(Err::SandboxUnavailable, std::move(text));
@@ -82,6 +88,19 @@ Outcome apply_environment(const Request& req, Launch& l) {
     std::vector<std::string> out;
     if (auto o = build_environment(er, current, out, l.c.environment); !o) return o;
     l.env = std::move(out);
+    return Outcome::success();
+}
+
+// The runner chain's inputs: --runner, --probe-timeout, the build's bwrap path.
+Outcome chain_options(const Request& req, chain::Options& opts) {
+    if (req.runner) {
+        auto r = parse_runner(*req.runner);
+        if (!r) return failf(Err::Usage, "unknown runner \"{}\"", *req.runner);
+        opts.runner = *r;
+    }
+    if (req.probe_timeout_ms) opts.probe_timeout_ms = *req.probe_timeout_ms;
+    opts.bwrap_path = kBwrapPath;
+    opts.report_fd = req.report_fd;
     return Outcome::success();
 }
 
@@ -105,31 +124,24 @@ Outcome prepare_launch(const Request& req, Launch& l) {
         return Outcome::success();
     }
 
+#if defined(_WIN32) || defined(__APPLE__)
     RunnerKind runner = RunnerKind::Auto;
     if (req.runner) {
         auto r = parse_runner(*req.runner);
         if (!r) return failf(Err::Usage, "unknown runner \"{}\"", *req.runner);
         runner = *r;
     }
-#if defined(_WIN32) || defined(__APPLE__)
     // A chain of one (darwin: seatbelt; win32: windows-acl): taken without a probe.
     if (auto o = host_runner::prepare(runner, l); !o) {
         c.skipped.push_back({std::string(host_runner::NAME), o.message});
         return unavailable(policy, o, false);
     }
-#else
-    if (runner != RunnerKind::Auto && runner != RunnerKind::Landlock) {
-        c.skipped.push_back({std::string(to_string(runner)), "not available on this platform"});
-        return unavailable(policy, Outcome::success(), false);
-    }
-    landlock::Plan plan;
-    if (auto o = landlock::prepare(policy, c, plan); !o) {
-        c.skipped.push_back({"landlock", o.message});
-        return unavailable(policy, o, false);
-    }
-    l.landlock = std::move(plan);
-#endif
     return Outcome::success();
+#else
+    chain::Options opts;
+    if (auto o = chain_options(req, opts); !o) return o;
+    return chain::prepare(opts, l);
+#endif
 }
 
 // Resolution (config, session, escalation with approval) -> the launch.
@@ -219,6 +231,8 @@ int session_command(const Request& req) {
 }  // namespace
 
 int run(int argc, const char* const* argv) {
+    // bwrap's child: the hidden stage that stacks Landlock inside the sandbox.
+    if (argc > 1 && std::string_view(argv[1]) == bwrap::kStageArg) return bwrap::run_stage(argc, argv);
     Request req;
     if (auto o = parse_cli(argc, argv, req); !o) {
         print_error(o);
@@ -233,13 +247,21 @@ int run(int argc, const char* const* argv) {
         case Action::Run:
         case Action::Explain:
         case Action::Check: break;
+        case Action::Probe: {
+            chain::Options opts;
+            if (auto o = chain_options(req, opts); !o) {
+                print_error(o);
+                return o.exit_status();
+            }
+            return probe_cmd::run(opts, req.json);
+        }
         case Action::SelfTest:
 #if defined(__linux__)
             return selftest::run(req);
 #else
             [[fallthrough]];
 #endif
-        case Action::Probe: {
+        {
             Outcome o = fail(Err::Usage, "this subcommand is not built yet");
             print_error(o);
             return o.exit_status();

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,8 +93,19 @@ Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
         }
     }
 #endif
-    if (write_record)
+    if (write_record && l.record_fd >= 0) {
+        std::string line = confinement_record(l.c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        if (::pwrite(l.record_fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()))
+            return failf(Err::Internal, "cannot hand the confinement record to the bwrap stage: {}",
+                         std::strerror(errno));
+    } else if (write_record) {
         if (auto o = report.write(confinement_record(l.c)); !o) return o;
+    }
+    for (int fd : l.inherit_fds) {
+        int fl = ::fcntl(fd, F_GETFD);
+        if (fl < 0 || ::fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0)
+            return failf(Err::Internal, "cannot pass fd {} to the runner: {}", fd, std::strerror(errno));
+    }
     if (!l.env) return exec_command(l.exec_path, l.exec_argv, environ, l.exec_mask);
     std::vector<char*> envp;
     envp.reserve(l.env->size() + 1);

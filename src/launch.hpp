@@ -45,6 +45,13 @@ struct Launch {
     int status_fd = -1;
     // Supervise: the command's signal mask, set only around execve (see exec_command).
     const sigset_t* exec_mask = nullptr;
+    // fds the runner needs across the exec (bwrap's stage: our own binary and
+    // the report); made inheritable just before it.
+    std::vector<int> inherit_fds;
+    // bwrap: an fd (memfd) the stage reads the confinement record from and
+    // writes it to the report once it has confined itself, just before exec,
+    // as the in-process runners do. -1: the record goes to the report here.
+    int record_fd = -1;
 };
 
 // Applies the in-process layers, writes the confinement record (when

@@ -139,7 +139,11 @@ Outcome Report::open(int fd) {
 
 Outcome Report::write(const ordered_json& record) const {
     if (fd_ < 0) return Outcome::success();
-    std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return write_line(record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+Outcome Report::write_line(std::string line) const {
+    if (fd_ < 0) return Outcome::success();
     line += '\n';
     struct sigaction ign {}, old {};
     ign.sa_handler = SIG_IGN;

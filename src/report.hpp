@@ -23,6 +23,8 @@ public:
     // Writes one line whole. SIGPIPE is held off for the write: a reader that
     // went away is a failed write (exit 125), not a death by signal.
     Outcome write(const ordered_json& record) const;
+    // One record already rendered (no newline), e.g. handed over by the bwrap stage.
+    Outcome write_line(std::string line) const;
 
 private:
     int fd_ = -1;

@@ -1,0 +1,211 @@
+// Pure: policy -> bwrap argv, stage argv and the bwrap layer. Unit-tested byte
+// for byte (tests/unit/test_bwrap_plan.cpp).
+#include "bwrap_plan.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace dsh::bwrap {
+
+namespace {
+
+size_t depth(const std::string& path) { return static_cast<size_t>(std::count(path.begin(), path.end(), '/')); }
+
+bool parse_int(const std::string& s, int& out) {
+    if (s.empty()) return false;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size() && out >= 0;
+}
+
+}  // namespace
+
+std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions& opts) {
+    // The seed's profile, unchanged and in its order.
+    std::vector<std::string> a = {"--ro-bind", "/",     "/",           "--dev",  "/dev",
+                                  "--unshare-pid", "--proc", "/proc", "--die-with-parent"};
+    // Without a new session the command can push input into the caller's
+    // terminal with TIOCSTI (CVE-2017-5226).
+    a.push_back("--new-session");
+    // As root bwrap keeps every capability: the command could remount /
+    // read-write. --cap-drop ALL empties the effective, permitted and
+    // inheritable sets (and bwrap sets no_new_privs).
+    a.insert(a.end(), {"--cap-drop", "ALL"});
+    if (opts.stage_keeps_setpcap) a.insert(a.end(), {"--cap-add", "CAP_SETPCAP"});
+    // A fresh procfs still exposes the host's sysctls (hostname, core_pattern)
+    // and, to uid 0, sysrq-trigger and hardware knobs: bind them read-only.
+    a.insert(a.end(), {"--ro-bind", "/proc/sys", "/proc/sys"});
+    for (const char* p : {"/proc/sysrq-trigger", "/proc/irq", "/proc/bus"})
+        a.insert(a.end(), {"--ro-bind-try", p, p});
+    if (policy.mode != Mode::WorkspaceWrite) return a;
+
+    // The tmpfs first, then every root: a root (or $TMPDIR) under /tmp stays
+    // visible and persists, because its bind comes after the tmpfs.
+    std::vector<const WritableRoot*> binds;
+    for (const auto& r : policy.writable_roots) {
+        if (r.source == "tmp")
+            a.insert(a.end(), {"--tmpfs", r.path});
+        else
+            binds.push_back(&r);
+    }
+    // Ancestors before descendants: a later bind of a parent would otherwise
+    // cover an earlier bind of its child. Stable, so equal depths keep the
+    // policy's order.
+    std::stable_sort(binds.begin(), binds.end(),
+                     [](const WritableRoot* x, const WritableRoot* y) { return depth(x->path) < depth(y->path); });
+    for (const auto* r : binds) a.insert(a.end(), {"--bind", r->path, r->path});
+    return a;
+}
+
+std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec) {
+    std::vector<std::string> a = {spec.self, kStageArg, "--mode", std::string(to_string(policy.mode))};
+    if (spec.landlock_abi > 0) a.insert(a.end(), {"--landlock", std::to_string(spec.landlock_abi)});
+    if (spec.report_fd >= 0) a.insert(a.end(), {"--report-fd", std::to_string(spec.report_fd)});
+    if (spec.record_fd >= 0) a.insert(a.end(), {"--record-fd", std::to_string(spec.record_fd)});
+    for (int fd : policy.keep_fds) a.insert(a.end(), {"--keep-fd", std::to_string(fd)});
+    for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
+    for (const auto& r : policy.writable_roots) a.insert(a.end(), {"--rw", r.source, r.path});
+    a.push_back("--");
+    a.push_back(spec.command_path);
+    a.insert(a.end(), spec.argv.begin(), spec.argv.end());
+    return a;
+}
+
+std::vector<std::string> wrap(const std::string& bwrap_path, const std::vector<std::string>& profile,
+                              const std::vector<std::string>& tail) {
+    std::vector<std::string> a;
+    a.reserve(profile.size() + tail.size() + 2);
+    a.push_back(bwrap_path);
+    a.insert(a.end(), profile.begin(), profile.end());
+    a.push_back("--");
+    a.insert(a.end(), tail.begin(), tail.end());
+    return a;
+}
+
+void add_json_status_fd(std::vector<std::string>& argv, int fd) {
+    const auto at = argv.empty() ? argv.end() : argv.begin() + 1;
+    argv.insert(at, {"--json-status-fd", std::to_string(fd)});
+}
+
+Layer layer(const Policy& policy, const std::string& bwrap_path) {
+    Layer l;
+    l.name = "bwrap";
+    // Both are own file effects that a read-only bind does not stop; the
+    // Landlock stage closes them where the kernel has it.
+    l.gaps.push_back({"fifo-writes", "a read-only bind does not stop opening a host FIFO outside the writable roots "
+                                     "for writing (no file system write happens)", true});
+    l.gaps.push_back({"proc-fd-reopen", "a file outside the writable roots that the command was given as an fd "
+                                        "(stdin redirected from it) can be reopened for writing through "
+                                        "/proc/self/fd, which reaches the host mount", true});
+    l.gaps.push_back({"unix-sockets", "connecting to a host daemon's unix socket is not governed; the daemon may "
+                                      "write on the command's behalf", false});
+    l.gaps.push_back({"abstract-unix-sockets", "without a network namespace, abstract unix sockets of host "
+                                               "processes can be reached", false});
+    l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
+    l.enforcement = Enforcement::Partial;
+    l.details["path"] = bwrap_path;
+    l.details["namespaces"] = {"mount", "pid"};
+    l.details["tmpIsTmpfs"] = policy.mode == Mode::WorkspaceWrite;
+    return l;
+}
+
+std::vector<std::string> custom_argv(const std::vector<std::string>& runner_command, const Policy& policy,
+                                     const std::vector<std::string>& argv) {
+    std::vector<std::string> a(runner_command);
+    const auto profile = profile_args(policy, {});
+    a.insert(a.end(), profile.begin(), profile.end());
+    a.push_back("--");
+    a.insert(a.end(), argv.begin(), argv.end());
+    return a;
+}
+
+bool loader_variable(std::string_view name) {
+    // PWD too: bwrap sets it for its child; the command gets the caller's (or none).
+    if (name == "PWD") return true;
+    if (name.rfind("LD_", 0) == 0) return true;
+    for (const char* v : {"GCONV_PATH", "GLIBC_TUNABLES", "MALLOC_TRACE", "LOCPATH", "NLSPATH"})
+        if (name == v) return true;
+    return false;
+}
+
+std::vector<std::string> stash_loader_env(const std::vector<std::string>& env) {
+    std::vector<std::string> out;
+    out.reserve(env.size());
+    for (const auto& e : env) {
+        const auto eq = e.find('=');
+        const std::string_view name = std::string_view(e).substr(0, eq);
+        // A stash name already present would be restored for the command:
+        // harmless (the caller could have set the real name), but dropped so
+        // the command sees exactly the caller's environment.
+        if (name.rfind(kStashPrefix, 0) == 0) continue;
+        out.push_back(loader_variable(name) ? kStashPrefix + e : e);
+    }
+    return out;
+}
+
+std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env) {
+    std::vector<std::string> out;
+    out.reserve(env.size());
+    const size_t n = std::char_traits<char>::length(kStashPrefix);
+    for (const auto& e : env) {
+        if (e.rfind("PWD=", 0) == 0) continue;  // bwrap's, not the caller's
+        if (e.rfind(kStashPrefix, 0) == 0) {
+            std::string real = e.substr(n);
+            const auto eq = real.find('=');
+            if (loader_variable(std::string_view(real).substr(0, eq))) out.push_back(std::move(real));
+            continue;
+        }
+        out.push_back(e);
+    }
+    return out;
+}
+
+Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
+    out = StageRequest{};
+    bool have_mode = false;
+    size_t i = 0;
+    auto value = [&](const char* opt, std::string& v) -> Outcome {
+        if (i + 1 >= args.size()) return failf(Err::Usage, "stage: {} needs a value", opt);
+        v = args[++i];
+        return Outcome::success();
+    };
+    for (; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        std::string v;
+        if (a == "--") {
+            ++i;
+            break;
+        } else if (a == "--mode") {
+            if (auto o = value("--mode", v); !o) return o;
+            auto m = parse_mode(v);
+            if (!m || *m == Mode::DangerFullAccess) return failf(Err::Usage, "stage: bad mode \"{}\"", v);
+            out.policy.mode = *m;
+            have_mode = true;
+        } else if (a == "--landlock" || a == "--report-fd" || a == "--record-fd" || a == "--keep-fd") {
+            if (auto o = value(a.c_str(), v); !o) return o;
+            int n = 0;
+            if (!parse_int(v, n)) return failf(Err::Usage, "stage: bad number \"{}\" for {}", v, a);
+            if (a == "--landlock") out.landlock_abi = n;
+            else if (a == "--report-fd") out.report_fd = n;
+            else if (a == "--record-fd") out.record_fd = n;
+            else out.policy.keep_fds.push_back(n);
+        } else if (a == "--file") {
+            if (auto o = value("--file", v); !o) return o;
+            out.policy.writable_files.push_back(v);
+        } else if (a == "--rw") {
+            std::string source, path;
+            if (auto o = value("--rw", source); !o) return o;
+            if (auto o = value("--rw", path); !o) return o;
+            if (path.empty() || path[0] != '/') return failf(Err::Usage, "stage: --rw path must be absolute");
+            out.policy.writable_roots.push_back({path, source, true});
+        } else {
+            return failf(Err::Usage, "stage: unknown argument \"{}\"", a);
+        }
+    }
+    if (!have_mode) return fail(Err::Usage, "stage: --mode is required");
+    if (i >= args.size() || i + 1 >= args.size()) return fail(Err::Usage, "stage: no command after --");
+    out.command_path = args[i];
+    out.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+    return Outcome::success();
+}
+
+}  // namespace dsh::bwrap

@@ -1,0 +1,92 @@
+// bubblewrap, the pure part: policy -> bwrap argv. No system calls here; the
+// thin part (bwrap_runner.cpp) decides which roots exist, opens our own binary
+// for the stage and execs. Every element is an argv element: a path never
+// becomes option text, whatever it starts with (bwrap takes the words after
+// --bind, --tmpfs ... as paths unconditionally).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../policy.hpp"
+#include "../runner.hpp"
+
+namespace dsh::bwrap {
+
+struct ProfileOptions {
+    // Real root: bwrap (privileged mode, no user namespace) keeps the whole
+    // bounding set, and its --cap-drop ALL leaves the stage no CAP_SETPCAP to
+    // empty it. --cap-add CAP_SETPCAP hands just that one (as an ambient cap)
+    // to our stage, which empties the bounding set, locks SECBIT_NOROOT and
+    // drops it again before the command is exec'd. Unprivileged callers get
+    // nothing added.
+    bool stage_keeps_setpcap = false;
+};
+
+// The profile, without the bwrap path and without "--":
+//   --ro-bind / / --dev /dev --unshare-pid --proc /proc --die-with-parent   (the seed)
+//   --new-session --cap-drop ALL [--cap-add CAP_SETPCAP]                     (hardening)
+//   --ro-bind /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger ...      (host knobs read-only)
+//   workspace-write: --tmpfs <tmp root> then --bind R R for every other root,
+//   ancestors before descendants, so nothing bound is hidden by a later mount.
+// Roots whose source is "tmp" become the tmpfs; every other root is bound.
+// The caller removes roots that do not exist (bwrap would refuse them).
+std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions& opts);
+
+// The hidden argument that makes dsh-confine run as bwrap's child stage.
+inline constexpr const char* kStageArg = "__dsh_confine_stage_v1";
+
+// What the stage needs to rebuild the policy and confine itself.
+struct StageSpec {
+    std::string self;       // how bwrap finds us: "/proc/self/fd/N"
+    int landlock_abi = 0;   // 0: no Landlock layer (the kernel has none)
+    int report_fd = -1;
+    int record_fd = -1;     // the confinement record to copy to the report after confining
+    std::string command_path;
+    std::vector<std::string> argv;
+};
+
+// <self> __dsh_confine_stage_v1 --mode M [--landlock ABI] [--report-fd N]
+//        [--record-fd N] [--keep-fd N]... [--file PATH]... [--rw SOURCE PATH]... -- COMMAND_PATH ARGV...
+std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec);
+
+// bwrap_path, profile, "--", tail.
+std::vector<std::string> wrap(const std::string& bwrap_path, const std::vector<std::string>& profile,
+                              const std::vector<std::string>& tail);
+
+// Inserts "--json-status-fd N" right after argv[0] (the bwrap path), where
+// bwrap reads its options. bwrap writes {"child-pid":..} when the sandbox is
+// up and {"exit-code":..} when the child exits; no exit-code record means
+// bwrap's setup or exec failed. For a process that stays around to read it
+// (supervise mode); exec mode has nobody left to.
+void add_json_status_fd(std::vector<std::string>& argv, int fd);
+
+// The layer record for bwrap: what the mount view governs and what it does not.
+Layer layer(const Policy& policy, const std::string& bwrap_path);
+
+// The custom runner (config runnerCommand): the same bwrap-shaped profile, no
+// stage (the operator asserts the runner applies it), then "--" and argv.
+std::vector<std::string> custom_argv(const std::vector<std::string>& runner_command, const Policy& policy,
+                                     const std::vector<std::string>& argv);
+
+// bwrap is a dynamic binary the caller did not ask to run: variables the
+// dynamic loader acts on (LD_PRELOAD, LD_AUDIT, ...) must not run code in it
+// before anything is confined. They cross bwrap renamed (kStashPrefix + name)
+// and the stage restores them for the command only.
+inline constexpr const char* kStashPrefix = "DSH_CONFINE_STAGE_ENV_";
+bool loader_variable(std::string_view name);
+std::vector<std::string> stash_loader_env(const std::vector<std::string>& env);
+std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env);
+
+// The stage's own command line -> what it needs. Pure; errors are Err::Usage.
+struct StageRequest {
+    Policy policy;
+    int landlock_abi = 0;
+    int report_fd = -1;
+    int record_fd = -1;
+    std::string command_path;
+    std::vector<std::string> argv;
+};
+Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out);
+
+}  // namespace dsh::bwrap

@@ -1,0 +1,217 @@
+// The thin part of the bwrap runner, and the stage that runs as bwrap's child.
+#include "bwrap_runner.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bwrap_plan.hpp"
+#include "harden.hpp"
+#include "landlock_runner.hpp"
+
+extern char** environ;
+
+namespace dsh::bwrap {
+
+Outcome check_binary(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        return failf(Err::SandboxUnavailable, "bwrap is not usable: {}: {}", path, std::strerror(errno));
+    if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0)
+        return failf(Err::SandboxUnavailable, "bwrap is not usable: {}: not an executable file", path);
+    return Outcome::success();
+}
+
+Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
+    Confinement& c = l.c;
+    if (auto o = check_binary(bwrap_path); !o) return o;
+
+    // bwrap refuses to bind a source that does not exist. The workspace and
+    // --writable paths were checked when the policy was built; /tmp and
+    // $TMPDIR are optional grants: a missing one grants nothing, and says so.
+    // Work on a copy: nothing of the launch changes unless bwrap is taken.
+    Policy p = c.policy;
+    std::vector<Skipped> not_granted;
+    std::vector<WritableRoot> kept;
+    for (const auto& r : p.writable_roots) {
+        struct stat st {};
+        if (::stat(r.path.c_str(), &st) != 0) {
+            if (r.source == "workspace" || r.source == "flag" || r.source == "config")
+                return failf(Err::SandboxUnavailable, "cannot bind {}: {}", r.path, std::strerror(errno));
+            not_granted.push_back({r.path, fmt::format("not granted: {}", std::strerror(errno))});
+            continue;
+        }
+        kept.push_back(r);
+        // bwrap puts a fresh tmpfs on /tmp: what is written there is gone
+        // when the sandbox ends. Roots under it are bound from the host.
+        if (r.source == "tmp") kept.back().persists = false;
+    }
+    p.writable_roots = std::move(kept);
+
+    // Landlock inside, where the kernel has it: it closes what a read-only
+    // bind leaves open (FIFOs, reopening inherited files via /proc/self/fd).
+    const int abi = landlock::query_abi();
+    Layer bl = layer(p, bwrap_path);
+    std::vector<Layer> layers;
+    if (abi > 0) {
+        landlock::Plan plan = landlock::plan(p, abi, p.mode == Mode::ReadOnly);
+        layers = {bl, plan.layer};
+    } else {
+        bl.details["landlockStage"] = landlock::describe_unavailable(abi);
+        layers = {bl};
+    }
+
+    // The stage is our own binary, handed to bwrap as an inherited fd and
+    // exec'd as /proc/self/fd/N inside: the path we were started from may be
+    // hidden (under /tmp, behind the tmpfs) or replaced by the time bwrap
+    // execs it. Deliberately not close-on-exec; the stage closes it.
+    int self = ::open("/proc/self/exe", O_RDONLY);
+    if (self < 0)
+        return failf(Err::SandboxUnavailable, "cannot open our own binary for the bwrap stage: {}",
+                     std::strerror(errno));
+
+    // The record travels to the stage in a memfd (see Launch::record_fd).
+    int record = -1;
+    if (report_fd >= 0) {
+        record = ::memfd_create("dsh-confine-record", MFD_CLOEXEC);
+        if (record < 0) {
+            const int e = errno;
+            ::close(self);
+            return failf(Err::SandboxUnavailable, "memfd_create: {}", std::strerror(e));
+        }
+    }
+
+    StageSpec spec;
+    spec.self = "/proc/self/fd/" + std::to_string(self);
+    spec.record_fd = record;
+    spec.landlock_abi = abi > 0 ? abi : 0;
+    spec.report_fd = report_fd;
+    spec.command_path = c.command_path;
+    spec.argv = c.argv;
+    ProfileOptions opts;
+    opts.stage_keeps_setpcap = ::geteuid() == 0;
+    auto argv = wrap(bwrap_path, profile_args(p, opts), stage_args(p, spec));
+
+    c.policy = std::move(p);
+    c.not_granted.insert(c.not_granted.end(), not_granted.begin(), not_granted.end());
+    c.runner = RunnerKind::Bwrap;
+    c.layers = std::move(layers);
+    // Both dialects: EROFS from the mount view, EACCES from Landlock.
+    c.denial_signatures = {"read-only file system", "permission denied"};
+    c.runner_failure_rules = nlohmann::json::array(
+        {{{"fatalSignatures", {"bwrap: "}}},
+         {{"allowedExitCodes", {125}}, {"fatalSignatures", {"dsh-confine: "}}}});
+    c.hardening = {"new-session", "die-with-parent", "pid-namespace", "proc-sys-read-only", "inherited-fds-closed",
+                   "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux"};
+    if (c.policy.mode == Mode::ReadOnly) c.hardening.push_back("seccomp-metadata");
+    c.argv = argv;
+    l.landlock.reset();
+    l.exec_path = bwrap_path;
+    l.exec_argv = std::move(argv);
+    l.inherit_fds = {self};
+    if (report_fd >= 0) l.inherit_fds.insert(l.inherit_fds.end(), {report_fd, record});
+    l.record_fd = record;
+    std::vector<std::string> env;
+    if (l.env) env = *l.env;
+    else
+        for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+    auto stashed = stash_loader_env(env);
+    if (stashed != env) l.env = std::move(stashed);
+    return Outcome::success();
+}
+
+namespace {
+
+void say(const std::string& msg) {
+    // A stderr whose reader is gone must not turn our exit 125 into a death
+    // by SIGPIPE.
+    std::string line = "dsh-confine: " + msg + "\n";
+    struct sigaction ign {}, old {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &old);
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+    ::sigaction(SIGPIPE, &old, nullptr);
+}
+
+int stage_failed(const Report& report, const Outcome& o) {
+    say(o.message);
+    (void)report.write(error_record(o));
+    return o.exit_status();
+}
+
+// Common hardening when the kernel has no Landlock: the same steps as
+// landlock::enter without the ruleset.
+Outcome harden_only(const Policy& policy, int report_fd) {
+    if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd); !o) return o;
+    if (auto o = harden::set_no_new_privs(); !o) return o;
+    if (auto o = harden::drop_capabilities(); !o) return o;
+    return harden::install_seccomp({policy.mode == Mode::ReadOnly});
+}
+
+}  // namespace
+
+int run_stage(int argc, const char* const* argv) {
+    std::vector<std::string> args(argv + 2, argv + argc);
+    StageRequest req;
+    Report report;
+    if (auto o = parse_stage(args, req); !o) {
+        say(o.message);
+        return o.exit_status();
+    }
+    if (auto o = report.open(req.report_fd); !o) {
+        say(o.message);
+        return o.exit_status();
+    }
+    // The record the launcher prepared: read before the fd cleanup closes it.
+    std::string record;
+    if (req.record_fd >= 0) {
+        char buf[65536];
+        ssize_t n;
+        off_t off = 0;
+        while ((n = ::pread(req.record_fd, buf, sizeof buf, off)) > 0) {
+            record.append(buf, static_cast<size_t>(n));
+            off += n;
+        }
+        ::close(req.record_fd);
+    }
+    Outcome entered = Outcome::success();
+    if (req.landlock_abi > 0) {
+        // The launcher planned for this ABI and said so in the report; a
+        // kernel that offers less cannot keep that promise.
+        const int abi = landlock::query_abi();
+        if (abi < req.landlock_abi) {
+            entered = abi <= 0 ? fail(Err::SandboxUnavailable, landlock::describe_unavailable(abi))
+                               : failf(Err::SandboxUnavailable, "Landlock ABI {} is below the planned {}", abi,
+                                       req.landlock_abi);
+        } else {
+            landlock::Plan plan = landlock::plan(req.policy, req.landlock_abi, req.policy.mode == Mode::ReadOnly);
+            std::vector<Skipped> not_granted;
+            entered = landlock::enter(plan, req.policy, report.fd(), not_granted);
+        }
+    } else {
+        entered = harden_only(req.policy, report.fd());
+    }
+    if (!entered) {
+        std::string text = sandbox_unavailable_text(to_string(req.policy.mode));
+        return stage_failed(report, fail(Err::SandboxUnavailable, text + " Runner failure: " + entered.message));
+    }
+    // One line, as the launcher rendered it (no newline inside: JSON escapes it).
+    if (!record.empty() && record.find('\n') == std::string::npos)
+        if (auto o = report.write_line(std::move(record)); !o) return stage_failed(report, o);
+    // Loader variables stashed for the trip through bwrap go back for the
+    // command alone (see stash_loader_env).
+    std::vector<std::string> env;
+    for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+    env = unstash_loader_env(env);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    return stage_failed(report, exec_command(req.command_path, req.argv, envp.data()));
+}
+
+}  // namespace dsh::bwrap

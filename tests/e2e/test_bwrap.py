@@ -1,0 +1,375 @@
+"""The bwrap runner stacked with the Landlock stage, end to end: every claim checked from outside."""
+import fcntl
+import os
+import pty
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import termios
+import time
+
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
+                     skip, tool)
+
+BW = ["--runner", "bwrap"]
+
+
+def ws_write(script, s, **kw):
+    return sh(script, s, mode="workspace-write", root=s.ws, runner="bwrap", **kw)
+
+
+def _expected_enforcement():
+    # bwrap's own gaps (FIFOs, /proc/self/fd reopen) are closed by the Landlock stage;
+    # Landlock's (metadata, ABI < 5 rights) by the read-only mount view.
+    return "full" if landlock_abi() > 0 else "partial"
+
+
+def test_auto_picks_bwrap_stacked_with_landlock(s):
+    need_bwrap()
+    need_landlock()
+    r = sh("true", s)
+    assert r.rc == 0, r
+    c = r.rec("confinement")
+    assert c["runner"] == "bwrap" and c["skippedRunners"] == [], c
+    assert [l["name"] for l in c["layers"]] == ["bwrap", "landlock"], c
+    assert c["enforcement"] == "full", c
+    assert c["argv"][0] == "/usr/bin/bwrap", c
+    assert c["argv"][1:10] == ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
+                               "--die-with-parent"], c
+    assert "--new-session" in c["argv"] and c["argv"][c["argv"].index("--cap-drop") + 1] == "ALL", c
+    assert c["denialSignatures"] == ["read-only file system", "permission denied"], c
+    assert [x["type"] for x in r.report] == ["confinement"], r
+
+
+def test_read_only_denies_writes_everywhere(s):
+    need_bwrap()
+    tag = "dsh-e2e-bw-%d" % os.getpid()
+    targets = [s.p("ws", "a"), "/tmp/%s-ro" % tag, "/dev/shm/%s-ro" % tag, s.p("home", "h"), s.p("outside", "o"),
+               s.p("tmpdir", "t")]
+    try:
+        for t in targets:
+            r = sh("echo x > '%s'" % t, s, runner="bwrap", cwd=s.ws)
+            assert r.rc != 0, r
+            assert not os.path.exists(t), t
+            if not t.startswith("/dev/shm"):
+                assert "Read-only file system" in r.err, r
+            c = r.rec("confinement")
+            assert c["mode"] == "read-only" and c["runner"] == "bwrap", r
+            assert c["enforcement"] == _expected_enforcement(), c
+    finally:
+        for t in targets:
+            if os.path.exists(t):
+                os.unlink(t)
+
+
+def test_read_only_leaves_nothing_behind_and_dev_null_works(s):
+    need_bwrap()
+    before = sorted(os.listdir(s.base))
+    r = sh("mkdir d; touch f; ln -s x l; mkfifo p; cp /etc/hostname c; echo x > /dev/null && echo dev-ok",
+           s, runner="bwrap", cwd=s.ws)
+    assert r.rc == 0 and r.out == "dev-ok\n", r
+    assert os.listdir(s.ws) == [] and sorted(os.listdir(s.base)) == before
+    r = sh("ls / > /dev/null && echo dev-ok", s, runner="bwrap")
+    assert r.out == "dev-ok\n", r
+
+
+def test_workspace_write_inside_lands_sibling_denied_tmp_ephemeral_tmpdir_kept(s):
+    need_bwrap()
+    eph = "/tmp/dsh-bwrap-e2e-ephemeral-%d.txt" % os.getpid()
+    r = ws_write("printf bwrap-ok > '%s' && printf tmp-ok > %s && cat %s && printf d > \"$TMPDIR/x\"; "
+                 "printf no > '%s'; echo \" $?\"" % (s.p("ws", "allowed.txt"), eph, eph, s.p("outside", "out")), s)
+    assert r.rc == 0, r
+    assert r.out.startswith("tmp-ok") and not r.out.endswith(" 0\n"), r
+    assert open(s.p("ws", "allowed.txt")).read() == "bwrap-ok"
+    assert not os.path.exists(eph), "bwrap's /tmp leaked to the host"
+    assert open(s.p("tmpdir", "x")).read() == "d"
+    assert not os.path.exists(s.p("outside", "out"))
+    c = r.rec("confinement")
+    roots = {w["path"]: w["persists"] for w in c["writableRoots"]}
+    assert roots == {s.ws: True, "/tmp": False, s.tmpdir: True}, c
+    assert c["enforcement"] == _expected_enforcement(), c
+
+
+def test_root_and_tmpdir_under_tmp_are_bound_after_the_tmpfs_and_persist(s):
+    need_bwrap()
+    base = "/tmp/dsh-e2e-bw-under-tmp-%d" % os.getpid()
+    ws, td = base + "/my ws", base + "/--tmpdir"
+    os.makedirs(ws)
+    os.makedirs(td)
+    try:
+        r = sh("echo in > a && echo t > \"$TMPDIR/t\" && echo gone > /tmp/gone-%d && ls /tmp" % os.getpid(), s,
+               mode="workspace-write", root=ws, runner="bwrap", cwd=ws, env={"TMPDIR": td})
+        assert r.rc == 0, r
+        assert open(ws + "/a").read() == "in\n" and open(td + "/t").read() == "t\n"
+        assert not os.path.exists("/tmp/gone-%d" % os.getpid())
+        assert r.out.split() == ["dsh-e2e-bw-under-tmp-%d" % os.getpid(), "gone-%d" % os.getpid()], r
+        c = r.rec("confinement")
+        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {ws: True, "/tmp": False, td: True}, c
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_binary_under_tmp_still_starts_its_stage(s):
+    need_bwrap()
+    # The stage is exec'd from an inherited fd: a dsh-confine living under /tmp, hidden
+    # by the tmpfs inside, still confines.
+    d = "/tmp/dsh-e2e-bw-bin-%d" % os.getpid()
+    os.mkdir(d)
+    os.chmod(d, 0o755)
+    try:
+        binary = os.path.join(d, "dsh-confine")
+        shutil.copy2(DSH, binary)
+        r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--", "sh", "-c",
+                 "echo in > %s; echo out > %s; ls %s" % (s.p("ws", "in"), s.p("outside", "out"), d)], s,
+                binary=binary)
+        assert r.rc != 0 or r.out == "", r  # the directory is not there inside
+        assert open(s.p("ws", "in")).read() == "in\n", r
+        assert not os.path.exists(s.p("outside", "out"))
+        assert r.rec("confinement")["runner"] == "bwrap", r
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_private_pid_namespace_and_proc_1_root(s):
+    need_bwrap()
+    host_ns = os.readlink("/proc/self/ns/pid")
+    shm = "/dev/shm/dsh-e2e-bw-%d" % os.getpid()
+    for mode in ("read-only", "workspace-write"):
+        r = sh("readlink /proc/self/ns/pid; ls /proc | grep -c '^[0-9]'; "
+               "printf escaped > /proc/1/root%s; printf escaped > /proc/self/root%s; echo x > %s; true"
+               % (s.p("outside", "escaped.txt"), s.p("outside", "b"), shm), s, mode=mode, root=s.ws,
+               runner="bwrap")
+        assert r.rc == 0, r
+        ns, count = r.out.split()
+        assert ns and ns != host_ns, r
+        assert int(count) < 10, r  # only the sandbox's own processes
+        assert os.listdir(s.outside) == [] and not os.path.exists(shm)
+
+
+def test_grandchildren_and_background_processes(s):
+    need_bwrap()
+    bg = s.p("outside", "bg")
+    gc = s.p("outside", "gc")
+    r = ws_write("sh -c 'sh -c \"echo x > %s\"'; (sleep 0.5; echo x > %s; echo done > %s) >/dev/null 2>&1 & exit 0"
+                 % (gc, bg, s.p("ws", "bg-ran")), s)
+    assert r.rc == 0, r
+    time.sleep(1.5)
+    assert not os.path.exists(bg) and not os.path.exists(gc)
+    # The PID namespace ends with the command: the background job is gone, not just confined.
+    assert not os.path.exists(s.p("ws", "bg-ran"))
+    r = ws_write('sleep 30 & child=$!; kill -0 "$child" && kill "$child"; wait "$child"; status=$?; '
+                 'test "$status" -ge 128', s)
+    assert r.rc == 0, r
+
+
+def test_symlink_hardlink_and_rename_tricks(s):
+    need_bwrap()
+    target = s.p("outside", "target")
+    with open(target, "w") as f:
+        f.write("orig")
+    os.symlink(s.outside, s.p("ws", "dirlink"))
+    os.symlink(target, s.p("ws", "filelink"))
+    inside = s.p("ws", "i")
+    with open(inside, "w") as f:
+        f.write("in")
+    r = ws_write("echo x > dirlink/new; echo x > filelink; echo x >> filelink; ln %s hl; ln i %s; mv i %s; "
+                 "mv %s moved; true" % (target, s.p("outside", "hl2"), s.p("outside", "i"), target), s, cwd=s.ws)
+    assert r.rc == 0, r
+    assert sorted(os.listdir(s.outside)) == ["target"], os.listdir(s.outside)
+    assert open(target).read() == "orig" and os.stat(target).st_nlink == 1
+    # `mv` across the mount falls back to copy + unlink: the copy (a read) lands, the unlink fails.
+    assert sorted(os.listdir(s.ws)) == ["dirlink", "filelink", "i", "moved"], os.listdir(s.ws)
+    r = ws_write("mkdir -p a b && echo x > a/f && mv a/f b/f && ln b/f b/g && cat b/g", s, cwd=s.ws)
+    assert r.rc == 0 and r.out == "x\n", r
+
+
+def test_no_capabilities_remount_and_host_sysctls_fail(s):
+    need_bwrap()
+    with open("/proc/sys/kernel/hostname") as f:
+        hostname = f.read()
+    r = ws_write("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status; grep NoNewPrivs /proc/self/status", s)
+    assert r.rc == 0, r
+    for line in r.out.splitlines():
+        k, v = line.split(":")
+        assert int(v.strip(), 16) == 0 if k.startswith("Cap") else v.strip() == "1", r.out
+    r = ws_write("mount -o remount,rw /; echo x > %s; echo dsh-e2e-pwned > /proc/sys/kernel/hostname; "
+                 "echo x > /proc/sysrq-trigger; mount -t tmpfs none %s; mknod %s c 1 3; true"
+                 % (s.p("outside", "after-remount"), s.ws, s.p("ws", "nod")), s)
+    assert r.rc == 0, r
+    with open("/proc/sys/kernel/hostname") as f:
+        assert f.read() == hostname
+    assert not os.path.exists(s.p("outside", "after-remount"))
+    assert not os.path.exists(s.p("ws", "nod")) and not os.path.ismount(s.ws)
+
+
+def test_metadata_outside_is_refused(s):
+    need_bwrap()
+    out = s.p("outside", "f")
+    with open(out, "w") as f:
+        f.write("x")
+    os.chmod(out, 0o644)
+    os.utime(out, (1000000, 1000000))
+    for mode in ("read-only", "workspace-write"):
+        r = sh("chmod 600 %s; touch -m %s; chmod 700 %s; true" % (out, out, s.outside), s, mode=mode, root=s.ws,
+               runner="bwrap")
+        assert r.rc == 0, r
+        st = os.stat(out)
+        assert stat.S_IMODE(st.st_mode) == 0o644 and int(st.st_mtime) == 1000000, st
+        assert stat.S_IMODE(os.stat(s.outside).st_mode) == 0o755
+        # Landlock's metadata gap is closed by the read-only mount: the stack claims full.
+        assert r.rec("confinement")["enforcement"] == _expected_enforcement(), r
+    r = ws_write("touch f && chmod 600 f && stat -c %a f", s, cwd=s.ws)
+    assert r.rc == 0 and r.out == "600\n", r
+
+
+def test_reopening_stdin_through_proc_is_refused(s):
+    need_bwrap()
+    need_landlock()  # a read-only bind alone does not stop it (the bwrap layer says so)
+    out = s.p("outside", "stdin-file")
+    with open(out, "w") as f:
+        f.write("orig")
+    with open(out, "rb") as stdin:
+        p = subprocess.run([DSH, "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--", "sh",
+                            "-c", "echo pwned > /proc/self/fd/0; cat"], stdin=stdin, env=s.env(),
+                           capture_output=True)
+    assert p.returncode == 0 and p.stdout == b"orig", p
+    assert open(out).read() == "orig"
+
+
+def test_host_fifo_cannot_be_written(s):
+    need_bwrap()
+    need_landlock()  # a read-only bind alone does not stop it (the bwrap layer says so)
+    fifo = s.p("outside", "fifo")
+    os.mkfifo(fifo)
+    os.chmod(fifo, 0o666)
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        r = ws_write("echo pwned > %s; echo $?" % fifo, s, timeout=30)
+        assert r.rc == 0 and r.out.strip() != "0", r
+        try:
+            data = os.read(rfd, 100)
+        except BlockingIOError:
+            data = b""
+        assert data == b"", data
+    finally:
+        os.close(rfd)
+
+
+def test_inherited_fds_are_closed_unless_kept(s):
+    need_bwrap()
+    out = s.p("outside", "fd-target")
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.set_inheritable(fd, True)
+    try:
+        r = sh("echo leaked >&%d" % fd, s, runner="bwrap", extra_fds=(fd,))
+        assert r.rc != 0, r
+        assert open(out).read() == ""
+        r = sh("echo kept >&%d" % fd, s, runner="bwrap", extra_fds=(fd,), extra=["--keep-fd", str(fd)])
+        assert r.rc == 0, r
+        assert open(out).read() == "kept\n"
+        assert r.rec("confinement")["keptFds"] == [fd]
+    finally:
+        os.close(fd)
+
+
+def test_device_nodes_cannot_be_made_in_writable_roots(s):
+    need_bwrap()
+    r = ws_write("mknod c c 1 3; mknod b b 7 0; mkfifo f; ls", s, cwd=s.ws)
+    assert sorted(os.listdir(s.ws)) == ["f"], r
+
+
+def test_exit_statuses_and_the_report_sequence(s):
+    need_bwrap()
+    for code in (0, 7, 125):
+        r = sh("exit %d" % code, s, runner="bwrap")
+        assert r.rc == code, r
+        assert [x["type"] for x in r.report] == ["confinement"], r
+    r = dsh(BW + ["--", "no-such-command-dsh"], s)
+    assert r.rc == 127 and [x["type"] for x in r.report] == ["error"], r
+    r = sh("kill -TERM $$", s, runner="bwrap")
+    assert r.rc == 128 + signal.SIGTERM, r  # bwrap reports a signal as 128+n
+
+
+def test_forced_bwrap_does_not_probe(s):
+    need_bwrap()
+    r = sh("true", s, runner="bwrap")
+    assert r.rc == 0, r
+    assert r.rec("confinement")["layers"][0]["probe"] == "forced", r
+
+
+def test_loader_variables_reach_the_command_but_not_bwrap(s):
+    need_bwrap()
+    r = sh("echo \"$LD_LIBRARY_PATH|$GCONV_PATH\"; env | grep -c DSH_CONFINE_STAGE_ENV_", s, runner="bwrap",
+           env={"LD_LIBRARY_PATH": "/nonexistent-dsh", "GCONV_PATH": "/nonexistent-gconv",
+                "DSH_CONFINE_STAGE_ENV_PATH": "/evil"})
+    assert r.out == "/nonexistent-dsh|/nonexistent-gconv\n0\n", r
+
+
+def test_stage_failure_leaves_only_an_error_record(s):
+    need_bwrap()
+    need_landlock()
+    # The ABI query works (flags 1) but building the ruleset fails (flags 0): the stage,
+    # inside bwrap, refuses; the command never runs.
+    r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--", "sh", "-c",
+             "echo ran > %s" % s.p("ws", "ran")], s, pre=[tool("sysfault"), "EPERM", "444@2=0", "--"])
+    msg = (SANDBOX_UNAVAILABLE.format(mode="workspace-write") +
+           " Runner failure: landlock_create_ruleset: Operation not permitted")
+    assert r.rc == 125, r
+    assert r.err == "dsh-confine: %s\n" % msg, r
+    assert [x["type"] for x in r.report] == ["error"] and r.report[0]["message"] == msg, r
+    assert not os.path.exists(s.p("ws", "ran"))
+
+
+def _pty_run(args, s, send=None, wait=10):
+    """Runs dsh-confine as the session leader of a new pty (its controlling terminal)."""
+    master, slave = pty.openpty()
+
+    def pre():
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    p = subprocess.Popen([DSH] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=pre,
+                         env=s.env(), close_fds=True)
+    os.close(slave)
+    out = b""
+    if send is not None:
+        time.sleep(0.5)
+        os.write(master, send)
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        r, _, _ = select.select([master], [], [], 0.1)
+        if r:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        if p.poll() is not None and not r:
+            break
+    try:
+        rc = p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+    os.close(master)
+    return rc, out.decode("utf-8", "replace")
+
+
+def test_tiocsti_is_refused_but_ctrl_c_still_works(s):
+    need_bwrap()
+    rc, out = _pty_run(["--mode", "danger-full-access", "--", tool("tiocsti")], s)
+    if "tiocsti=ok" not in out:
+        skip("TIOCSTI does not work on this host even unconfined: %r" % out)
+    rc, out = _pty_run(BW + ["--", tool("tiocsti")], s)
+    assert rc == 0, out
+    assert "tiocsti=ok" not in out and "tiocsti-high-bits=ok" not in out and "tioclinux=ok" not in out, out
+    rc, out = _pty_run(BW + ["--", "sleep", "30"], s, send=b"\x03", wait=10)
+    assert rc != 0 and rc is not None, (rc, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+#include <catch2/catch.hpp>
+
+#include "../../src/linux/bwrap_plan.hpp"
+#include "../../src/linux/probe_cache.hpp"
+
+using namespace dsh;
+using Args = std::vector<std::string>;
+
+namespace {
+
+const Args kBase = {"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "--die-with-parent",
+                    "--new-session", "--cap-drop", "ALL"};
+const Args kProc = {"--ro-bind",     "/proc/sys", "/proc/sys",  "--ro-bind-try",       "/proc/sysrq-trigger",
+                    "/proc/sysrq-trigger", "--ro-bind-try", "/proc/irq", "/proc/irq", "--ro-bind-try",
+                    "/proc/bus",     "/proc/bus"};
+
+Args cat(std::initializer_list<Args> parts) {
+    Args out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+}
+
+Policy ww(std::vector<WritableRoot> roots) {
+    Policy p;
+    p.mode = Mode::WorkspaceWrite;
+    p.workspace_root = roots.front().path;
+    p.writable_roots = std::move(roots);
+    p.writable_files = {"/dev/null"};
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("bwrap read-only profile: the seed's, hardened") {
+    Policy p;
+    p.mode = Mode::ReadOnly;
+    p.writable_files = {"/dev/null"};
+    CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc}));
+    bwrap::ProfileOptions root;
+    root.stage_keeps_setpcap = true;
+    CHECK(bwrap::profile_args(p, root) == cat({kBase, {"--cap-add", "CAP_SETPCAP"}, kProc}));
+}
+
+TEST_CASE("bwrap workspace-write: tmpfs first, then the roots") {
+    auto p = ww({{"/home/u/ws", "workspace", true}, {"/tmp", "tmp", true}, {"/var/tmp/t", "tmpdir", true}});
+    CHECK(bwrap::profile_args(p, {}) ==
+          cat({kBase, kProc,
+               {"--tmpfs", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--bind", "/var/tmp/t", "/var/tmp/t"}}));
+}
+
+TEST_CASE("bwrap workspace-write: root and $TMPDIR under /tmp are bound after the tmpfs") {
+    auto p = ww({{"/tmp/ws", "workspace", true}, {"/tmp", "tmp", true}, {"/tmp/user-tmp", "tmpdir", true}});
+    CHECK(bwrap::profile_args(p, {}) ==
+          cat({kBase, kProc,
+               {"--tmpfs", "/tmp", "--bind", "/tmp/ws", "/tmp/ws", "--bind", "/tmp/user-tmp", "/tmp/user-tmp"}}));
+}
+
+TEST_CASE("bwrap workspace-write: extra roots, ancestors before descendants") {
+    auto p = ww({{"/srv/ws/sub/deep", "workspace", true},
+                 {"/tmp", "tmp", true},
+                 {"/srv/ws", "flag", true},
+                 {"/opt/cache", "flag", true}});
+    CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc,
+                                             {"--tmpfs", "/tmp", "--bind", "/srv/ws", "/srv/ws", "--bind",
+                                              "/opt/cache", "/opt/cache", "--bind", "/srv/ws/sub/deep",
+                                              "/srv/ws/sub/deep"}}));
+}
+
+TEST_CASE("bwrap: paths with spaces and leading dashes stay single argv elements") {
+    auto p = ww({{"/home/u/my ws", "workspace", true}, {"/tmp", "tmp", true}, {"/home/u/--help", "flag", true},
+                 {"/home/u/-x y", "flag", true}});
+    auto args = bwrap::profile_args(p, {});
+    CHECK(args == cat({kBase, kProc,
+                       {"--tmpfs", "/tmp", "--bind", "/home/u/my ws", "/home/u/my ws", "--bind", "/home/u/--help",
+                        "/home/u/--help", "--bind", "/home/u/-x y", "/home/u/-x y"}}));
+}
+
+TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
+    auto p = ww({{"/tmp/my ws", "workspace", true}, {"/tmp", "tmp", true}});
+    p.keep_fds = {7};
+    bwrap::StageSpec spec;
+    spec.self = "/proc/self/fd/4";
+    spec.landlock_abi = 7;
+    spec.report_fd = 3;
+    spec.command_path = "/usr/bin/sh";
+    spec.argv = {"sh", "-c", "echo -- --mode x"};
+    auto stage = bwrap::stage_args(p, spec);
+    CHECK(stage == Args{"/proc/self/fd/4", "__dsh_confine_stage_v1", "--mode", "workspace-write", "--landlock", "7",
+                        "--report-fd", "3", "--keep-fd", "7", "--file", "/dev/null", "--rw", "workspace",
+                        "/tmp/my ws", "--rw", "tmp", "/tmp", "--", "/usr/bin/sh", "sh", "-c", "echo -- --mode x"});
+    auto argv = bwrap::wrap("/usr/bin/bwrap", bwrap::profile_args(p, {}), stage);
+    CHECK(argv.front() == "/usr/bin/bwrap");
+    CHECK(argv[argv.size() - stage.size() - 1] == "--");
+
+    bwrap::StageRequest req;
+    REQUIRE(bwrap::parse_stage(Args(stage.begin() + 2, stage.end()), req));
+    CHECK(req.policy.mode == Mode::WorkspaceWrite);
+    CHECK(req.landlock_abi == 7);
+    CHECK(req.report_fd == 3);
+    CHECK(req.policy.keep_fds == std::vector<int>{7});
+    CHECK(req.policy.writable_files == Args{"/dev/null"});
+    REQUIRE(req.policy.writable_roots.size() == 2);
+    CHECK(req.policy.writable_roots[0].path == "/tmp/my ws");
+    CHECK(req.policy.writable_roots[0].source == "workspace");
+    CHECK(req.command_path == "/usr/bin/sh");
+    CHECK(req.argv == Args{"sh", "-c", "echo -- --mode x"});
+}
+
+TEST_CASE("bwrap stage: bad command lines are refused") {
+    bwrap::StageRequest req;
+    CHECK_FALSE(bwrap::parse_stage({"--", "/bin/true", "true"}, req));                      // no mode
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "danger-full-access", "--", "/x", "x"}, req));  // never unconfined
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--landlock", "x", "--", "/x", "x"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--rw", "tmp", "rel", "--", "/x", "x"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--bogus", "--", "/x", "x"}, req));
+}
+
+TEST_CASE("bwrap: --json-status-fd goes right after the bwrap path") {
+    Args argv = {"/usr/bin/bwrap", "--ro-bind", "/", "/", "--", "true"};
+    bwrap::add_json_status_fd(argv, 9);
+    CHECK(argv == Args{"/usr/bin/bwrap", "--json-status-fd", "9", "--ro-bind", "/", "/", "--", "true"});
+}
+
+TEST_CASE("custom runner: runnerCommand, the bwrap-shaped profile, --, argv") {
+    auto p = ww({{"/home/u/ws", "workspace", true}, {"/tmp", "tmp", true}});
+    auto argv = bwrap::custom_argv({"/opt/run", "--flag"}, p, {"sh", "-c", "x"});
+    CHECK(argv == cat({{"/opt/run", "--flag"}, kBase, kProc,
+                       {"--tmpfs", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--", "sh", "-c", "x"}}));
+}
+
+TEST_CASE("bwrap layer: the gaps a read-only bind leaves, closed by Landlock when stacked") {
+    Policy p;
+    p.mode = Mode::WorkspaceWrite;
+    auto l = bwrap::layer(p, "/usr/bin/bwrap");
+    CHECK(l.name == "bwrap");
+    std::vector<std::string> own;
+    for (const auto& g : l.gaps)
+        if (g.own_effect) own.push_back(g.effect);
+    CHECK(own == Args{"fifo-writes", "proc-fd-reopen"});
+    Layer ll;
+    ll.name = "landlock";
+    ll.gaps = {{"metadata", "", true}, {"network", "", false}};
+    auto open = open_gaps({l, ll});
+    REQUIRE(open.size() == 1);
+    CHECK(open[0].effect == "network");
+}
+
+TEST_CASE("probe cache: only an exact key says usable") {
+    const std::string key = "dsh=0.1.0 bwrap=/usr/bin/bwrap dev=1 ino=2";
+    const std::string text = probe_cache::render(key);
+    CHECK(text == "dsh-confine bwrap probe cache v1\nkey=" + key + "\nverdict=usable\n");
+    CHECK(probe_cache::says_usable(text, key));
+    CHECK_FALSE(probe_cache::says_usable(text, key + " "));
+    CHECK_FALSE(probe_cache::says_usable(text, ""));
+    CHECK_FALSE(probe_cache::says_usable(text + "x", key));
+    CHECK_FALSE(probe_cache::says_usable("dsh-confine bwrap probe cache v1\nkey=" + key + "\nverdict=unusable\n", key));
+}
+
+TEST_CASE("bwrap: loader variables cross bwrap renamed and come back for the command") {
+    Args env = {"PATH=/bin", "LD_PRELOAD=/x.so", "LD_AUDIT=/a.so", "GCONV_PATH=/g", "HOME=/h",
+                "DSH_CONFINE_STAGE_ENV_FOO=bar", "LDX=1", "PWD=/caller"};
+    Args stashed = bwrap::stash_loader_env(env);
+    CHECK(stashed == Args{"PATH=/bin", "DSH_CONFINE_STAGE_ENV_LD_PRELOAD=/x.so", "DSH_CONFINE_STAGE_ENV_LD_AUDIT=/a.so",
+                          "DSH_CONFINE_STAGE_ENV_GCONV_PATH=/g", "HOME=/h", "LDX=1",
+                          "DSH_CONFINE_STAGE_ENV_PWD=/caller"});
+    // bwrap adds its own PWD; the stage puts the caller's back.
+    stashed.push_back("PWD=/bwrap");
+    CHECK(bwrap::unstash_loader_env(stashed) == Args{"PATH=/bin", "LD_PRELOAD=/x.so", "LD_AUDIT=/a.so",
+                                                     "GCONV_PATH=/g", "HOME=/h", "LDX=1", "PWD=/caller"});
+    CHECK(bwrap::unstash_loader_env({"PATH=/bin", "PWD=/bwrap"}) == Args{"PATH=/bin"});
+    // Only loader variables are ever restored from the stash.
+    CHECK(bwrap::unstash_loader_env({"DSH_CONFINE_STAGE_ENV_PATH=/evil"}) == Args{});
+}
+
+TEST_CASE("bwrap stage: --record-fd round-trips") {
+    Policy p;
+    p.mode = Mode::ReadOnly;
+    bwrap::StageSpec spec;
+    spec.self = "/proc/self/fd/5";
+    spec.report_fd = 3;
+    spec.record_fd = 6;
+    spec.command_path = "/bin/true";
+    spec.argv = {"true"};
+    auto a = bwrap::stage_args(p, spec);
+    CHECK(a == Args{"/proc/self/fd/5", "__dsh_confine_stage_v1", "--mode", "read-only", "--report-fd", "3",
+                    "--record-fd", "6", "--", "/bin/true", "true"});
+    bwrap::StageRequest req;
+    REQUIRE(bwrap::parse_stage(Args(a.begin() + 2, a.end()), req));
+    CHECK(req.record_fd == 6);
+    CHECK(req.landlock_abi == 0);
+}
