@@ -258,8 +258,6 @@ int run(int argc, const char* const* argv) {
         case Action::SelfTest:
 #if defined(__linux__)
             return selftest::run(req);
-#else
-            [[fallthrough]];
 #endif
         {
             Outcome o = fail(Err::Usage, "this subcommand is not built yet");
