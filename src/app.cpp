@@ -91,6 +91,7 @@ Outcome apply_environment(const Request& req, Launch& l) {
     return Outcome::success();
 }
 
+#if defined(__linux__)
 // The runner chain's inputs: --runner, --probe-timeout, the build's bwrap path.
 Outcome chain_options(const Request& req, chain::Options& opts) {
     if (req.runner) {
@@ -103,6 +104,7 @@ Outcome chain_options(const Request& req, chain::Options& opts) {
     opts.report_fd = req.report_fd;
     return Outcome::success();
 }
+#endif
 
 // Chooses the runner and fills the Launch: the report's record, the
 // in-process layers and what to exec. Runs nothing. Shared by run, explain
@@ -232,7 +234,9 @@ int session_command(const Request& req) {
 
 int run(int argc, const char* const* argv) {
     // bwrap's child: the hidden stage that stacks Landlock inside the sandbox.
+#if defined(__linux__)
     if (argc > 1 && std::string_view(argv[1]) == bwrap::kStageArg) return bwrap::run_stage(argc, argv);
+#endif
     Request req;
     if (auto o = parse_cli(argc, argv, req); !o) {
         print_error(o);
@@ -248,12 +252,18 @@ int run(int argc, const char* const* argv) {
         case Action::Explain:
         case Action::Check: break;
         case Action::Probe: {
+#if defined(__linux__)
             chain::Options opts;
             if (auto o = chain_options(req, opts); !o) {
                 print_error(o);
                 return o.exit_status();
             }
             return probe_cmd::run(opts, req.json);
+#else
+            Outcome o = fail(Err::Usage, "probe is only built for Linux");
+            print_error(o);
+            return o.exit_status();
+#endif
         }
         case Action::SelfTest:
 #if defined(__linux__)

@@ -10,6 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0  // Windows: handles are not inherited by default
+#endif
+#ifndef O_NOCTTY
+#define O_NOCTTY 0
+#endif
+
 #include <nlohmann/json.hpp>
 
 namespace dsh {

@@ -4,8 +4,10 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#if !defined(_WIN32)
 #include <spawn.h>
 #include <sys/wait.h>
+#endif
 #include <unistd.h>
 
 extern char** environ;
@@ -105,6 +107,7 @@ Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode&
 
 // ---- tty ------------------------------------------------------------------
 
+#if !defined(_WIN32)
 namespace {
 
 // Text shown on a terminal must not drive it: control characters (an escape
@@ -241,5 +244,12 @@ Approval CommandApprover::ask(const EscalationRequest& r) {
         if (errno != EINTR) return Approval::Unavailable;
     return approval_from_status(status);
 }
+
+#else
+// Windows: no /dev/tty and no posix_spawn; an approver there is unavailable
+// (fails closed: nothing runs). Not executed: see docs/PLATFORMS.md.
+Approval TtyApprover::ask(const EscalationRequest&) { return Approval::Unavailable; }
+Approval CommandApprover::ask(const EscalationRequest&) { return Approval::Unavailable; }
+#endif
 
 }  // namespace dsh

@@ -66,7 +66,7 @@ static int execve_masked(const char* path, char* const* argv, char* const* envp,
 }
 
 Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv, char* const* envp,
-                     const sigset_t* exec_mask) {
+                     const ExecMask* exec_mask) {
     std::vector<char*> args;
     args.reserve(argv.size() + 2);
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -16,6 +16,12 @@
 
 namespace dsh {
 
+#if defined(_WIN32)
+using ExecMask = int;  // no signals to mask: Windows has its own launcher (platform_win.cpp)
+#else
+using ExecMask = sigset_t;
+#endif
+
 // execvp's search: a name with a '/' is taken as is; otherwise each PATH entry
 // (empty = current directory; PATH unset = "/usr/local/bin:/usr/bin:/bin").
 // Not found: 127. Found but a directory or not executable: 126.
@@ -27,7 +33,7 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
 // signal blocked otherwise (supervise's child shares the parent's memory and
 // must not die inside malloc).
 Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv,
-                     char* const* envp, const sigset_t* exec_mask = nullptr);
+                     char* const* envp, const ExecMask* exec_mask = nullptr);
 
 // Everything needed to start the confined command from this process: the
 // record for the report, the in-process layers to apply, and what to exec.
@@ -44,7 +50,7 @@ struct Launch {
     // cleanup keeps it open so that its closing at exec tells the parent.
     int status_fd = -1;
     // Supervise: the command's signal mask, set only around execve (see exec_command).
-    const sigset_t* exec_mask = nullptr;
+    const ExecMask* exec_mask = nullptr;
     // fds the runner needs across the exec (bwrap's stage: our own binary and
     // the report); made inheritable just before it.
     std::vector<int> inherit_fds;

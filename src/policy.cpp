@@ -113,11 +113,11 @@ static std::string canonical_path_at(const std::string& abs, int depth) {
     }
     return lexically_normal(abs);
 }
-#endif
 
 std::string canonical_path(std::string_view path, std::string_view cwd) {
     return canonical_path_at(absolute(path, cwd), 0);
 }
+#endif
 
 static void add_root(std::vector<WritableRoot>& roots, std::string path, std::string source) {
     for (const auto& r : roots)
