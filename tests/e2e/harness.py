@@ -4,14 +4,19 @@ Every test_* function receives a fresh Scratch under /var/tmp (never /tmp, which
 is a writable root in workspace-write). Run a file with tests/e2e/run.py.
 """
 import ctypes
+import fcntl
 import inspect
 import json
 import os
+import pty
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
+import time
 import traceback
 
 DSH = os.environ.get("DSH_CONFINE", "dsh-confine")
@@ -189,6 +194,42 @@ def sh(script, s, mode="read-only", root=None, runner=None, extra=(), **kw):
     if runner:
         args += ["--runner", runner]
     return dsh(args + list(extra) + ["--", "sh", "-c", script], s, **kw)
+
+def pty_run(args, s, send=None, wait=10):
+    """Runs dsh-confine as the session leader of a new pty (its controlling terminal)."""
+    master, slave = pty.openpty()
+
+    def pre():
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    p = subprocess.Popen([DSH] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=pre,
+                         env=s.env(), close_fds=True)
+    os.close(slave)
+    out = b""
+    if send is not None:
+        time.sleep(0.5)
+        os.write(master, send)
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        r, _, _ = select.select([master], [], [], 0.1)
+        if r:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        if p.poll() is not None and not r:
+            break
+    try:
+        rc = p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+    os.close(master)
+    return rc, out.decode("utf-8", "replace")
 
 
 def run_module(mod):

@@ -1,16 +1,12 @@
 """The bwrap runner stacked with the Landlock stage, end to end: every claim checked from outside."""
-import fcntl
 import os
-import pty
-import select
 import shutil
 import signal
 import stat
 import subprocess
-import termios
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
+from harness import (pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
                      skip, tool)
 
 BW = ["--runner", "bwrap"]
@@ -322,52 +318,17 @@ def test_stage_failure_leaves_only_an_error_record(s):
     assert not os.path.exists(s.p("ws", "ran"))
 
 
-def _pty_run(args, s, send=None, wait=10):
-    """Runs dsh-confine as the session leader of a new pty (its controlling terminal)."""
-    master, slave = pty.openpty()
-
-    def pre():
-        os.setsid()
-        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-
-    p = subprocess.Popen([DSH] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=pre,
-                         env=s.env(), close_fds=True)
-    os.close(slave)
-    out = b""
-    if send is not None:
-        time.sleep(0.5)
-        os.write(master, send)
-    deadline = time.time() + wait
-    while time.time() < deadline:
-        r, _, _ = select.select([master], [], [], 0.1)
-        if r:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-        if p.poll() is not None and not r:
-            break
-    try:
-        rc = p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = p.wait()
-    os.close(master)
-    return rc, out.decode("utf-8", "replace")
 
 
 def test_tiocsti_is_refused_but_ctrl_c_still_works(s):
     need_bwrap()
-    rc, out = _pty_run(["--mode", "danger-full-access", "--", tool("tiocsti")], s)
+    rc, out = pty_run(["--mode", "danger-full-access", "--", tool("tiocsti")], s)
     if "tiocsti=ok" not in out:
         skip("TIOCSTI does not work on this host even unconfined: %r" % out)
-    rc, out = _pty_run(BW + ["--", tool("tiocsti")], s)
+    rc, out = pty_run(BW + ["--", tool("tiocsti")], s)
     assert rc == 0, out
     assert "tiocsti=ok" not in out and "tiocsti-high-bits=ok" not in out and "tioclinux=ok" not in out, out
-    rc, out = _pty_run(BW + ["--", "sleep", "30"], s, send=b"\x03", wait=10)
+    rc, out = pty_run(BW + ["--", "sleep", "30"], s, send=b"\x03", wait=10)
     assert rc != 0 and rc is not None, (rc, out)
 
 

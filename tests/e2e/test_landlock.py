@@ -1,15 +1,11 @@
 """The native Landlock runner, end to end: every claim checked from outside."""
-import fcntl
 import os
-import pty
-import select
 import signal
 import stat
 import subprocess
-import termios
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_landlock, sh, skip,
+from harness import (pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_landlock, sh, skip,
                      tool)
 
 LL = ["--runner", "landlock"]
@@ -302,53 +298,18 @@ def test_device_nodes_cannot_be_made_in_writable_roots(s):
     assert sorted(os.listdir(s.ws)) == ["f"], r
 
 
-def _pty_run(args, s, send=None, wait=10):
-    """Runs dsh-confine as the session leader of a new pty (its controlling terminal)."""
-    master, slave = pty.openpty()
-
-    def pre():
-        os.setsid()
-        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-
-    p = subprocess.Popen([DSH] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=pre,
-                         env=s.env(), close_fds=True)
-    os.close(slave)
-    out = b""
-    if send is not None:
-        time.sleep(0.5)
-        os.write(master, send)
-    deadline = time.time() + wait
-    while time.time() < deadline:
-        r, _, _ = select.select([master], [], [], 0.1)
-        if r:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-        if p.poll() is not None and not r:
-            break
-    try:
-        rc = p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = p.wait()
-    os.close(master)
-    return rc, out.decode("utf-8", "replace")
 
 
 def test_tiocsti_is_refused_but_ctrl_c_still_works(s):
     need_landlock()
-    rc, out = _pty_run(["--mode", "danger-full-access", "--", tool("tiocsti")], s)
+    rc, out = pty_run(["--mode", "danger-full-access", "--", tool("tiocsti")], s)
     if "tiocsti=ok" not in out:
         skip("TIOCSTI does not work on this host even unconfined: %r" % out)
-    rc, out = _pty_run(["--runner", "landlock", "--", tool("tiocsti")], s)
+    rc, out = pty_run(["--runner", "landlock", "--", tool("tiocsti")], s)
     assert rc == 0, out
     assert "tiocsti=Operation not permitted" in out and "tiocsti-high-bits=Operation not permitted" in out, out
     assert "tioclinux=Operation not permitted" in out, out
-    rc, out = _pty_run(["--runner", "landlock", "--", "sleep", "30"], s, send=b"\x03", wait=10)
+    rc, out = pty_run(["--runner", "landlock", "--", "sleep", "30"], s, send=b"\x03", wait=10)
     assert rc == -signal.SIGINT, (rc, out)
 
 
