@@ -142,6 +142,12 @@ Outcome prepare_launch(const Request& req, Launch& l) {
 #else
     chain::Options opts;
     if (auto o = chain_options(req, opts); !o) return o;
+    // The config file's runner settings (flags already won in resolve).
+    if (l.config.bwrap_path) opts.bwrap_path = *l.config.bwrap_path;
+    opts.runner_command = l.config.runner_command;
+    opts.runner_failure_signatures = l.config.runner_failure_signatures;
+    // The seed: a configured runnerCommand skips the chain and every probe.
+    if (l.config.custom_runner() && opts.runner == RunnerKind::Auto) opts.runner = RunnerKind::Custom;
     return chain::prepare(opts, l);
 #endif
 }
