@@ -7,7 +7,7 @@ that the policy would have allowed, so its absence means the command never ran.
 import os
 import subprocess
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_landlock, tool)
+from harness import (DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_landlock, skip, tool)
 
 UNAVAILABLE_WS = SANDBOX_UNAVAILABLE.format(mode="workspace-write")
 
@@ -285,6 +285,11 @@ def test_command_not_found_a_directory_or_not_executable(s):
 
 def test_out_of_file_descriptors_fails_closed(s):
     need_landlock()
+    if os.environ.get("ASAN_OPTIONS"):
+        # The sanitizer runtime opens descriptors of its own before main, so a
+        # limit of 4 fails it first (seen in the ASan stage); the release stage
+        # holds dsh-confine to the exact outcome.
+        skip("RLIMIT_NOFILE 4 leaves no descriptor for the sanitizer runtime")
     # RLIMIT_NOFILE 4: stdio plus one. The loader and the report still work, the
     # ruleset takes the last fd, opening the first rule path fails: nothing runs.
     for report in (False, True):
