@@ -5,29 +5,31 @@
 # profile; then binary sizes and peak memory. Writes the raw hyperfine JSON
 # and a Markdown table into the output directory.
 #
-#   bench/run.sh [--binary PATH] [--static PATH|--no-static] [--runs N]
+#   bench/run.sh [--binary PATH] [--dynamic PATH|--no-dynamic] [--runs N]
 #                [--warmup N] [--out DIR]
 #
 # Results go to bench/out/ unless --out is given.
-# Without --binary a release build is made in build-bench/ (and
-# build-bench-static/ unless --no-static or --static is given). Rows whose
-# feature the binary does not have (a runner, --supervise, probe) are printed
-# as "not available" instead of failing the run.
+# Without --binary a release build (static: the default) is made in
+# build-bench/, and a libc-dynamic one (-Dstatic=false) in build-bench-dynamic/
+# unless --no-dynamic or --dynamic is given. Rows whose feature the binary
+# does not have (a runner, --supervise, probe) are printed as "not available"
+# instead of failing the run. The exec floor (bench/exec_floor.c: a static
+# program that only execs its arguments) is built with cc when there is one.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(dirname "$here")
 bin=""
-static=""
-no_static=0
+dynamic=""
+no_dynamic=0
 runs=200
 warmup=20
 out=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --binary) bin=$2; shift 2 ;;
-        --static) static=$2; shift 2 ;;
-        --no-static) no_static=1; shift ;;
+        --dynamic) dynamic=$2; shift 2 ;;
+        --no-dynamic) no_dynamic=1; shift ;;
         --runs) runs=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
@@ -49,11 +51,11 @@ build() {  # build DIR [meson options...]
     echo "$dir/dsh-confine"
 }
 if [ -z "$bin" ]; then bin=$(build "$src/build-bench"); fi
-if [ -z "$static" ] && [ "$no_static" = 0 ]; then
-    static=$(build "$src/build-bench-static" -Dstatic=true) || static=""
+if [ -z "$dynamic" ] && [ "$no_dynamic" = 0 ]; then
+    dynamic=$(build "$src/build-bench-dynamic" -Dstatic=false) || dynamic=""
 fi
 bin=$(realpath "$bin")
-[ -n "$static" ] && static=$(realpath "$static")
+[ -n "$dynamic" ] && dynamic=$(realpath "$dynamic")
 
 # Scratch under /var/tmp: /tmp is a writable root (and a tmpfs under bwrap).
 scratch=$(mktemp -d /var/tmp/dsh-bench.XXXXXX)
@@ -94,12 +96,21 @@ for runner in landlock bwrap auto; do
         fi
     fi
 done
-if [ -n "$static" ]; then
+if [ -n "$dynamic" ]; then
     for runner in landlock auto; do
-        if works "dsh-static $runner" "$static" --runner "$runner" -- /bin/true; then
-            add "dsh-static $runner" "$static --runner $runner -- /bin/true"
+        if works "dsh-dynamic $runner" "$dynamic" --runner "$runner" -- /bin/true; then
+            add "dsh-dynamic $runner" "$dynamic --runner $runner -- /bin/true"
         fi
     done
+fi
+# The floor for a launcher that execs once, and for one in front of bwrap:
+# a static program that does nothing but exec its arguments.
+floor=""
+if cc -O2 -static -o "$scratch/exec-floor" "$here/exec_floor.c" 2>/dev/null; then
+    floor="$scratch/exec-floor"
+    add "exec floor /bin/true" "$floor /bin/true"
+else
+    na "exec floor /bin/true" "no static C compiler (cc -static) to build bench/exec_floor.c"
 fi
 
 # The bwrap profile dsh-confine builds, taken from its own report (the
@@ -134,6 +145,9 @@ PY
 if out_argv=$(direct -- /bin/true); then
     add "bwrap direct, with stage" "$(echo "$out_argv" | sed -n 1p)"
     add "bwrap direct" "$(echo "$out_argv" | sed -n 2p)"
+    if [ -n "$floor" ]; then
+        add "exec floor + bwrap direct, with stage" "$floor $(echo "$out_argv" | sed -n 1p)"
+    fi
 else
     na "bwrap direct" "dsh-confine has no bwrap runner here (no bwrap confinement record)"
 fi
@@ -177,14 +191,14 @@ rss() { /usr/bin/time -v "$@" 2>&1 >/dev/null | sed -n 's/.*Maximum resident set
     printf 'exec\t%s\n' "$(rss "$D" --runner landlock -- /bin/true)"
     printf 'notfound\t%s\n' "$(rss "$D" --runner landlock -- /nonexistent/cmd)"
     printf 'supervise\t%s\n' "$(rss "$D" --supervise --runner landlock -- /bin/true)"
-    [ -n "$static" ] && printf 'static-exec\t%s\n' "$(rss "$static" --runner landlock -- /bin/true)"
+    [ -n "$dynamic" ] && printf 'dynamic-exec\t%s\n' "$(rss "$dynamic" --runner landlock -- /bin/true)"
     true
 } > "$out/rss.tsv"
 
 stripped_size() { cp "$1" "$scratch/s" && strip "$scratch/s" && stat -c %s "$scratch/s"; }
 {
-    printf 'dynamic\t%s\t%s\n' "$(stat -c %s "$bin")" "$(stripped_size "$bin")"
-    [ -n "$static" ] && printf 'static\t%s\t%s\n' "$(stat -c %s "$static")" "$(stripped_size "$static")"
+    printf 'shipped\t%s\t%s\t%s\n' "$(stat -c %s "$bin")" "$(stripped_size "$bin")" "$(readelf -l "$bin" 2>/dev/null | grep -q INTERP && echo dynamic || echo static)"
+    [ -n "$dynamic" ] && printf 'dynamic\t%s\t%s\tdynamic\n' "$(stat -c %s "$dynamic")" "$(stripped_size "$dynamic")"
     true
 } > "$out/size.tsv"
 
@@ -196,7 +210,7 @@ stripped_size() { cp "$1" "$scratch/s" && strip "$scratch/s" && stat -c %s "$scr
     echo "load_before=$load_before"
     echo "load_after=$load_after"
     echo "binary=$bin"
-    echo "static=$static"
+    echo "dynamic=$dynamic"
     echo "version=$("$D" --version 2>/dev/null | head -n 1)"
     echo "runs=$runs"
     echo "warmup=$warmup"

@@ -488,9 +488,11 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
     bool reaped = false;
     while (!reaped) {
         if (looking) find_command();
-        pollfd fds[4];
-        int n = 0, i_exec = -1, i_err = -1, i_json = -1, i_pid = -1;
-        if (exec_fd >= 0) fds[i_exec = n++] = {exec_fd, POLLIN, 0};
+        // The exec pipe is not watched: its EOF at exec would cost a wake-up
+        // (issue 8), and a child that fails writes its message and exits, so
+        // the message is read once the child is reaped.
+        pollfd fds[3];
+        int n = 0, i_err = -1, i_json = -1, i_pid = -1;
         if (err.fd >= 0) fds[i_err = n++] = {err.fd, POLLIN, 0};
         if (json_fd >= 0) fds[i_json = n++] = {json_fd, POLLIN, 0};
         if (pidfd >= 0) fds[i_pid = n++] = {pidfd, POLLIN, 0};
@@ -510,7 +512,6 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
         if (r < 0 && errno != EINTR) break;
         if (r > 0) {
-            if (i_exec >= 0 && fds[i_exec].revents) slurp(exec_fd, exec_msg);
             if (i_json >= 0 && fds[i_json].revents) slurp(json_fd, json_text);
             if (i_err >= 0 && fds[i_err].revents) err.pump();
         }
