@@ -47,26 +47,9 @@ namespace dsh {
 
 namespace {
 
-void print_error(const Outcome& o) {
-    std::string line = "dsh-confine: " + one_line(o.message) + "\n";
-    // A stderr pipe whose reader is gone must not turn a clean 125 into death
-    // by SIGPIPE. The disposition is put back afterwards: SIG_IGN would survive
-    // exec and change the command's own behaviour on a broken pipe.
-#ifdef _WIN32  // no SIGPIPE: a gone reader is a failed write
-    (void)!::write(STDERR_FILENO, line.data(), static_cast<unsigned>(line.size()));
-#else
-    struct sigaction ign {}, old {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    ::sigaction(SIGPIPE, &ign, &old);
-    (void)!::write(STDERR_FILENO, line.data(), line.size());
-    ::sigaction(SIGPIPE, &old, nullptr);
-#endif
-}
-
 // Reports a failure: stderr, then the report's error record. Returns the exit status.
 int failed(const Report& report, const Outcome& o) {
-    print_error(o);
+    print_error(o.message);
     (void)report.write(error_record(o));
     return o.exit_status();
 }
@@ -232,7 +215,7 @@ int session_command(const Request& req) {
                   : fail(Err::SessionInvalid, "sandbox/mode carries unknown mode " +
                                                   nlohmann::json(req.session_mode).dump(-1, ' ', false,
                                                       nlohmann::json::error_handler_t::replace));
-    if (!o) print_error(o);
+    if (!o) print_error(o.message);
     return o.exit_status();
 }
 
@@ -245,7 +228,7 @@ int run(int argc, const char* const* argv) {
 #endif
     Request req;
     if (auto o = parse_cli(argc, argv, req); !o) {
-        print_error(o);
+        print_error(o.message);
         return o.exit_status();
     }
     switch (req.action) {
@@ -261,13 +244,13 @@ int run(int argc, const char* const* argv) {
 #if defined(__linux__)
             chain::Options opts;
             if (auto o = chain_options(req, opts); !o) {
-                print_error(o);
+                print_error(o.message);
                 return o.exit_status();
             }
             return probe_cmd::run(opts, req.json);
 #else
             Outcome o = fail(Err::Usage, "probe is only built for Linux");
-            print_error(o);
+            print_error(o.message);
             return o.exit_status();
 #endif
         }
@@ -277,13 +260,13 @@ int run(int argc, const char* const* argv) {
 #endif
         {
             Outcome o = fail(Err::Usage, "this subcommand is not built yet");
-            print_error(o);
+            print_error(o.message);
             return o.exit_status();
         }
     }
     Report report;
     if (auto o = report.open(req.report_fd); !o) {
-        print_error(o);
+        print_error(o.message);
         return o.exit_status();
     }
     switch (req.action) {

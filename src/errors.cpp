@@ -1,5 +1,9 @@
 #include "errors.hpp"
 
+#include <cerrno>
+#include <csignal>
+#include <unistd.h>
+
 namespace dsh {
 
 ErrInfo info(Err e) noexcept {
@@ -45,6 +49,37 @@ std::string sandbox_unavailable_text(std::string_view mode) {
         "kernel (Linux), ensure sandbox-exec is usable (macOS), or ensure the ACL restricted-token "
         "runner can start (Windows) \u2014 otherwise switch the consumer to danger-full-access.",
         mode);
+}
+
+int write_whole(int fd, std::string_view data) noexcept {
+#ifndef _WIN32  // Windows has no SIGPIPE: a gone reader is a failed write
+    struct sigaction ign {}, old {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &old);
+#endif
+    int err = 0;
+    while (!data.empty()) {
+#ifdef _WIN32
+        const auto n = ::write(fd, data.data(), static_cast<unsigned>(data.size()));
+#else
+        const ssize_t n = ::write(fd, data.data(), data.size());
+#endif
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : EIO;
+            break;
+        }
+        data.remove_prefix(static_cast<size_t>(n));
+    }
+#ifndef _WIN32
+    ::sigaction(SIGPIPE, &old, nullptr);
+#endif
+    return err;
+}
+
+void print_error(std::string_view message) {
+    (void)write_whole(STDERR_FILENO, "dsh-confine: " + one_line(message) + "\n");
 }
 
 }  // namespace dsh

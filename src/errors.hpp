@@ -43,6 +43,15 @@ ErrInfo info(Err e) noexcept;
 // error stays one line and cannot drive the caller's terminal. UTF-8 is kept.
 std::string one_line(std::string_view message);
 
+// Writes all of `data` to fd. SIGPIPE is held off meanwhile, so a reader that
+// went away is a failed write (EPIPE), not a death by signal; the disposition
+// is put back, because SIG_IGN would survive exec into the command.
+// Returns 0 or the errno of the failed write.
+int write_whole(int fd, std::string_view data) noexcept;
+
+// "dsh-confine: MESSAGE" as one line on stderr, best effort.
+void print_error(std::string_view message);
+
 // The seed's fail-closed text; mode is the requested mode's name.
 std::string sandbox_unavailable_text(std::string_view mode);
 

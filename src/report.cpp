@@ -145,22 +145,7 @@ Outcome Report::write(const ordered_json& record) const {
 Outcome Report::write_line(std::string line) const {
     if (fd_ < 0) return Outcome::success();
     line += '\n';
-    struct sigaction ign {}, old {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    ::sigaction(SIGPIPE, &ign, &old);
-    size_t off = 0;
-    int err = 0;
-    while (off < line.size()) {
-        ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            err = errno;
-            break;
-        }
-        off += static_cast<size_t>(n);
-    }
-    ::sigaction(SIGPIPE, &old, nullptr);
+    const int err = write_whole(fd_, line);
     if (err) return failf(Err::ReportWrite, "cannot write the report to fd {}: {}", fd_, std::strerror(err));
     return Outcome::success();
 }

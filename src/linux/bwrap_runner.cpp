@@ -126,20 +126,8 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
 
 namespace {
 
-void say(const std::string& msg) {
-    // A stderr whose reader is gone must not turn our exit 125 into a death
-    // by SIGPIPE.
-    std::string line = "dsh-confine: " + msg + "\n";
-    struct sigaction ign {}, old {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    ::sigaction(SIGPIPE, &ign, &old);
-    (void)!::write(STDERR_FILENO, line.data(), line.size());
-    ::sigaction(SIGPIPE, &old, nullptr);
-}
-
 int stage_failed(const Report& report, const Outcome& o) {
-    say(o.message);
+    print_error(o.message);
     (void)report.write(error_record(o));
     return o.exit_status();
 }
@@ -160,11 +148,11 @@ int run_stage(int argc, const char* const* argv) {
     StageRequest req;
     Report report;
     if (auto o = parse_stage(args, req); !o) {
-        say(o.message);
+        print_error(o.message);
         return o.exit_status();
     }
     if (auto o = report.open(req.report_fd); !o) {
-        say(o.message);
+        print_error(o.message);
         return o.exit_status();
     }
     // The record the launcher prepared: read before the fd cleanup closes it.

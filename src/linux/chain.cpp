@@ -217,6 +217,22 @@ ProbeResult probe_bwrap(const std::string& bwrap_path, int timeout_ms, bool use_
     return r;
 }
 
+namespace {
+
+// Landlock alone (forced, or the chain's fallback); its failure is the last
+// skipped runner and nothing runs.
+Outcome prepare_landlock(Launch& l) {
+    landlock::Plan plan;
+    if (auto o = landlock::prepare(l.c.policy, l.c, plan); !o) {
+        l.c.skipped.push_back({"landlock", o.message});
+        return unavailable(l.c.policy);
+    }
+    l.landlock = std::move(plan);
+    return Outcome::success();
+}
+
+}  // namespace
+
 Outcome prepare(const Options& opts, Launch& l) {
     Confinement& c = l.c;
     const Policy& policy = c.policy;
@@ -232,15 +248,8 @@ Outcome prepare(const Options& opts, Launch& l) {
             }
             c.layers.front().details["probe"] = "forced";
             return Outcome::success();
-        case RunnerKind::Landlock: {
-            landlock::Plan plan;
-            if (auto o = landlock::prepare(policy, c, plan); !o) {
-                c.skipped.push_back({"landlock", o.message});
-                return unavailable(policy);
-            }
-            l.landlock = std::move(plan);
-            return Outcome::success();
-        }
+        case RunnerKind::Landlock:
+            return prepare_landlock(l);
         case RunnerKind::Auto: {
             ProbeResult pr = probe_bwrap(opts.bwrap_path, opts.probe_timeout_ms, true);
             if (pr.usable) {
@@ -252,13 +261,7 @@ Outcome prepare(const Options& opts, Launch& l) {
                 pr.reason = o.message;
             }
             c.skipped.push_back({"bwrap", pr.reason});
-            landlock::Plan plan;
-            if (auto o = landlock::prepare(policy, c, plan); !o) {
-                c.skipped.push_back({"landlock", o.message});
-                return unavailable(policy);
-            }
-            l.landlock = std::move(plan);
-            return Outcome::success();
+            return prepare_landlock(l);
         }
         case RunnerKind::Seatbelt:
         case RunnerKind::WindowsAcl:
