@@ -50,6 +50,12 @@ struct Classification {
 Classification classify(const std::vector<FailureRule>& rules, const std::vector<std::string>& denial_signatures,
                         std::optional<int> exit_code, std::string_view stderr_text);
 
+// A runner failure's detail, as it goes after " Runner failure: ". The line
+// matched may be our own bwrap stage's refusal, `dsh-confine: <fail-closed
+// text> Runner failure: X`: then X, not the whole line inside the text again.
+// Any other line is kept as it is.
+std::string runner_failure_detail(std::string_view line);
+
 // The marker texts (seed, exact). subject: "command".
 std::string denial_marker(std::string_view mode);
 std::string escalation_hint(std::string_view subject);

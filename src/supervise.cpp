@@ -586,11 +586,15 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
             evidence = "json-status-fd";
             if (json_text.find("\"exit-code\"") == std::string::npos && exit_code && *exit_code != 0) {
                 // bwrap never exec'd its child: its setup (or exec) failed.
-                // The detail is bwrap's own line where stderr shows one.
-                FailureRule own;
+                // The detail is bwrap's own line where stderr shows one, else
+                // our stage's refusal (a "bwrap" that writes no status but
+                // ran the stage, which found no sandbox around it).
+                FailureRule own, stage;
                 own.fatal_signatures = {"bwrap: "};
+                stage.allowed_exit_codes = std::vector<int>{125};
+                stage.fatal_signatures = {"dsh-confine: "};
                 c.runner_failed = true;
-                c.runner_failure = match_runner_failure({own}, exit_code, tail);
+                c.runner_failure = match_runner_failure({own, stage}, exit_code, tail);
                 if (!c.runner_failure)
                     c.runner_failure = fmt::format("bwrap exited with status {} before starting the command",
                                                    *exit_code);
@@ -608,6 +612,9 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
             rules = rules_from_json(l.c.runner_failure_rules);
         }
         if (!c.runner_failed) c = classify(rules, l.c.denial_signatures, exit_code, tail);
+        // The stage's own line carries the fail-closed text already: its
+        // detail, not the line, goes after " Runner failure: ".
+        if (bwrap && c.runner_failure) c.runner_failure = runner_failure_detail(*c.runner_failure);
     }
 
     (void)report.write(result_record(l, exit_code, signal, c, duration, forwarded, capture, evidence));

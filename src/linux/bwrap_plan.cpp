@@ -208,4 +208,9 @@ Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
     return Outcome::success();
 }
 
+Outcome check_mount_view(bool root_read_only) {
+    if (root_read_only) return Outcome::success();
+    return fail(Err::SandboxUnavailable, "bwrap did not build the sandbox: / is not mounted read-only");
+}
+
 }  // namespace dsh::bwrap

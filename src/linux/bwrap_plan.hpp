@@ -89,4 +89,12 @@ struct StageRequest {
 };
 Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out);
 
+// The stage's check that it runs inside the mount view bwrap was asked for:
+// the profile starts with `--ro-bind / /`, so there the root is a read-only
+// mount (statvfs ST_RDONLY). A "bwrap" that ignored its options (a wrapper, a
+// shim, an incompatible build) would leave the stage on the host's writable
+// root, where Landlock alone does not govern metadata (chmod, chown, utimes)
+// and the record's `full` would be false: the stage refuses instead.
+Outcome check_mount_view(bool root_read_only);
+
 }  // namespace dsh::bwrap

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "bwrap_plan.hpp"
@@ -167,8 +168,12 @@ int run_stage(int argc, const char* const* argv) {
         }
         ::close(req.record_fd);
     }
-    Outcome entered = Outcome::success();
-    if (req.landlock_abi > 0) {
+    // Inside bwrap's mount view before anything else (see check_mount_view).
+    struct statvfs root {};
+    Outcome entered = ::statvfs("/", &root) != 0
+                          ? failf(Err::SandboxUnavailable, "statvfs /: {}", std::strerror(errno))
+                          : check_mount_view((root.f_flag & ST_RDONLY) != 0);
+    if (entered && req.landlock_abi > 0) {
         // The launcher planned for this ABI and said so in the report; a
         // kernel that offers less cannot keep that promise.
         const int abi = landlock::query_abi();
@@ -181,7 +186,7 @@ int run_stage(int argc, const char* const* argv) {
             std::vector<Skipped> not_granted;
             entered = landlock::enter(plan, req.policy, report.fd(), not_granted);
         }
-    } else {
+    } else if (entered) {
         entered = harden_only(req.policy, report.fd());
     }
     if (!entered) {

@@ -318,6 +318,26 @@ def test_stage_failure_leaves_only_an_error_record(s):
     assert not os.path.exists(s.p("ws", "ran"))
 
 
+def test_stage_failure_under_supervise_names_the_stage_detail_once(s):
+    need_bwrap()
+    need_landlock()
+    # The same refusal in supervise mode: bwrap reports the stage's exit 125, the
+    # parent reads the stage's own line; its detail (not the whole line, which
+    # holds the fail-closed text already) goes after " Runner failure: ".
+    r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--supervise", "--", "sh", "-c",
+             "echo ran > %s" % s.p("ws", "ran")], s, pre=[tool("sysfault"), "EPERM", "444@2=0", "--"])
+    detail = "landlock_create_ruleset: Operation not permitted"
+    msg = SANDBOX_UNAVAILABLE.format(mode="workspace-write") + " Runner failure: " + detail
+    assert r.rc == 125, r
+    # The stage's line, relayed, then the supervisor's: the same text.
+    assert r.err == "dsh-confine: %s\n" % msg * 2, r
+    assert [x["type"] for x in r.report] == ["error", "result", "error"], r
+    res = r.report[1]
+    assert res["runnerFailed"] is True and res["runnerFailure"] == detail and res["exitCode"] == 125, r
+    assert r.report[0]["message"] == msg and r.report[2]["message"] == msg, r
+    assert not os.path.exists(s.p("ws", "ran"))
+
+
 
 
 def test_tiocsti_is_refused_but_ctrl_c_still_works(s):

@@ -190,3 +190,11 @@ TEST_CASE("bwrap stage: --record-fd round-trips") {
     CHECK(req.record_fd == 6);
     CHECK(req.landlock_abi == 0);
 }
+
+TEST_CASE("the stage refuses a root that is not bwrap's read-only mount view") {
+    CHECK(bwrap::check_mount_view(true));
+    const Outcome o = bwrap::check_mount_view(false);
+    CHECK_FALSE(o);
+    CHECK(o.err == Err::SandboxUnavailable);
+    CHECK(o.message == "bwrap did not build the sandbox: / is not mounted read-only");
+}

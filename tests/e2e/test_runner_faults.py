@@ -1,0 +1,545 @@
+"""Faults of the runner chain and of the session log (issue 9), seen from outside.
+
+bwrap missing, failing only on the real run, lying (ignoring its mount options),
+killed while the command runs; a poisoned, corrupt or unsafe probe cache; a session
+log on a full or read-only file system. Each case asserts the exit status, the exact
+message and that the command's side effect did not happen (or, where a runner took
+over, that a write outside the root was refused), checked from outside.
+
+bwrap is replaced through the config's `bwrapPath` (a stub in the scratch) or hidden
+in a private mount namespace; mounts happen in a private mount namespace (for the
+unprivileged user, inside a user namespace of its own), so the host is untouched.
+"""
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need, need_bwrap, need_landlock)
+
+BWRAP = "/usr/bin/bwrap"
+UNAVAILABLE_WS = SANDBOX_UNAVAILABLE.format(mode="workspace-write")
+SETUP_ERROR = "bwrap: Can't mount proc on /newroot/proc: Operation not permitted"
+
+
+def _need_runners():
+    need_bwrap()
+    need_landlock()
+
+
+def _stub(s, name, body, mode=0o755):
+    path = s.p("base", name)
+    with open(path, "w") as f:
+        f.write(body)
+    os.chmod(path, mode)
+    return path
+
+
+def _config(s, **keys):
+    path = s.p("base", "config.json")
+    with open(path, "w") as f:
+        json.dump(keys, f)
+    return path
+
+
+def _userns():
+    # An unprivileged user gets a mount namespace inside a user namespace of its
+    # own (-r: mapped to uid 0 there, with no privilege over the host).
+    return [] if is_root() else ["-U", "-r"]
+
+
+def _bwrap_hidden(s):
+    # A private mount namespace whose /usr/bin has no bwrap: an overlay over
+    # /usr/bin (upper layer on a private tmpfs) in which bwrap is removed.
+    upper = s.p("base", "overlay")
+    os.mkdir(upper)
+    return ["unshare", "-m"] + _userns() + [
+        "--propagation", "private", "sh", "-c",
+        'mount -t tmpfs tmpfs "$0" && mkdir "$0/u" "$0/w" && '
+        'mount -t overlay overlay -o lowerdir=/usr/bin,upperdir="$0/u",workdir="$0/w" /usr/bin && '
+        'rm %s && test ! -e %s && exec "$@"' % (BWRAP, BWRAP), upper]
+
+
+def _script(s):
+    # The write inside must happen; the one outside must be refused, and the
+    # refusal is recorded inside (so "not attempted" cannot pass for "refused").
+    return ("echo in > '{i}'; if echo out > '{o}'; then :; else echo refused > '{r}'; fi; true"
+            .format(i=s.p("ws", "in"), o=s.p("outside", "out"), r=s.p("ws", "refused")))
+
+
+def _run(s, extra=(), pre=(), script=None, env=None, **kw):
+    args = ["--mode", "workspace-write", "--root", s.ws] + list(extra)
+    return dsh(args + ["--", "sh", "-c", script or _script(s)], s, pre=pre, env=env, **kw)
+
+
+def _nothing_ran(s, r):
+    for p in (s.p("ws", "in"), s.p("outside", "out"), s.p("ws", "refused")):
+        assert not os.path.exists(p), "the command ran (%s): %r" % (p, r)
+
+
+def _confined_by_landlock(s, r):
+    assert r.rc == 0, r
+    c = r.rec("confinement")
+    assert c is not None and c["runner"] == "landlock", r
+    assert open(s.p("ws", "in")).read() == "in\n", r
+    assert not os.path.exists(s.p("outside", "out")), r
+    assert os.path.exists(s.p("ws", "refused")), r
+    return c
+
+
+def _refused_unavailable(s, r, message=UNAVAILABLE_WS):
+    assert r.rc == 125, r
+    assert r.err == "dsh-confine: %s\n" % message, r
+    assert [x["type"] for x in r.report] == ["error"], r
+    e = r.report[0]
+    assert e["code"] == "SANDBOX_UNAVAILABLE" and e["message"] == message and e["exitStatus"] == 125, r
+    _nothing_ran(s, r)
+
+
+# -- 1. bwrap missing ---------------------------------------------------------------------------------
+
+def _missing_variants(s):
+    missing = s.p("base", "no-such-bwrap")
+    return [
+        # (pre, extra options, the path dsh-confine names)
+        (_bwrap_hidden(s), [], BWRAP),
+        ([], ["--config", _config(s, bwrapPath=missing)], missing),
+    ]
+
+
+def test_bwrap_missing_auto_falls_back_to_landlock_and_confines(s):
+    need_landlock()
+    for pre, extra, path in _missing_variants(s):
+        for p in (s.p("ws", "in"), s.p("ws", "refused")):
+            if os.path.exists(p):
+                os.unlink(p)
+        r = _run(s, extra=extra, pre=pre)
+        c = _confined_by_landlock(s, r)
+        skipped = {x["runner"]: x["reason"] for x in c["skippedRunners"]}
+        assert skipped == {"bwrap": "bwrap is not usable: %s: No such file or directory" % path}, r
+        # Only the shell's own refusal on stderr, nothing of ours.
+        assert "Permission denied" in r.err and "dsh-confine:" not in r.err, r
+
+
+def test_bwrap_missing_forced_bwrap_fails_closed(s):
+    need_landlock()
+    for pre, extra, _ in _missing_variants(s):
+        r = _run(s, extra=extra + ["--runner", "bwrap"], pre=pre)
+        _refused_unavailable(s, r)
+        # Supervise mode refuses the same way, before any child is started.
+        r = _run(s, extra=extra + ["--runner", "bwrap", "--supervise"], pre=pre)
+        _refused_unavailable(s, r)
+
+
+# -- 2. bwrap failing on the real run, or lying ---------------------------------------------------------
+
+def _probe_passing_stub(s, body):
+    # The probe's command is `/proc/self/fd/3 --version`: the stub hands that to
+    # the real bwrap (so the probe says "usable") and does `body` on the real run.
+    return _stub(s, "stub-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
+                 "if [ \"$last\" = --version ]; then exec %s \"$@\"; fi\n%s" % (BWRAP, body))
+
+
+def _cache_env(s):
+    # The probe cache in the scratch, never the caller's ($XDG_CACHE_HOME
+    # itself must exist: dsh-confine creates only its own directory in it).
+    os.makedirs(s.p("base", "cache"), mode=0o700, exist_ok=True)
+    return {"XDG_RUNTIME_DIR": None, "XDG_CACHE_HOME": s.p("base", "cache")}
+
+
+def test_bwrap_failing_at_setup_in_exec_mode(s):
+    _need_runners()
+    stub = _probe_passing_stub(s, "echo \"%s\" >&2\nexit 1\n" % SETUP_ERROR)
+    conf = _config(s, bwrapPath=stub)
+    for runner in ("auto", "bwrap"):
+        r = _run(s, extra=["--config", conf, "--runner", runner], env=_cache_env(s))
+        # Exec mode: dsh-confine has become bwrap; bwrap's status and its own
+        # line are what the caller gets, and no record at all (no record =
+        # nothing ran; the confinement record is written only by the stage).
+        assert r.rc == 1, (runner, r)
+        assert r.err == SETUP_ERROR + "\n", (runner, r)
+        assert r.report == [], (runner, r)
+        _nothing_ran(s, r)
+
+
+def test_bwrap_failing_at_setup_in_supervise_mode(s):
+    _need_runners()
+    for body, detail in (("echo \"%s\" >&2\nexit 1\n" % SETUP_ERROR, SETUP_ERROR),
+                         ("exit 1\n", "bwrap exited with status 1 before starting the command")):
+        stub = _probe_passing_stub(s, body)
+        conf = _config(s, bwrapPath=stub)
+        for runner in ("auto", "bwrap"):
+            r = _run(s, extra=["--config", conf, "--runner", runner, "--supervise"], env=_cache_env(s))
+            message = UNAVAILABLE_WS + " Runner failure: " + detail
+            assert r.rc == 125, (runner, r)
+            relayed = SETUP_ERROR + "\n" if detail == SETUP_ERROR else ""
+            assert r.err == relayed + "dsh-confine: " + message + "\n", (runner, r)
+            assert [x["type"] for x in r.report] == ["result", "error"], (runner, r)
+            res, err = r.report
+            assert res["runner"] == "bwrap" and res["runnerFailed"] is True, r
+            assert res["runnerFailure"] == detail and res["exitCode"] == 1 and res["signal"] is None, r
+            assert res["evidence"] == "json-status-fd", r
+            assert err["code"] == "SANDBOX_UNAVAILABLE" and err["message"] == message, r
+            _nothing_ran(s, r)
+
+
+def _lying_stub(s):
+    # Passes the probe and "succeeds": drops every option up to the first `--`
+    # and execs what follows (our stage) with no namespace and no mount.
+    return _stub(s, "lying-bwrap", "#!/bin/sh\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\n"
+                 "shift\nexec \"$@\"\n")
+
+
+def test_bwrap_that_ignores_its_mount_options_runs_nothing(s):
+    _need_runners()
+    conf = _config(s, bwrapPath=_lying_stub(s))
+    # A file outside the root whose metadata only the read-only mount view
+    # protects: Landlock does not govern chmod.
+    victim = s.p("outside", "victim")
+    with open(victim, "w") as f:
+        f.write("v\n")
+    os.chmod(victim, 0o644)
+    script = _script(s) + "; chmod 600 '%s'" % victim
+    message = UNAVAILABLE_WS + " Runner failure: bwrap did not build the sandbox: / is not mounted read-only"
+    for runner in ("auto", "bwrap"):
+        r = _run(s, extra=["--config", conf, "--runner", runner], env=_cache_env(s), script=script)
+        # The stage sees it is not inside bwrap's mount view and refuses.
+        _refused_unavailable(s, r, message)
+        assert os.stat(victim).st_mode & 0o777 == 0o644, r
+        r = _run(s, extra=["--config", conf, "--runner", runner, "--supervise"], env=_cache_env(s), script=script)
+        assert r.rc == 125, r
+        assert r.err.endswith("dsh-confine: %s\n" % message) and r.err.count("\n") == 2, r
+        assert [x["type"] for x in r.report] == ["error", "result", "error"], r
+        stage_err, res, err = r.report
+        assert stage_err["message"] == message and err["message"] == message, r
+        assert res["runnerFailed"] is True and res["exitCode"] == 125, r
+        _nothing_ran(s, r)
+        assert os.stat(victim).st_mode & 0o777 == 0o644, r
+
+
+# -- 3. bwrap killed while the command runs ------------------------------------------------------------
+
+def _children(pid):
+    out = []
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                out += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _descendants(pid):
+    seen, todo = [], [pid]
+    while todo:
+        for c in _children(todo.pop()):
+            seen.append(c)
+            todo.append(c)
+    return seen
+
+
+def _comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _holders(token):
+    # Host processes whose command line names the scratch: the sandbox's.
+    out = []
+    for n in os.listdir("/proc"):
+        if not n.isdigit() or int(n) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % n, "rb") as f:
+                if token.encode() in f.read():
+                    out.append(int(n))
+        except OSError:
+            pass
+    return out
+
+
+def _wait_for(pred, what, limit=30.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("waited %ss for %s" % (limit, what))
+
+
+def _killed_mid_run(s, supervise):
+    started, bg, late = s.p("ws", "started"), s.p("ws", "bg"), s.p("ws", "late")
+    # A background grandchild, then the marker, then a side effect that must
+    # never happen: the whole tree is killed with bwrap long before.
+    script = ("sleep 300 & echo $! > '%s'; touch '%s'; sleep 300; touch '%s'" % (bg, started, late))
+    r, w = os.pipe()
+    args = [DSH, "--report-fd", str(w), "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap"]
+    args += ["--supervise"] if supervise else []
+    p = subprocess.Popen(args + ["--", "sh", "-c", script], env=s.env(), pass_fds=(w,), cwd=s.base,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(w)
+    try:
+        _wait_for(lambda: os.path.exists(started) and os.path.getsize(bg) > 0, "the command to start")
+        # Exec mode: dsh-confine has become bwrap. Supervise: bwrap is its child.
+        bwrap_pid = p.pid if not supervise else _wait_for(
+            lambda: [c for c in _children(p.pid) if _comm(c) == "bwrap"], "bwrap")[0]
+        assert _comm(bwrap_pid) == "bwrap", _comm(bwrap_pid)
+        tree = _descendants(bwrap_pid)
+        assert len(tree) >= 4, tree  # namespace init, the command, its two sleeps
+        pidfds = [os.pidfd_open(pid) for pid in tree]
+        os.kill(bwrap_pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=60)
+        # Nothing of the sandbox survives, the background grandchild included:
+        # every process of the tree (held by pidfd: no pid reuse) exits, and
+        # no process is left whose command line names the scratch.
+        for fd in pidfds:
+            ready, _, _ = select.select([fd], [], [], 30)
+            os.close(fd)
+            assert ready, "a process of the sandbox survived bwrap: %r" % tree
+        _wait_for(lambda: not _holders(s.base), "the sandbox's processes to go: %r" % _holders(s.base))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    report = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        report += chunk
+    os.close(r)
+    assert not os.path.exists(late)
+    return p.returncode, err.decode(), [json.loads(x) for x in report.decode().splitlines()]
+
+
+def test_bwrap_killed_mid_run_exec_mode(s):
+    need_bwrap()
+    rc, err, report = _killed_mid_run(s, supervise=False)
+    # dsh-confine is bwrap: the caller sees the SIGKILL itself (a shell says 137).
+    assert rc == -signal.SIGKILL, (rc, err)
+    assert err == "", err
+    assert [x["type"] for x in report] == ["confinement"], report
+
+
+def test_bwrap_killed_mid_run_supervise_mode(s):
+    need_bwrap()
+    rc, err, report = _killed_mid_run(s, supervise=True)
+    # The command died by SIGKILL when bwrap's namespace went (PIDFD_INFO_EXIT
+    # gives its own status; bwrap's, where that is missing, is the same signal).
+    assert rc == 128 + signal.SIGKILL, (rc, err, report)
+    assert err == "", err
+    assert [x["type"] for x in report] == ["confinement", "result"], report
+    res = report[1]
+    assert res["exitCode"] is None and res["signal"] == signal.SIGKILL, res
+    assert res["runner"] == "bwrap" and res["runnerFailed"] is False and res["denied"] is False, res
+
+
+# -- 5. the probe cache ---------------------------------------------------------------------------------
+
+def _switchable_stub(s):
+    # The real bwrap until the switch file exists, then a setup failure. The
+    # stub itself never changes, so the cache key (path, inode, size, times)
+    # stays the same: a cached "usable" verdict is a lie once switched.
+    switch = s.p("base", "broken")
+    stub = _stub(s, "switch-bwrap", "#!/bin/sh\nif [ -e '%s' ]; then echo \"%s\" >&2; exit 1; fi\nexec %s \"$@\"\n"
+                 % (switch, SETUP_ERROR, BWRAP))
+    return stub, switch
+
+
+def _cache_file(s):
+    return s.p("base", "cache", "dsh-confine", "bwrap-probe-v1")
+
+
+def _good_cache(s, conf):
+    # A run whose probe passes writes the entry: exactly what a forged one
+    # would have to be.
+    r = _run(s, extra=["--config", conf], env=_cache_env(s), script="true")
+    assert r.rc == 0 and r.rec("confinement")["runner"] == "bwrap", r
+    need(os.path.exists(_cache_file(s)), "the probe cache is not used here (an inherited seccomp filter?)")
+    with open(_cache_file(s)) as f:
+        return f.read()
+
+
+def test_poisoned_probe_cache_fails_closed(s):
+    _need_runners()
+    stub, switch = _switchable_stub(s)
+    conf = _config(s, bwrapPath=stub)
+    text = _good_cache(s, conf)
+    assert text.startswith("dsh-confine bwrap probe cache v1\nkey=") and text.endswith("\nverdict=usable\n"), text
+    open(switch, "w").close()
+    # A forged entry: written by hand, with the key that matches.
+    os.unlink(_cache_file(s))
+    with open(_cache_file(s), "w") as f:
+        f.write(text)
+    os.chmod(_cache_file(s), 0o600)
+    r = _run(s, extra=["--config", conf], env=_cache_env(s))
+    # The cache makes auto take bwrap without a probe; bwrap then refuses
+    # before the command starts: exec mode passes on bwrap's status and line.
+    assert r.rc == 1 and r.err == SETUP_ERROR + "\n" and r.report == [], r
+    _nothing_ran(s, r)
+    r = _run(s, extra=["--config", conf, "--supervise"], env=_cache_env(s))
+    message = UNAVAILABLE_WS + " Runner failure: " + SETUP_ERROR
+    assert r.rc == 125 and r.err == SETUP_ERROR + "\ndsh-confine: " + message + "\n", r
+    assert [x["type"] for x in r.report] == ["result", "error"] and r.report[1]["message"] == message, r
+    _nothing_ran(s, r)
+
+
+def test_corrupt_or_unsafe_probe_cache_is_not_believed(s):
+    _need_runners()
+    stub, switch = _switchable_stub(s)
+    conf = _config(s, bwrapPath=stub)
+    text = _good_cache(s, conf)
+    open(switch, "w").close()
+    cache_dir = os.path.dirname(_cache_file(s))
+    variants = [
+        ("truncated", text[: len(text) // 2], 0o600, None, 0o700),
+        ("no final newline", text[:-1], 0o600, None, 0o700),
+        ("other key", text.replace("key=", "key=x", 1), 0o600, None, 0o700),
+        ("garbage", "\0\xff" * 100, 0o600, None, 0o700),
+        ("world-writable file", text, 0o666, None, 0o700),
+        ("group-writable file", text, 0o620, None, 0o700),
+        ("world-writable directory", text, 0o600, None, 0o777),
+    ]
+    if is_root():
+        variants.append(("owned by another user", text, 0o600, 65534, 0o700))
+    for name, content, mode, owner, dir_mode in variants:
+        os.chmod(cache_dir, 0o700)
+        if os.path.lexists(_cache_file(s)):
+            os.unlink(_cache_file(s))
+        with open(_cache_file(s), "w") as f:
+            f.write(content)
+        os.chmod(_cache_file(s), mode)
+        if owner is not None:
+            os.chown(_cache_file(s), owner, owner)
+        os.chmod(cache_dir, dir_mode)
+        for p in (s.p("ws", "in"), s.p("ws", "refused")):
+            if os.path.exists(p):
+                os.unlink(p)
+        r = _run(s, extra=["--config", conf], env=_cache_env(s))
+        # Not believed: the probe runs, fails, and auto falls back to Landlock.
+        try:
+            c = _confined_by_landlock(s, r)
+            reason = {x["runner"]: x["reason"] for x in c["skippedRunners"]}["bwrap"]
+            assert reason == "the bwrap probe failed (exit status 1): " + SETUP_ERROR, reason
+        except AssertionError:
+            raise AssertionError("cache %s" % name)
+        # The failed probe removed the entry, except from a directory that is
+        # not ours alone (nothing there is touched).
+        assert os.path.lexists(_cache_file(s)) == (dir_mode != 0o700), name
+    # A symlink in place of the file is not followed.
+    os.chmod(cache_dir, 0o700)
+    if os.path.lexists(_cache_file(s)):
+        os.unlink(_cache_file(s))
+    good = s.p("base", "elsewhere")
+    with open(good, "w") as f:
+        f.write(text)
+    os.chmod(good, 0o600)
+    os.symlink(good, _cache_file(s))
+    r = _run(s, extra=["--config", conf], env=_cache_env(s))
+    _confined_by_landlock(s, r)
+
+
+# -- 4. the session log on a full or read-only file system ------------------------------------------------
+
+def _in_mount_ns(s, script):
+    """Runs `script` (sh) in a private mount namespace with a tiny tmpfs at $M."""
+    m = s.p("base", "mnt")
+    os.mkdir(m)
+    cmd = ["unshare", "-m"] + _userns() + ["--propagation", "private", "sh", "-c", script, "sh", m, DSH, s.ws]
+    return subprocess.run(cmd, env=s.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+
+
+def _event(mode, seq, pad=0):
+    # A well-formed sandbox/mode line; `pad` grows it with an ignored member.
+    ev = {"type": "sandbox/mode", "seq": seq, "time": 1, "data": {"mode": mode}}
+    if pad:
+        ev["pad"] = "x" * pad
+    return json.dumps(ev, separators=(",", ":")) + "\n"
+
+
+def _log_to_fill(page_room):
+    # Lines of a log that ends `page_room` bytes before a 4 KiB page boundary.
+    head = _event("read-only", 1)
+    filler = 4096 - page_room - len(head) - (len(_event("read-only", 2, pad=1)) - 1)
+    text = head + _event("read-only", 2, pad=filler)
+    assert len(text) == 4096 - page_room, len(text)
+    return text
+
+
+def test_session_log_on_a_full_disk(s):
+    need_landlock()
+    # Two cases on an 8 KiB tmpfs filled to the last byte by another file:
+    # a log that fills its page to within 20 bytes (the event line is written
+    # in part: a short write) and a new, empty log (no byte can be written).
+    log = _log_to_fill(20)
+    with open(s.p("base", "log-text"), "w") as f:
+        f.write(log)
+    script = r'''
+set -u
+M=$1 DSH=$2 WS=$3
+mount -t tmpfs -o size=8k tmpfs "$M" || exit 90
+cp "$M/../log-text" "$M/log" || exit 91
+head -c 4096 /dev/zero > "$M/fill" 2>/dev/null
+: > "$M/empty"
+for log in "$M/log" "$M/empty"; do
+  "$DSH" session set-mode "$log" workspace-write && touch "$WS/after-$(basename $log)"
+  echo "rc=$?"
+done
+cat "$M/log" > "$M/../log-after"
+cat "$M/empty" > "$M/../empty-after"
+# The next run still reads the old mode: read-only, so the write is refused.
+"$DSH" --session "$M/log" --root "$WS" -- sh -c "echo x > '$WS/next'" 2>/dev/null; echo "next=$?"
+'''
+    p = _in_mount_ns(s, script)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    m = s.p("base", "mnt")
+    want = "".join("dsh-confine: session log %s/%s: cannot append the sandbox/mode event: No space left on device\n"
+                   % (m, n) for n in ("log", "empty"))
+    assert err == want, (out, err)
+    lines = out.splitlines()
+    assert lines[:2] == ["rc=125", "rc=125"] and len(lines) == 3, out
+    assert lines[2].startswith("next=") and lines[2] != "next=0", out
+    # No torn line: the log is byte for byte what it was, the new one empty.
+    assert open(s.p("base", "log-after")).read() == log
+    assert open(s.p("base", "empty-after")).read() == ""
+    for n in ("after-log", "after-empty", "next"):
+        assert not os.path.exists(s.p("ws", n)), n
+
+
+def test_session_log_on_a_read_only_file_system(s):
+    need_landlock()
+    log = _event("read-only", 1)
+    with open(s.p("base", "log-text"), "w") as f:
+        f.write(log)
+    script = r'''
+set -u
+M=$1 DSH=$2 WS=$3
+mount -t tmpfs -o size=8k tmpfs "$M" || exit 90
+cp "$M/../log-text" "$M/log" || exit 91
+mount -o remount,ro,bind "$M" || exit 92
+for log in "$M/log" "$M/new"; do
+  "$DSH" session set-mode "$log" workspace-write && touch "$WS/after-$(basename $log)"
+  echo "rc=$?"
+done
+cat "$M/log" > "$M/../log-after"
+'''
+    p = _in_mount_ns(s, script)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    m = s.p("base", "mnt")
+    want = "".join("dsh-confine: session log %s/%s: cannot open: Read-only file system\n" % (m, n)
+                   for n in ("log", "new"))
+    assert (out, err) == ("rc=125\nrc=125\n", want), (out, err)
+    assert open(s.p("base", "log-after")).read() == log
+    for n in ("after-log", "after-new"):
+        assert not os.path.exists(s.p("ws", n)), n
+
+
+if __name__ == "__main__":
+    main()
