@@ -104,6 +104,14 @@ class Scratch:
     def p(self, where, *parts):
         return os.path.join(getattr(self, where), *parts)
 
+    def script(self, name, body, mode=0o755):
+        # A file under base (a stub bwrap, a fake runner), executable by default.
+        path = self.p("base", name)
+        with open(path, "w") as f:
+            f.write(body)
+        os.chmod(path, mode)
+        return path
+
     def env(self):
         e = {k: v for k, v in os.environ.items() if not k.startswith("DSH_CONFINE_CONFIG")}
         e.update(TMPDIR=self.tmpdir, HOME=self.home, PATH=STD_PATH, LC_ALL="C")

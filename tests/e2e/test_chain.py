@@ -11,14 +11,6 @@ from harness import SANDBOX_UNAVAILABLE, dsh, is_root, main, need_bwrap, need_la
 BWRAP = "/usr/bin/bwrap"
 
 
-def _stub(s, name, body, mode=0o755):
-    path = s.p("base", name)
-    with open(path, "w") as f:
-        f.write(body)
-    os.chmod(path, mode)
-    return path
-
-
 def _replaced(stub):
     # A private mount namespace whose /usr/bin/bwrap is `stub`; then exec the rest.
     # An unprivileged user gets one inside a user namespace of its own (-r: mapped
@@ -41,7 +33,7 @@ def _ws_run(s, pre, extra=(), script=None):
 
 def test_auto_falls_back_to_landlock_when_bwrap_fails(s):
     _need_runners()
-    stub = _stub(s, "fake-bwrap", "#!/bin/sh\necho 'bwrap: fake setup failure' >&2\nexit 1\n")
+    stub = s.script("fake-bwrap", "#!/bin/sh\necho 'bwrap: fake setup failure' >&2\nexit 1\n")
     r = _ws_run(s, _replaced(stub))
     assert r.rc == 0, r
     c = r.rec("confinement")
@@ -54,7 +46,7 @@ def test_auto_falls_back_to_landlock_when_bwrap_fails(s):
 
 def test_auto_falls_back_when_bwrap_is_not_executable(s):
     _need_runners()
-    stub = _stub(s, "not-exec-bwrap", "", mode=0o644)
+    stub = s.script("not-exec-bwrap", "", mode=0o644)
     r = _ws_run(s, _replaced(stub))
     assert r.rc == 0, r
     assert r.rec("confinement")["runner"] == "landlock", r
@@ -64,7 +56,7 @@ def test_auto_falls_back_when_bwrap_is_not_executable(s):
 
 def test_a_hanging_probe_is_cut_off_at_the_timeout(s):
     _need_runners()
-    stub = _stub(s, "hanging-bwrap", "#!/bin/sh\nexec sleep 30\n")
+    stub = s.script("hanging-bwrap", "#!/bin/sh\nexec sleep 30\n")
     t0 = time.time()
     r = _ws_run(s, _replaced(stub), extra=["--probe-timeout", "300"])
     elapsed = time.time() - t0
@@ -79,7 +71,7 @@ def test_a_hanging_probe_is_cut_off_at_the_timeout(s):
 
 def test_nothing_runs_when_neither_runner_is_usable(s):
     _need_runners()
-    stub = _stub(s, "fake-bwrap", "#!/bin/sh\necho 'bwrap: fake setup failure' >&2\nexit 1\n")
+    stub = s.script("fake-bwrap", "#!/bin/sh\necho 'bwrap: fake setup failure' >&2\nexit 1\n")
     pre = _replaced(stub) + [tool("sysfault"), "ENOSYS", "444,445,446", "--"]
     r = _ws_run(s, pre)
     assert r.rc == 125, r
@@ -90,7 +82,7 @@ def test_nothing_runs_when_neither_runner_is_usable(s):
 
 def test_forced_bwrap_never_falls_back(s):
     _need_runners()
-    stub = _stub(s, "fake-bwrap", "#!/bin/sh\necho 'bwrap: fake setup failure' >&2\nexit 1\n")
+    stub = s.script("fake-bwrap", "#!/bin/sh\necho 'bwrap: fake setup failure' >&2\nexit 1\n")
     r = _ws_run(s, _replaced(stub), extra=["--runner", "bwrap"])
     assert r.rc != 0, r
     assert r.rec("confinement") is None or r.rec("confinement")["runner"] == "bwrap", r

@@ -29,14 +29,6 @@ def _need_runners():
     need_landlock()
 
 
-def _stub(s, name, body, mode=0o755):
-    path = s.p("base", name)
-    with open(path, "w") as f:
-        f.write(body)
-    os.chmod(path, mode)
-    return path
-
-
 def _config(s, **keys):
     path = s.p("base", "config.json")
     with open(path, "w") as f:
@@ -138,7 +130,7 @@ def test_bwrap_missing_forced_bwrap_fails_closed(s):
 def _probe_passing_stub(s, body):
     # The probe's command is `/proc/self/fd/3 --version`: the stub hands that to
     # the real bwrap (so the probe says "usable") and does `body` on the real run.
-    return _stub(s, "stub-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
+    return s.script("stub-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
                  "if [ \"$last\" = --version ]; then exec %s \"$@\"; fi\n%s" % (BWRAP, body))
 
 
@@ -188,7 +180,7 @@ def test_bwrap_failing_at_setup_in_supervise_mode(s):
 def _lying_stub(s):
     # Passes the probe and "succeeds": drops every option up to the first `--`
     # and execs what follows (our stage) with no namespace and no mount.
-    return _stub(s, "lying-bwrap", "#!/bin/sh\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\n"
+    return s.script("lying-bwrap", "#!/bin/sh\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\n"
                  "shift\nexec \"$@\"\n")
 
 
@@ -348,7 +340,7 @@ def _switchable_stub(s):
     # stub itself never changes, so the cache key (path, inode, size, times)
     # stays the same: a cached "usable" verdict is a lie once switched.
     switch = s.p("base", "broken")
-    stub = _stub(s, "switch-bwrap", "#!/bin/sh\nif [ -e '%s' ]; then echo \"%s\" >&2; exit 1; fi\nexec %s \"$@\"\n"
+    stub = s.script("switch-bwrap", "#!/bin/sh\nif [ -e '%s' ]; then echo \"%s\" >&2; exit 1; fi\nexec %s \"$@\"\n"
                  % (switch, SETUP_ERROR, BWRAP))
     return stub, switch
 
