@@ -144,6 +144,9 @@ for label, a, b in (
         ("landlock, exec mode, libc-dynamic build", "dsh-dynamic landlock", "exec floor /bin/true"),
         ("auto (bwrap + Landlock stage)", "dsh auto", "exec floor + bwrap direct, with stage"),
         ("one more exec (exec floor over `/bin/true`)", "exec floor /bin/true", "/bin/true"),
+        ("staying to watch (spawn-and-wait floor over exec floor)", "spawn-and-wait floor /bin/true",
+         "exec floor /bin/true"),
+        ("`--supervise` over exec mode, landlock", "dsh landlock --supervise", "dsh landlock"),
         ("the Landlock stage inside bwrap", "bwrap direct, with stage", "bwrap direct")):
     if a in med and b in med:
         own.append(f"| {label} | {ms(a) - ms(b):+.2f} ms | {cpu(a) - cpu(b):+.2f} ms |")

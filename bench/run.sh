@@ -109,6 +109,7 @@ floor=""
 if cc -O2 -static -o "$scratch/exec-floor" "$here/exec_floor.c" 2>/dev/null; then
     floor="$scratch/exec-floor"
     add "exec floor /bin/true" "$floor /bin/true"
+    add "spawn-and-wait floor /bin/true" "$floor --wait /bin/true"
 else
     na "exec floor /bin/true" "no static C compiler (cc -static) to build bench/exec_floor.c"
 fi
