@@ -87,6 +87,13 @@ Outcome chain_options(const Request& req, chain::Options& opts) {
     opts.report_fd = req.report_fd;
     return Outcome::success();
 }
+
+// The config file's runner settings (flags already won in resolve).
+void config_chain_options(const Config& cfg, chain::Options& opts) {
+    if (cfg.bwrap_path) opts.bwrap_path = *cfg.bwrap_path;
+    opts.runner_command = cfg.runner_command;
+    opts.runner_failure_signatures = cfg.runner_failure_signatures;
+}
 #endif
 
 // Chooses the runner and fills the Launch: the report's record, the
@@ -125,10 +132,7 @@ Outcome prepare_launch(const Request& req, Launch& l) {
 #else
     chain::Options opts;
     if (auto o = chain_options(req, opts); !o) return o;
-    // The config file's runner settings (flags already won in resolve).
-    if (l.config.bwrap_path) opts.bwrap_path = *l.config.bwrap_path;
-    opts.runner_command = l.config.runner_command;
-    opts.runner_failure_signatures = l.config.runner_failure_signatures;
+    config_chain_options(l.config, opts);
     // The seed: a configured runnerCommand skips the chain and every probe.
     if (l.config.custom_runner() && opts.runner == RunnerKind::Auto) opts.runner = RunnerKind::Custom;
     return chain::prepare(opts, l);
@@ -242,11 +246,17 @@ int run(int argc, const char* const* argv) {
         case Action::Check: break;
         case Action::Probe: {
 #if defined(__linux__)
+            // The same bwrap, custom runner and probe bound that a run would use.
             chain::Options opts;
-            if (auto o = chain_options(req, opts); !o) {
+            Config cfg;
+            Outcome o = chain_options(req, opts);
+            if (o) o = load_config(req.config, cfg);
+            if (!o) {
                 print_error(o.message);
                 return o.exit_status();
             }
+            config_chain_options(cfg, opts);
+            if (!req.probe_timeout_ms && cfg.probe_timeout_ms) opts.probe_timeout_ms = *cfg.probe_timeout_ms;
             return probe_cmd::run(opts, req.json);
 #else
             Outcome o = fail(Err::Usage, "probe is only built for Linux");

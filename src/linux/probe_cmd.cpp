@@ -138,7 +138,9 @@ ojson probe_all(const chain::Options& opts) {
     ojson cu;
     cu["runner"] = "custom";
     cu["usable"] = !opts.runner_command.empty();
-    cu["selectedBy"] = "--runner custom";
+    // As a run does: a configured runnerCommand is what auto takes (the seed
+    // skips the chain and every probe for it).
+    cu["selectedBy"] = opts.runner_command.empty() ? "--runner custom" : "auto (runnerCommand is configured)";
     if (opts.runner_command.empty()) {
         cu["reason"] = "not configured (runnerCommand in the config file)";
     } else {
@@ -148,7 +150,10 @@ ojson probe_all(const chain::Options& opts) {
         cu["reason"] = nullptr;
     }
 
-    doc["selected"] = pr.usable ? ojson("bwrap") : abi > 0 ? ojson("landlock") : ojson(nullptr);
+    doc["selected"] = !opts.runner_command.empty() ? ojson("custom")
+                      : pr.usable                 ? ojson("bwrap")
+                      : abi > 0                   ? ojson("landlock")
+                                                  : ojson(nullptr);
     doc["runners"] = ojson::array({bw, ll, cu});
     return doc;
 }

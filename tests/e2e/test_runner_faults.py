@@ -125,6 +125,27 @@ def test_bwrap_missing_forced_bwrap_fails_closed(s):
         _refused_unavailable(s, r)
 
 
+def test_probe_reports_the_bwrap_and_runner_a_run_would_use(s):
+    # `probe` reads the same config as a run: its bwrapPath, probeTimeoutMs and
+    # runnerCommand, so it cannot vouch for a bwrap that auto would not use.
+    need_landlock()
+    missing = s.p("base", "no-such-bwrap")
+    r = dsh(["--config", _config(s, bwrapPath=missing, probeTimeoutMs=1234), "probe", "--json"], s, report=False)
+    assert r.rc == 0, r
+    doc = json.loads(r.out)
+    bw = doc["runners"][0]
+    assert (bw["runner"], bw["path"], bw["usable"], bw["probeTimeoutMs"]) == ("bwrap", missing, False, 1234), doc
+    assert bw["reason"] == "bwrap is not usable: %s: No such file or directory" % missing, bw
+    assert doc["selected"] == "landlock", doc
+    custom = _config(s, runnerCommand=["/bin/sh", "-c", 'exec "$@"', "x"], runnerFailureSignatures=["bwrap:"])
+    doc = json.loads(dsh(["--config", custom, "probe", "--json"], s, report=False).out)
+    assert doc["selected"] == "custom" and doc["runners"][2]["usable"] is True, doc
+    # A bad config is the run's error, and no verdict.
+    r = dsh(["--config", _config(s, bwrapPath=3), "probe"], s, report=False)
+    assert r.rc == 125 and r.out == "", r
+    assert r.err == 'dsh-confine: config %s: "bwrapPath" must be a string, not a number\n' % s.p("base", "config.json"), r
+
+
 # -- 2. bwrap failing on the real run, or lying ---------------------------------------------------------
 
 def _probe_passing_stub(s, body):
