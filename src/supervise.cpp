@@ -47,6 +47,9 @@
 #include <string>
 
 #include "classify.hpp"
+#if defined(__linux__)
+#include "linux/probe_cache.hpp"
+#endif
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -618,6 +621,12 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
     }
 
     (void)report.write(result_record(l, exit_code, signal, c, duration, forwarded, capture, evidence));
+#if defined(__linux__)
+    // bwrap failed on a verdict taken from the probe cache: the entry is
+    // stale (or forged), so the next run probes again instead of failing the same way.
+    if (bwrap && c.runner_failed && !l.c.layers.empty() && l.c.layers.front().details.value("probe", "") == "cached")
+        probe_cache::forget();
+#endif
 
     int rc = exit_code ? *exit_code : (signal ? 128 + *signal : 125);
     if (setup || c.runner_failed) {

@@ -397,11 +397,18 @@ def test_poisoned_probe_cache_fails_closed(s):
     # before the command starts: exec mode passes on bwrap's status and line.
     assert r.rc == 1 and r.err == SETUP_ERROR + "\n" and r.report == [], r
     _nothing_ran(s, r)
+    # Exec mode has nobody left to forget the entry.
+    assert os.path.exists(_cache_file(s))
     r = _run(s, extra=["--config", conf, "--supervise"], env=_cache_env(s))
     message = UNAVAILABLE_WS + " Runner failure: " + SETUP_ERROR
     assert r.rc == 125 and r.err == SETUP_ERROR + "\ndsh-confine: " + message + "\n", r
     assert [x["type"] for x in r.report] == ["result", "error"] and r.report[1]["message"] == message, r
     _nothing_ran(s, r)
+    # The supervisor saw bwrap fail on a cached verdict and forgot it: the
+    # next run probes, the probe fails, and auto falls back to Landlock.
+    assert not os.path.exists(_cache_file(s))
+    r = _run(s, extra=["--config", conf], env=_cache_env(s), script="true")
+    assert r.rc == 0 and r.rec("confinement")["runner"] == "landlock", r
 
 
 def test_corrupt_or_unsafe_probe_cache_is_not_believed(s):
