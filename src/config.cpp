@@ -122,7 +122,10 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
     } catch (const json::exception& e) {
         return c.err(std::string("not valid JSON: ") + e.what());
     }
-    if (!duplicate.empty()) return c.err("key \"" + duplicate + "\" appears more than once");
+    // Keys are echoed as JSON, like values: a key holding a newline or an
+    // escape sequence must not break the message's one line (found by
+    // fuzz/fuzz_config.cpp).
+    if (!duplicate.empty()) return c.err("key " + json(duplicate).dump() + " appears more than once");
     if (!doc.is_object()) return c.err(std::string("must be a JSON object, not ") + type_name(doc));
 
     bool have_timeout = false;
@@ -178,8 +181,8 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
             if (auto o = c.string(k, v, s); !o) return o;
             out.approver = s;
         } else {
-            return c.err("unknown key \"" + k +
-                         "\" (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
+            return c.err("unknown key " + json(k).dump() +
+                         " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
                          "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver)");
         }
     }

@@ -1,5 +1,6 @@
 #include "escalation.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -107,6 +108,33 @@ Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode&
 
 // ---- tty ------------------------------------------------------------------
 
+std::optional<Approval> approval_from_answer(std::string_view line) {
+    const auto b = line.find_first_not_of(" \t\r");
+    const auto e = line.find_last_not_of(" \t\r");
+    std::string a(b == std::string_view::npos ? std::string_view() : line.substr(b, e - b + 1));
+    for (auto& c : a) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (a == "a" || a == "allow" || a == "allow once" || a == "y" || a == "yes") return Approval::AllowedOnce;
+    if (a == "r" || a == "reject" || a == "n" || a == "no") return Approval::Rejected;
+    if (a == "c" || a == "cancel") return Approval::Cancelled;
+    return std::nullopt;
+}
+
+Approval tty_conversation(const std::function<bool(std::string_view)>& say, const std::function<int()>& read_byte) {
+    for (int tries = 0; tries < 3; ++tries) {
+        if (!say("Allow once, reject, or cancel? [a/r/c] ")) return Approval::Unavailable;
+        std::string line;
+        while (true) {
+            const int ch = read_byte();
+            if (ch < 0) return Approval::Cancelled;  // EOF (Ctrl-D) before the line ends
+            if (ch == '\n') break;
+            if (line.size() < kMaxAnswerBytes) line += static_cast<char>(ch);
+        }
+        if (auto a = approval_from_answer(line)) return *a;
+        // Anything else asks again; three unclear answers cancel.
+    }
+    return Approval::Cancelled;
+}
+
 #if !defined(_WIN32)
 namespace {
 
@@ -133,27 +161,6 @@ bool write_all(int fd, std::string_view s) {
     return true;
 }
 
-// One line from fd; false at EOF/error before any newline.
-bool read_line(int fd, std::string& line) {
-    line.clear();
-    char ch;
-    while (true) {
-        ssize_t n = ::read(fd, &ch, 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        if (ch == '\n') return true;
-        if (line.size() < 256) line += ch;
-    }
-}
-
-std::string lower_trim(std::string s) {
-    const auto b = s.find_first_not_of(" \t\r");
-    const auto e = s.find_last_not_of(" \t\r");
-    s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
-    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
 }  // namespace
 
 Approval TtyApprover::ask(const EscalationRequest& r) {
@@ -165,36 +172,21 @@ Approval TtyApprover::ask(const EscalationRequest& r) {
     std::string prompt = fmt::format(
         "dsh-confine: {}\n  {}: {}\n  root: {}\n  current mode: {}\n",
         printable(escalation_reason(r)), r.subject, printable(argv_text), printable(r.root), to_string(r.current));
-    Approval result = Approval::Cancelled;
     if (!write_all(fd, prompt)) {
         ::close(fd);
         return Approval::Unavailable;
     }
-    for (int tries = 0; tries < 3; ++tries) {
-        if (!write_all(fd, "Allow once, reject, or cancel? [a/r/c] ")) {
-            result = Approval::Unavailable;
-            break;
+    // One byte per read: nothing typed after the answer's '\n' is consumed;
+    // it stays on the terminal for the command.
+    auto read_byte = [fd]() -> int {
+        unsigned char ch;
+        while (true) {
+            ssize_t n = ::read(fd, &ch, 1);
+            if (n < 0 && errno == EINTR) continue;
+            return n == 1 ? ch : -1;
         }
-        std::string line;
-        if (!read_line(fd, line)) {  // EOF (Ctrl-D) is a cancel
-            result = Approval::Cancelled;
-            break;
-        }
-        const std::string a = lower_trim(line);
-        if (a == "a" || a == "allow" || a == "allow once" || a == "y" || a == "yes") {
-            result = Approval::AllowedOnce;
-            break;
-        }
-        if (a == "r" || a == "reject" || a == "n" || a == "no") {
-            result = Approval::Rejected;
-            break;
-        }
-        if (a == "c" || a == "cancel") {
-            result = Approval::Cancelled;
-            break;
-        }
-        // Anything else asks again; three unclear answers cancel.
-    }
+    };
+    const Approval result = tty_conversation([fd](std::string_view s) { return write_all(fd, s); }, read_byte);
     ::close(fd);
     return result;
 }

@@ -3,8 +3,10 @@
 // each step fails closed, and all of it happens before anything runs.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +58,23 @@ Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode&
 
 // The text and error of each refused outcome (allowed-once is not an error).
 Outcome approval_error(Approval a, const EscalationRequest& r);
+
+// The tty approver's answer to one prompt (pure): the line as typed, without
+// its '\n', trimmed of spaces, tabs and '\r' and lowered (ASCII), must be one
+// of a/allow/allow once/y/yes (allowed once), r/reject/n/no (rejected) or
+// c/cancel (cancelled); anything else is unclear: nullopt, ask again.
+std::optional<Approval> approval_from_answer(std::string_view line);
+
+// The longest answer line kept; the rest of a longer line is read and dropped,
+// so a stuck key cannot grow memory and still leaves the terminal in step.
+inline constexpr size_t kMaxAnswerBytes = 256;
+
+// The tty conversation, shared by TtyApprover and fuzz/fuzz_approver.cpp:
+// asks up to three times. `say` writes the question and returns false when it
+// cannot (unavailable); `read_byte` returns the next byte typed, or -1 at EOF
+// (Ctrl-D) or on a read error. EOF before a line's '\n' cancels, as do three
+// unclear answers; the first clear answer decides.
+Approval tty_conversation(const std::function<bool(std::string_view)>& say, const std::function<int()>& read_byte);
 
 // "tty": asks on /dev/tty; no terminal means unavailable.
 class TtyApprover : public Approver {

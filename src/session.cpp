@@ -47,10 +47,8 @@ bool lock(int fd, int how) {
 }
 #endif
 
-// Reads fd from its current offset to EOF, feeding whole lines to the folder.
-// Memory stays bounded by the longest line, so a huge log is fine.
+// Reads fd from its current offset to EOF, feeding the folder.
 Outcome fold_fd(int fd, const std::string& path, SessionFolder& folder, off_t& size) {
-    std::string pending;
     char buf[65536];
     size = 0;
     while (true) {
@@ -61,24 +59,9 @@ Outcome fold_fd(int fd, const std::string& path, SessionFolder& folder, off_t& s
         }
         if (n == 0) break;
         size += n;
-        size_t start = 0;
-        for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
-            if (buf[i] != '\n') continue;
-            if (pending.empty()) {
-                if (auto o = folder.line(std::string_view(buf + start, i - start)); !o) return o;
-            } else {
-                pending.append(buf + start, i - start);
-                if (auto o = folder.line(pending); !o) return o;
-                pending.clear();
-            }
-            start = i + 1;
-        }
-        pending.append(buf + start, static_cast<size_t>(n) - start);
+        if (auto o = folder.feed(std::string_view(buf, static_cast<size_t>(n))); !o) return o;
     }
-    // A last line without '\n' is still a line (a torn append shows up here as
-    // a parse error, which is the point).
-    if (!pending.empty()) return folder.line(pending);
-    return Outcome::success();
+    return folder.finish();
 }
 
 }  // namespace
@@ -125,15 +108,32 @@ Outcome SessionFolder::line(std::string_view text) {
     return Outcome::success();
 }
 
+Outcome SessionFolder::feed(std::string_view chunk) {
+    size_t start = 0;
+    for (size_t nl; (nl = chunk.find('\n', start)) != std::string_view::npos; start = nl + 1) {
+        if (pending_.empty()) {
+            if (auto o = line(chunk.substr(start, nl - start)); !o) return o;
+        } else {
+            pending_.append(chunk.substr(start, nl - start));
+            if (auto o = line(pending_); !o) return o;
+            pending_.clear();
+        }
+    }
+    pending_.append(chunk.substr(start));
+    return Outcome::success();
+}
+
+Outcome SessionFolder::finish() {
+    if (pending_.empty()) return Outcome::success();
+    Outcome o = line(pending_);
+    pending_.clear();
+    return o;
+}
+
 Outcome fold_session_log(std::string_view text, const std::string& origin, SessionState& out) {
     SessionFolder f(origin);
-    size_t start = 0;
-    while (start < text.size()) {
-        size_t nl = text.find('\n', start);
-        if (nl == std::string_view::npos) nl = text.size();
-        if (auto o = f.line(text.substr(start, nl - start)); !o) return o;
-        start = nl + 1;
-    }
+    if (auto o = f.feed(text); !o) return o;
+    if (auto o = f.finish(); !o) return o;
     out = f.state();
     return Outcome::success();
 }

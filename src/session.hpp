@@ -30,11 +30,18 @@ public:
     explicit SessionFolder(std::string origin) : origin_(std::move(origin)) {}
     // One line without its '\n'. Empty lines are skipped.
     Outcome line(std::string_view text);
+    // Bytes as they arrive, split anywhere: whole lines go to line(), a
+    // partial one waits for the next chunk. Memory stays bounded by the
+    // longest line. finish() folds a last line that has no '\n' (a torn
+    // append then shows up as a parse error, which is the point).
+    Outcome feed(std::string_view chunk);
+    Outcome finish();
     const SessionState& state() const noexcept { return state_; }
 
 private:
     std::string origin_;
     size_t lineno_ = 0;
+    std::string pending_;
     SessionState state_;
 };
 

@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 
-from harness import DSH, dsh, main, need_landlock
+from harness import DSH, dsh, main, need_landlock, pty_run
 
 LL = ["--runner", "landlock"]
 WRITE = "echo hi > ws-file"
@@ -222,6 +222,57 @@ def test_escalation_refusals_write_nothing(s):
              "--", "sh", "-c", WRITE], s, cwd=s.ws, pre=["setsid", "-w"])
     assert r.rc == 125 and "no approval channel is available" in r.err, r
     assert not os.path.exists(s.p("ws", "ws-file"))
+
+
+PROMPT = "Allow once, reject, or cancel? [a/r/c] "
+
+
+def tty_escalate(s, typed, approver=("--approver", "tty")):
+    """An escalation answered at a real terminal: dsh-confine leads a new pty
+    session, so /dev/tty is that pty, and `typed` is what the person types."""
+    target = s.p("ws", "ws-file")
+    rc, out = pty_run(["--root", s.ws] + LL + list(approver) +
+                      ["--escalate", "workspace-write", "--justification", "the test writes a file",
+                       "--", "sh", "-c", "echo hi > '%s'" % target], s, send=typed)
+    out = out.replace("\r\n", "\n")
+    assert "dsh-confine: escalate sandbox to workspace-write: the test writes a file\n" in out, out
+    assert "  current mode: read-only\n" in out, out
+    return rc, out, target
+
+
+def test_escalation_tty_answers(s):
+    need_landlock()
+    # "a": allowed once, and the write lands.
+    rc, out, target = tty_escalate(s, b"a\n")
+    assert rc == 0, out
+    assert out.count(PROMPT) == 1, out
+    assert open(target).read() == "hi\n", out
+    os.unlink(target)
+    # The same through the config file's "approver" key, answered "Yes".
+    conf = s.p("base", "tty-config.json")
+    write_config(conf, {"approver": "tty"})
+    rc, out, target = tty_escalate(s, b"  Yes\n", approver=("--config", conf))
+    assert rc == 0 and open(target).read() == "hi\n", out
+    os.unlink(target)
+    # "r": rejected, the seed's text, nothing written.
+    rc, out, target = tty_escalate(s, b"r\n")
+    assert rc == 125, out
+    assert out.count(PROMPT) == 1, out
+    assert 'dsh-confine: the user rejected escalating this command to "workspace-write"\n' in out, out
+    assert not os.path.exists(target), out
+    cancelled = 'dsh-confine: approval for escalating to "workspace-write" was cancelled\n'
+    # Three unclear answers cancel; a fourth line (an "a") is never read as an answer.
+    rc, out, target = tty_escalate(s, b"what\nallow twice\n\x1b[A\na\n")
+    assert rc == 125, out
+    assert out.count(PROMPT) == 3, out
+    assert cancelled in out, out
+    assert not os.path.exists(target), out
+    # Ctrl-D (EOF at the prompt) cancels.
+    rc, out, target = tty_escalate(s, b"\x04")
+    assert rc == 125, out
+    assert out.count(PROMPT) == 1, out
+    assert cancelled in out, out
+    assert not os.path.exists(target), out
 
 
 def test_escalation_same_or_narrower_never_asks(s):

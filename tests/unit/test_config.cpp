@@ -162,6 +162,18 @@ TEST_CASE("config: not JSON, not an object, duplicates, comments") {
           "config /etc/c.json: key \"mode\" appears more than once");
 }
 
+TEST_CASE("config: a key is echoed quoted as JSON, so the message stays one line") {
+    // Found by fuzz/fuzz_config.cpp: keys went into the message raw.
+    CHECK(err("{\"mo\\nde\":1}") ==
+          "config /etc/c.json: unknown key \"mo\\nde\" (known: mode, workspaceRoot, runner, bwrapPath, "
+          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, approver)");
+    CHECK_THAT(err("{\"\\u001b[2J\\\"x\":1}"), Catch::Contains("unknown key \"\\u001b[2J\\\"x\" (known:"));
+    CHECK(err("{\"writableRoots\":[{\"a\\rb\":1,\"a\\rb\":2}]}") ==
+          "config /etc/c.json: key \"a\\rb\" appears more than once");
+    for (const char* text : {"{\"a\\nb\":1}", "{\"\\n\":1,\"\\n\":2}", "{\"\\u0007\":0}"})
+        CHECK(err(text).find_first_of("\n\r\x07") == std::string::npos);
+}
+
 TEST_CASE("config: lookup order") {
     std::map<std::string, std::string> env;
     auto get = [&env](const char* n) -> const char* {

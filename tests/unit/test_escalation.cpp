@@ -161,3 +161,94 @@ TEST_CASE("escalation: a real approver command") {
     // It reads the request on stdin.
     CHECK(CommandApprover("grep -q '\"mode\":\"workspace-write\"'").ask(r) == Approval::AllowedOnce);
 }
+
+TEST_CASE("escalation: each tty answer word") {
+    for (const char* w : {"a", "allow", "allow once", "y", "yes"})
+        CHECK(approval_from_answer(w) == Approval::AllowedOnce);
+    for (const char* w : {"r", "reject", "n", "no"}) CHECK(approval_from_answer(w) == Approval::Rejected);
+    for (const char* w : {"c", "cancel"}) CHECK(approval_from_answer(w) == Approval::Cancelled);
+}
+
+TEST_CASE("escalation: a tty answer is trimmed and lowered") {
+    CHECK(approval_from_answer("  A\t") == Approval::AllowedOnce);
+    CHECK(approval_from_answer("Allow Once\r") == Approval::AllowedOnce);  // a terminal in raw mode sends \r
+    CHECK(approval_from_answer("\t YES \r") == Approval::AllowedOnce);
+    CHECK(approval_from_answer("REJECT") == Approval::Rejected);
+    CHECK(approval_from_answer(" No") == Approval::Rejected);
+    CHECK(approval_from_answer("Cancel ") == Approval::Cancelled);
+}
+
+TEST_CASE("escalation: an unclear tty answer asks again") {
+    for (const char* w : {"", " ", "\t\r", "aa", "allowonce", "allow  once", "allow-once", "yes please", "ok",
+                          "nope", "x", "a\x0b", "\x0c" "a", "y\xc3\xa9s"})
+        CHECK_FALSE(approval_from_answer(w).has_value());
+    CHECK_FALSE(approval_from_answer(std::string_view("a\0", 2)).has_value());  // NUL is not trimmed
+    // Only spaces, tabs and '\r' are trimmed, and only at the ends.
+    CHECK_FALSE(approval_from_answer("a b").has_value());
+    CHECK_FALSE(approval_from_answer("\na").has_value());
+}
+
+namespace {
+// The conversation fed from `typed`; counts the questions asked.
+struct Typed {
+    std::string typed;
+    size_t at = 0;
+    int asked = 0;
+    bool can_write = true;
+    Approval run() {
+        return tty_conversation(
+            [this](std::string_view s) {
+                CHECK(s == "Allow once, reject, or cancel? [a/r/c] ");
+                ++asked;
+                return can_write;
+            },
+            [this]() -> int { return at < typed.size() ? static_cast<unsigned char>(typed[at++]) : -1; });
+    }
+};
+}  // namespace
+
+TEST_CASE("escalation: the tty conversation, three tries, EOF cancels") {
+    struct Case {
+        std::string typed;
+        Approval want;
+        int asked;
+        size_t consumed;  // bytes read: nothing after the deciding '\n'
+    };
+    const Case cases[] = {
+        {"a\n", Approval::AllowedOnce, 1, 2},
+        {"r\n", Approval::Rejected, 1, 2},
+        {"c\n", Approval::Cancelled, 1, 2},
+        {"a\nr\n", Approval::AllowedOnce, 1, 2},               // the first clear answer decides
+        {"huh\nr\na\n", Approval::Rejected, 2, 6},
+        {"x\ny\n", Approval::AllowedOnce, 2, 4},
+        {"x\n\nyes\n", Approval::AllowedOnce, 3, 7},            // a third try still counts
+        {"x\nq\nz\n", Approval::Cancelled, 3, 6},              // three unclear answers
+        {"x\nq\nz\na\n", Approval::Cancelled, 3, 6},           // ... and a fourth is never read
+        {"", Approval::Cancelled, 1, 0},                       // Ctrl-D at once
+        {"x\n", Approval::Cancelled, 2, 2},                    // EOF on the second try
+        {"a", Approval::Cancelled, 1, 1},                      // EOF before the line ends
+        {"x\nq\na", Approval::Cancelled, 3, 5},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.typed);
+        Typed t{c.typed};
+        CHECK(t.run() == c.want);
+        CHECK(t.asked == c.asked);
+        CHECK(t.at == c.consumed);
+    }
+}
+
+TEST_CASE("escalation: a long tty answer keeps its first 256 bytes") {
+    Typed t{std::string(255, ' ') + "a" + std::string(1000, 'x') + "\n"};
+    CHECK(t.run() == Approval::AllowedOnce);  // the x's past the cap are dropped
+    Typed u{std::string(256, ' ') + "a\n" + "r\n"};
+    CHECK(u.run() == Approval::Rejected);  // the 'a' is byte 257: blank, ask again
+    CHECK(u.asked == 2);
+}
+
+TEST_CASE("escalation: a terminal that cannot be written is unavailable") {
+    Typed t{"a\n"};
+    t.can_write = false;
+    CHECK(t.run() == Approval::Unavailable);
+    CHECK(t.at == 0);
+}

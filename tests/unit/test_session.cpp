@@ -132,6 +132,34 @@ TEST_CASE("session: a huge log folds, last event wins") {
     CHECK(fs.lines == s.lines);
 }
 
+TEST_CASE("session: fed in chunks split anywhere, the fold is the same") {
+    const std::string logs[] = {
+        ev("read-only") + "\n" + "{\"type\":\"other\",\"seq\":7}\n" + ev("workspace-write", 3),
+        ev("danger-full-access") + "{\"type\":\"sandbox/mode\",\"da",  // torn last line
+        ev("read-only") + "[1]\n" + ev("workspace-write"),
+    };
+    for (const auto& log : logs) {
+        SessionState whole;
+        const Outcome one = fold_session_log(log, "/s", whole);
+        for (size_t a = 0; a <= log.size(); ++a)
+            for (size_t b = a; b <= log.size(); b += 7) {
+                SessionFolder f("/s");
+                Outcome o = f.feed(std::string_view(log).substr(0, a));
+                if (o) o = f.feed(std::string_view(log).substr(a, b - a));
+                if (o) o = f.feed(std::string_view(log).substr(b));
+                if (o) o = f.finish();
+                CAPTURE(log, a, b);
+                REQUIRE(o.ok == one.ok);
+                CHECK(o.message == one.message);
+                if (!o) continue;
+                CHECK(f.state().mode == whole.mode);
+                CHECK(f.state().mode_line == whole.mode_line);
+                CHECK(f.state().lines == whole.lines);
+                CHECK(f.state().max_seq == whole.max_seq);
+            }
+    }
+}
+
 TEST_CASE("session: the event line set-mode writes") {
     CHECK(mode_event_line(Mode::WorkspaceWrite, 7, 1700000000123) ==
           "{\"type\":\"sandbox/mode\",\"seq\":7,\"time\":1700000000123,\"data\":{\"mode\":\"workspace-write\"}}\n");
