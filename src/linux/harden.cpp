@@ -1,16 +1,20 @@
 #include "harden.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
-#include <seccomp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "seccomp_filters.h"
 
 #ifndef CLOSE_RANGE_UNSHARE
 #define CLOSE_RANGE_UNSHARE (1U << 1)
@@ -106,72 +110,23 @@ Outcome drop_capabilities() {
     return Outcome::success();
 }
 
-namespace {
-
-struct Ctx {
-    scmp_filter_ctx ctx = nullptr;
-    ~Ctx() {
-        if (ctx) seccomp_release(ctx);
-    }
-};
-
-// Syscalls that change metadata. Newer ones are given by number: their numbers
-// are shared by every architecture (>= 424), and older libseccomp may not know
-// their names.
-constexpr const char* kMetadataCalls[] = {
-    "chmod",    "fchmod",    "fchmodat",    "chown",     "fchown",       "lchown",
-    "fchownat", "utime",     "utimes",      "futimesat", "utimensat",    "setxattr",
-    "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"};
-constexpr int kFchmodat2 = 452;
-constexpr int kSetxattrat = 463;
-constexpr int kRemovexattrat = 466;
-
-}  // namespace
-
 Outcome install_seccomp(const SeccompOptions& opts) {
-    Ctx c;
-    c.ctx = seccomp_init(SCMP_ACT_ALLOW);
-    if (!c.ctx) return fail(Err::SandboxUnavailable, "seccomp_init failed");
-#if defined(__x86_64__)
+    // The BPF libseccomp made at build time (seccomp_filters.h); loaded as
+    // libseccomp's seccomp_load would: seccomp(2) without flags, and
+    // prctl(PR_SET_SECCOMP) where the kernel has no seccomp(2).
+    sock_fprog prog{};
     if (opts.block_metadata) {
-        // libseccomp cannot name the newest metadata calls (setxattrat,
-        // removexattrat) for the i386 and x32 ABIs, so a filter that lists
-        // them cannot be complete there: those ABIs are refused (ENOSYS)
-        // instead of being half filtered.
-        int rc = seccomp_attr_set(c.ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS));
-        if (rc != 0) return failf(Err::SandboxUnavailable, "seccomp_attr_set: {}", std::strerror(-rc));
+        prog.len = static_cast<unsigned short>(std::size(generated::kBlockMetadata));
+        prog.filter = const_cast<sock_filter*>(generated::kBlockMetadata);
     } else {
-        // Filter the compat ABIs too: a 64-bit process can enter them, and
-        // the ioctl rule must hold there as well.
-        for (uint32_t arch : {SCMP_ARCH_X86, SCMP_ARCH_X32}) {
-            int rc = seccomp_arch_add(c.ctx, arch);
-            if (rc != 0 && rc != -EEXIST)
-                return failf(Err::SandboxUnavailable, "seccomp_arch_add: {}", std::strerror(-rc));
-        }
+        prog.len = static_cast<unsigned short>(std::size(generated::kBase));
+        prog.filter = const_cast<sock_filter*>(generated::kBase);
     }
-#endif
-    const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
-    for (unsigned long cmd : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)}) {
-        int rc = seccomp_rule_add(c.ctx, deny, SCMP_SYS(ioctl), 1,
-                                  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, cmd));
-        if (rc != 0) return failf(Err::SandboxUnavailable, "seccomp ioctl rule: {}", std::strerror(-rc));
-    }
-    if (opts.block_metadata) {
-        for (const char* name : kMetadataCalls) {
-            int nr = seccomp_syscall_resolve_name(name);
-            if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
-            int rc = seccomp_rule_add(c.ctx, deny, nr, 0);
-            if (rc != 0) return failf(Err::SandboxUnavailable, "seccomp rule {}: {}", name, std::strerror(-rc));
-        }
-        for (int nr : {kFchmodat2, kSetxattrat, kRemovexattrat}) {
-            int rc = seccomp_rule_add(c.ctx, deny, nr, 0);
-            if (rc != 0)
-                return failf(Err::SandboxUnavailable, "seccomp rule {}: {}", nr, std::strerror(-rc));
-        }
-    }
-    int rc = seccomp_load(c.ctx);
-    if (rc != 0) return failf(Err::SandboxUnavailable, "seccomp_load: {}", std::strerror(-rc));
-    return Outcome::success();
+    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &prog) == 0) return Outcome::success();
+    if (errno != ENOSYS)
+        return failf(Err::SandboxUnavailable, "seccomp(SECCOMP_SET_MODE_FILTER): {}", std::strerror(errno));
+    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0) return Outcome::success();
+    return failf(Err::SandboxUnavailable, "prctl(PR_SET_SECCOMP): {}", std::strerror(errno));
 }
 
 }  // namespace dsh::harden

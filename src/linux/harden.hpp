@@ -25,8 +25,9 @@ Outcome drop_capabilities();
 struct SeccompOptions {
     bool block_metadata = false;  // refuse chmod/chown/utimes/xattr (read-only mode)
 };
-// Installs the filter (libseccomp). The ioctl
-// command is compared in its low 32 bits, as the kernel reads it (CVE-2019-10063).
+// Installs the filter (see seccomp_build.hpp: made with libseccomp at build
+// time). The ioctl command is compared in its low 32 bits, as the kernel reads
+// it (CVE-2019-10063).
 Outcome install_seccomp(const SeccompOptions& opts);
 
 }  // namespace dsh::harden

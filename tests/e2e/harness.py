@@ -203,15 +203,15 @@ def sh(script, s, mode="read-only", root=None, runner=None, extra=(), **kw):
         args += ["--runner", runner]
     return dsh(args + list(extra) + ["--", "sh", "-c", script], s, **kw)
 
-def pty_run(args, s, send=None, wait=10):
-    """Runs dsh-confine as the session leader of a new pty (its controlling terminal)."""
+def pty_run(args, s, send=None, wait=10, pre=()):
+    """Runs dsh-confine (after `pre`, e.g. sysfault) as the session leader of a new pty."""
     master, slave = pty.openpty()
 
-    def pre():
+    def session():
         os.setsid()
         fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
-    p = subprocess.Popen([DSH] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=pre,
+    p = subprocess.Popen(list(pre) + [DSH] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=session,
                          env=s.env(), close_fds=True)
     os.close(slave)
     out = b""

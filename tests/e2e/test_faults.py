@@ -52,8 +52,10 @@ LANDLOCK_STEPS = [
     ("EPERM", "157@0=38", "prctl(PR_SET_NO_NEW_PRIVS): Operation not permitted"),
     ("EPERM", "436", "close_range: Operation not permitted"),
     ("EPERM", "126", "capset: Operation not permitted"),
-    # libseccomp falls back from seccomp(2) to prctl(PR_SET_SECCOMP): both must fail.
-    ("EPERM", "317,157@0=22", "seccomp_load: Operation canceled"),
+    # The filter is loaded with seccomp(2); only where that is missing (ENOSYS)
+    # with prctl(PR_SET_SECCOMP), as libseccomp's seccomp_load does.
+    ("EPERM", "317", "seccomp(SECCOMP_SET_MODE_FILTER): Operation not permitted"),
+    ("ENOSYS", "317,157@0=22", "prctl(PR_SET_SECCOMP): Function not implemented"),
 ]
 
 

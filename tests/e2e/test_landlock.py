@@ -311,6 +311,10 @@ def test_tiocsti_is_refused_but_ctrl_c_still_works(s):
     assert "tioclinux=Operation not permitted" in out, out
     rc, out = pty_run(["--runner", "landlock", "--", "sleep", "30"], s, send=b"\x03", wait=10)
     assert rc == -signal.SIGINT, (rc, out)
+    # A kernel without seccomp(2): the filter goes in through prctl and holds.
+    rc, out = pty_run(["--runner", "landlock", "--", tool("tiocsti")], s, pre=[tool("sysfault"), "ENOSYS", "317", "--"])
+    assert rc == 0, out
+    assert "tiocsti=Operation not permitted" in out and "tioclinux=Operation not permitted" in out, out
 
 
 if __name__ == "__main__":
