@@ -493,12 +493,10 @@ def _log_to_fill(page_room):
     return text
 
 
-def test_session_log_on_a_full_disk(s):
-    need_landlock()
-    # Two cases on an 8 KiB tmpfs filled to the last byte by another file:
-    # a log that fills its page to within 20 bytes (the event line is written
-    # in part: a short write) and a new, empty log (no byte can be written).
-    log = _log_to_fill(20)
+def _set_mode_on(s, log, prepare, names, after=""):
+    """`session set-mode` on logs $M/NAME in a private 8 KiB tmpfs at $M that
+    starts with `log` as $M/log; `prepare` (sh) runs first, `after` last. Each
+    call is followed by `&& touch $WS/after-NAME`. Returns (stdout, stderr, M)."""
     with open(s.p("base", "log-text"), "w") as f:
         f.write(log)
     script = r'''
@@ -506,20 +504,29 @@ set -u
 M=$1 DSH=$2 WS=$3
 mount -t tmpfs -o size=8k tmpfs "$M" || exit 90
 cp "$M/../log-text" "$M/log" || exit 91
-head -c 4096 /dev/zero > "$M/fill" 2>/dev/null
-: > "$M/empty"
-for log in "$M/log" "$M/empty"; do
-  "$DSH" session set-mode "$log" workspace-write && touch "$WS/after-$(basename $log)"
+''' + prepare + r'''
+for name in %s; do
+  "$DSH" session set-mode "$M/$name" workspace-write && touch "$WS/after-$name"
   echo "rc=$?"
 done
-cat "$M/log" > "$M/../log-after"
+''' % " ".join(names) + after
+    p = _in_mount_ns(s, script)
+    return p.stdout.decode(), p.stderr.decode(), s.p("base", "mnt")
+
+
+def test_session_log_on_a_full_disk(s):
+    need_landlock()
+    # Two cases on an 8 KiB tmpfs filled to the last byte by another file:
+    # a log that fills its page to within 20 bytes (the event line is written
+    # in part: a short write) and a new, empty log (no byte can be written).
+    log = _log_to_fill(20)
+    out, err, m = _set_mode_on(s, log, '''head -c 4096 /dev/zero > "$M/fill" 2>/dev/null
+: > "$M/empty"
+''', ["log", "empty"], r'''cat "$M/log" > "$M/../log-after"
 cat "$M/empty" > "$M/../empty-after"
 # The next run still reads the old mode: read-only, so the write is refused.
 "$DSH" --session "$M/log" --root "$WS" -- sh -c "echo x > '$WS/next'" 2>/dev/null; echo "next=$?"
-'''
-    p = _in_mount_ns(s, script)
-    out, err = p.stdout.decode(), p.stderr.decode()
-    m = s.p("base", "mnt")
+''')
     want = "".join("dsh-confine: session log %s/%s: cannot append the sandbox/mode event: No space left on device\n"
                    % (m, n) for n in ("log", "empty"))
     assert err == want, (out, err)
@@ -536,23 +543,9 @@ cat "$M/empty" > "$M/../empty-after"
 def test_session_log_on_a_read_only_file_system(s):
     need_landlock()
     log = _event("read-only", 1)
-    with open(s.p("base", "log-text"), "w") as f:
-        f.write(log)
-    script = r'''
-set -u
-M=$1 DSH=$2 WS=$3
-mount -t tmpfs -o size=8k tmpfs "$M" || exit 90
-cp "$M/../log-text" "$M/log" || exit 91
-mount -o remount,ro,bind "$M" || exit 92
-for log in "$M/log" "$M/new"; do
-  "$DSH" session set-mode "$log" workspace-write && touch "$WS/after-$(basename $log)"
-  echo "rc=$?"
-done
-cat "$M/log" > "$M/../log-after"
-'''
-    p = _in_mount_ns(s, script)
-    out, err = p.stdout.decode(), p.stderr.decode()
-    m = s.p("base", "mnt")
+    out, err, m = _set_mode_on(s, log, '''mount -o remount,ro,bind "$M" || exit 92
+''', ["log", "new"], '''cat "$M/log" > "$M/../log-after"
+''')
     want = "".join("dsh-confine: session log %s/%s: cannot open: Read-only file system\n" % (m, n)
                    for n in ("log", "new"))
     assert (out, err) == ("rc=125\nrc=125\n", want), (out, err)
