@@ -229,6 +229,7 @@ int run(int argc, const char* const* argv) {
     // bwrap's child: the hidden stage that stacks Landlock inside the sandbox.
 #if defined(__linux__)
     if (argc > 1 && std::string_view(argv[1]) == bwrap::kStageArg) return bwrap::run_stage(argc, argv);
+    if (argc == 2 && std::string_view(argv[1]) == bwrap::kProbeArg) return bwrap::run_probe_check();
 #endif
     Request req;
     if (auto o = parse_cli(argc, argv, req); !o) {

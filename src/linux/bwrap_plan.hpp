@@ -35,6 +35,10 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
 
 // The hidden argument that makes dsh-confine run as bwrap's child stage.
 inline constexpr const char* kStageArg = "__dsh_confine_stage_v1";
+// The hidden argument of the probe's child: exits 0 only inside the mount
+// view bwrap was asked for (check_mount_view), so a "bwrap" that ignores its
+// options fails the probe and `auto` falls back instead of failing closed.
+inline constexpr const char* kProbeArg = "__dsh_confine_probe_v1";
 
 // What the stage needs to rebuild the policy and confine itself.
 struct StageSpec {

@@ -144,6 +144,24 @@ Outcome harden_only(const Policy& policy, int report_fd) {
 
 }  // namespace
 
+namespace {
+
+// Inside bwrap's mount view? (see check_mount_view)
+Outcome in_mount_view() {
+    struct statvfs root {};
+    if (::statvfs("/", &root) != 0) return failf(Err::SandboxUnavailable, "statvfs /: {}", std::strerror(errno));
+    return check_mount_view((root.f_flag & ST_RDONLY) != 0);
+}
+
+}  // namespace
+
+int run_probe_check() {
+    Outcome o = in_mount_view();
+    if (o) return 0;
+    print_error(o.message);
+    return o.exit_status();
+}
+
 int run_stage(int argc, const char* const* argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     StageRequest req;
@@ -169,10 +187,7 @@ int run_stage(int argc, const char* const* argv) {
         ::close(req.record_fd);
     }
     // Inside bwrap's mount view before anything else (see check_mount_view).
-    struct statvfs root {};
-    Outcome entered = ::statvfs("/", &root) != 0
-                          ? failf(Err::SandboxUnavailable, "statvfs /: {}", std::strerror(errno))
-                          : check_mount_view((root.f_flag & ST_RDONLY) != 0);
+    Outcome entered = in_mount_view();
     if (entered && req.landlock_abi > 0) {
         // The launcher planned for this ABI and said so in the report; a
         // kernel that offers less cannot keep that promise.

@@ -22,4 +22,8 @@ Outcome check_binary(const std::string& path);
 // command; returns only with an exit status on failure.
 int run_stage(int argc, const char* const* argv);
 
+// The probe's child: argv[1] is kProbeArg. 0 inside bwrap's mount view; else
+// the reason on stderr and 125.
+int run_probe_check();
+
 }  // namespace dsh::bwrap

@@ -183,7 +183,7 @@ ProbeResult probe_bwrap(const std::string& bwrap_path, int timeout_ms, bool use_
     ro.writable_files = {"/dev/null"};
     bwrap::ProfileOptions popts;
     popts.stage_keeps_setpcap = ::geteuid() == 0;
-    const auto argv = bwrap::wrap(bwrap_path, bwrap::profile_args(ro, popts), {"/proc/self/fd/3", "--version"});
+    const auto argv = bwrap::wrap(bwrap_path, bwrap::profile_args(ro, popts), {"/proc/self/fd/3", bwrap::kProbeArg});
     int self = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
     if (self < 0) {
         r.reason = fmt::format("cannot open our own binary for the bwrap probe: {}", std::strerror(errno));

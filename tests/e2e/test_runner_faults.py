@@ -149,10 +149,11 @@ def test_probe_reports_the_bwrap_and_runner_a_run_would_use(s):
 # -- 2. bwrap failing on the real run, or lying ---------------------------------------------------------
 
 def _probe_passing_stub(s, body):
-    # The probe's command is `/proc/self/fd/3 --version`: the stub hands that to
-    # the real bwrap (so the probe says "usable") and does `body` on the real run.
+    # The probe's command is `/proc/self/fd/3 __dsh_confine_probe_v1`: the stub
+    # hands that to the real bwrap (so the probe says "usable") and does `body`
+    # on the real run.
     return s.script("stub-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
-                 "if [ \"$last\" = --version ]; then exec %s \"$@\"; fi\n%s" % (BWRAP, body))
+                 "if [ \"$last\" = __dsh_confine_probe_v1 ]; then exec %s \"$@\"; fi\n%s" % (BWRAP, body))
 
 
 def _cache_env(s):
@@ -215,10 +216,23 @@ def test_bwrap_that_ignores_its_mount_options_runs_nothing(s):
         f.write("v\n")
     os.chmod(victim, 0o644)
     script = _script(s) + "; chmod 600 '%s'" % victim
-    message = UNAVAILABLE_WS + " Runner failure: bwrap did not build the sandbox: / is not mounted read-only"
-    for runner in ("auto", "bwrap"):
+    view = "bwrap did not build the sandbox: / is not mounted read-only"
+    message = UNAVAILABLE_WS + " Runner failure: " + view
+    # auto: the probe's child finds no mount view around it, so the probe
+    # fails and auto falls back to Landlock, which says what it does not
+    # govern (metadata) instead of claiming bwrap's `full`.
+    r = _run(s, extra=["--config", conf, "--runner", "auto"], env=_cache_env(s))
+    c = _confined_by_landlock(s, r)
+    assert c["skippedRunners"] == [{"runner": "bwrap", "reason": "the bwrap probe failed (exit status 125): "
+                                    "dsh-confine: " + view}], c
+    assert c["enforcement"] == "partial" and "metadata" in [g["effect"] for g in c["gaps"]], c
+    assert not os.path.exists(_cache_file(s)), "a failed probe was cached"
+    for p in (s.p("ws", "in"), s.p("ws", "refused")):
+        os.unlink(p)
+    # Forced bwrap (no probe): the stage sees it is not inside bwrap's mount
+    # view and refuses.
+    for runner in ("bwrap",):
         r = _run(s, extra=["--config", conf, "--runner", runner], env=_cache_env(s), script=script)
-        # The stage sees it is not inside bwrap's mount view and refuses.
         _refused_unavailable(s, r, message)
         assert os.stat(victim).st_mode & 0o777 == 0o644, r
         r = _run(s, extra=["--config", conf, "--runner", runner, "--supervise"], env=_cache_env(s), script=script)
