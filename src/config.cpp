@@ -10,13 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0  // Windows: handles are not inherited by default
-#endif
-#ifndef O_NOCTTY
-#define O_NOCTTY 0
-#endif
-
 #include <nlohmann/json.hpp>
 
 namespace dsh {
@@ -228,13 +221,8 @@ std::vector<ConfigCandidate> config_candidates(const std::optional<std::string>&
 }
 
 static Outcome read_file(const std::string& path, std::string& text) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return failf(Err::ConfigInvalid, "config {}: cannot open: {}", path, std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return failf(Err::ConfigInvalid, "config {}: not a regular file", path);
-    }
+    int fd = -1;
+    if (auto o = open_regular_file(path, O_RDONLY, Err::ConfigInvalid, "config", fd); !o) return o;
     text.clear();
     char buf[65536];
     while (true) {

@@ -2,7 +2,17 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0  // Windows: handles are not inherited by default
+#endif
+#ifndef O_NOCTTY
+#define O_NOCTTY 0
+#endif
 
 namespace dsh {
 
@@ -76,6 +86,18 @@ int write_whole(int fd, std::string_view data) noexcept {
     ::sigaction(SIGPIPE, &old, nullptr);
 #endif
     return err;
+}
+
+Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd) {
+    fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOCTTY, 0666);
+    if (fd < 0) return failf(err, "{} {}: cannot open: {}", what, path, std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fd = -1;
+        return failf(err, "{} {}: not a regular file", what, path);
+    }
+    return Outcome::success();
 }
 
 void print_error(std::string_view message) {

@@ -75,4 +75,10 @@ Outcome failf(Err e, fmt::format_string<Args...> f, Args&&... args) {
     return fail(e, fmt::format(f, std::forward<Args>(args)...));
 }
 
+// Opens `path` with `flags` | O_CLOEXEC | O_NOCTTY (mode 0666 if it creates)
+// and checks that it is a regular file. On failure: `err` with "WHAT PATH:
+// cannot open: REASON" or "WHAT PATH: not a regular file", and fd is -1.
+// The config and session-log readers' one way in.
+Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd);
+
 }  // namespace dsh

@@ -16,13 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0  // Windows: handles are not inherited by default
-#endif
-#ifndef O_NOCTTY
-#define O_NOCTTY 0
-#endif
-
 #include <nlohmann/json.hpp>
 
 namespace dsh {
@@ -138,19 +131,19 @@ Outcome fold_session_log(std::string_view text, const std::string& origin, Sessi
     return Outcome::success();
 }
 
+// The log opened (a regular file) and locked with `lock_op`; fd -1 on failure.
+static Outcome open_locked(const std::string& path, int flags, int lock_op, int& fd) {
+    if (auto o = open_regular_file(path, flags, Err::SessionInvalid, "session log", fd); !o) return o;
+    if (lock(fd, lock_op)) return Outcome::success();
+    const int e = errno;
+    ::close(fd);
+    fd = -1;
+    return failf(Err::SessionInvalid, "session log {}: cannot lock: {}", path, std::strerror(e));
+}
+
 Outcome read_session(const std::string& path, SessionState& out) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return failf(Err::SessionInvalid, "session log {}: cannot open: {}", path, std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return failf(Err::SessionInvalid, "session log {}: not a regular file", path);
-    }
-    if (!lock(fd, LOCK_SH)) {
-        int e = errno;
-        ::close(fd);
-        return failf(Err::SessionInvalid, "session log {}: cannot lock: {}", path, std::strerror(e));
-    }
+    int fd = -1;
+    if (auto o = open_locked(path, O_RDONLY, LOCK_SH, fd); !o) return o;
     SessionFolder f(path);
     off_t size = 0;
     Outcome o = fold_fd(fd, path, f, size);
@@ -171,17 +164,12 @@ std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms) {
 
 Outcome append_mode_event(const std::string& path, Mode mode) {
     // O_RDWR: the fold reads what is there under the same lock the append holds.
-    int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
-    if (fd < 0) return failf(Err::SessionInvalid, "session log {}: cannot open: {}", path, std::strerror(errno));
+    int fd = -1;
+    if (auto o = open_locked(path, O_RDWR | O_APPEND | O_CREAT, LOCK_EX, fd); !o) return o;
     auto done = [fd](Outcome o) {
         ::close(fd);  // releases the lock
         return o;
     };
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        return done(failf(Err::SessionInvalid, "session log {}: not a regular file", path));
-    if (!lock(fd, LOCK_EX))
-        return done(failf(Err::SessionInvalid, "session log {}: cannot lock: {}", path, std::strerror(errno)));
 
     SessionFolder f(path);
     off_t size = 0;
