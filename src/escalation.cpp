@@ -149,18 +149,6 @@ std::string printable(std::string_view s) {
     return out;
 }
 
-bool write_all(int fd, std::string_view s) {
-    while (!s.empty()) {
-        ssize_t n = ::write(fd, s.data(), s.size());
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        s.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-}
-
 }  // namespace
 
 Approval TtyApprover::ask(const EscalationRequest& r) {
@@ -172,7 +160,7 @@ Approval TtyApprover::ask(const EscalationRequest& r) {
     std::string prompt = fmt::format(
         "dsh-confine: {}\n  {}: {}\n  root: {}\n  current mode: {}\n",
         printable(escalation_reason(r)), r.subject, printable(argv_text), printable(r.root), to_string(r.current));
-    if (!write_all(fd, prompt)) {
+    if (write_whole(fd, prompt) != 0) {
         ::close(fd);
         return Approval::Unavailable;
     }
@@ -186,7 +174,7 @@ Approval TtyApprover::ask(const EscalationRequest& r) {
             return n == 1 ? ch : -1;
         }
     };
-    const Approval result = tty_conversation([fd](std::string_view s) { return write_all(fd, s); }, read_byte);
+    const Approval result = tty_conversation([fd](std::string_view s) { return write_whole(fd, s) == 0; }, read_byte);
     ::close(fd);
     return result;
 }
@@ -222,14 +210,9 @@ Approval CommandApprover::ask(const EscalationRequest& r) {
         return Approval::Unavailable;
     }
     // An approver that exits without reading closes the pipe: EPIPE, not a
-    // SIGPIPE death of dsh-confine.
-    struct sigaction ign {}, old {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    ::sigaction(SIGPIPE, &ign, &old);
+    // SIGPIPE death of dsh-confine (write_whole holds SIGPIPE off).
     std::string body = approval_request_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    (void)write_all(in[1], body);
-    ::sigaction(SIGPIPE, &old, nullptr);
+    (void)write_whole(in[1], body);
     ::close(in[1]);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0)
