@@ -203,6 +203,23 @@ def sh(script, s, mode="read-only", root=None, runner=None, extra=(), **kw):
         args += ["--runner", runner]
     return dsh(args + list(extra) + ["--", "sh", "-c", script], s, **kw)
 
+def check_inherited_fds(s, runner):
+    """An fd the caller passes down is closed in the command unless --keep-fd names it."""
+    out = s.p("outside", "fd-target")
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.set_inheritable(fd, True)
+    try:
+        r = sh("echo leaked >&%d" % fd, s, runner=runner, extra_fds=(fd,))
+        assert r.rc != 0, r
+        assert open(out).read() == ""
+        r = sh("echo kept >&%d" % fd, s, runner=runner, extra_fds=(fd,), extra=["--keep-fd", str(fd)])
+        assert r.rc == 0, r
+        assert open(out).read() == "kept\n"
+        assert r.rec("confinement")["keptFds"] == [fd]
+    finally:
+        os.close(fd)
+
+
 def pty_run(args, s, send=None, wait=10, pre=()):
     """Runs dsh-confine (after `pre`, e.g. sysfault) as the session leader of a new pty."""
     master, slave = pty.openpty()

@@ -6,7 +6,7 @@ import stat
 import subprocess
 import time
 
-from harness import (pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
+from harness import (check_inherited_fds, pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
                      skip, tool)
 
 BW = ["--runner", "bwrap"]
@@ -255,19 +255,7 @@ def test_host_fifo_cannot_be_written(s):
 
 def test_inherited_fds_are_closed_unless_kept(s):
     need_bwrap()
-    out = s.p("outside", "fd-target")
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o644)
-    os.set_inheritable(fd, True)
-    try:
-        r = sh("echo leaked >&%d" % fd, s, runner="bwrap", extra_fds=(fd,))
-        assert r.rc != 0, r
-        assert open(out).read() == ""
-        r = sh("echo kept >&%d" % fd, s, runner="bwrap", extra_fds=(fd,), extra=["--keep-fd", str(fd)])
-        assert r.rc == 0, r
-        assert open(out).read() == "kept\n"
-        assert r.rec("confinement")["keptFds"] == [fd]
-    finally:
-        os.close(fd)
+    check_inherited_fds(s, "bwrap")
 
 
 def test_device_nodes_cannot_be_made_in_writable_roots(s):

@@ -5,7 +5,7 @@ import stat
 import subprocess
 import time
 
-from harness import (pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_landlock, sh, skip,
+from harness import (check_inherited_fds, pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_landlock, sh, skip,
                      tool)
 
 LL = ["--runner", "landlock"]
@@ -248,19 +248,7 @@ def test_fail_closed_when_landlock_syscalls_are_missing(s):
 
 def test_inherited_fds_are_closed_unless_kept(s):
     need_landlock()
-    out = s.p("outside", "fd-target")
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o644)
-    os.set_inheritable(fd, True)
-    try:
-        r = sh("echo leaked >&%d" % fd, s, runner="landlock", extra_fds=(fd,))
-        assert r.rc != 0, r
-        assert open(out).read() == ""
-        r = sh("echo kept >&%d" % fd, s, runner="landlock", extra_fds=(fd,), extra=["--keep-fd", str(fd)])
-        assert r.rc == 0, r
-        assert open(out).read() == "kept\n"
-        assert r.rec("confinement")["keptFds"] == [fd]
-    finally:
-        os.close(fd)
+    check_inherited_fds(s, "landlock")
 
 
 def test_reopening_stdin_through_proc_is_refused(s):
