@@ -1,5 +1,9 @@
 #include "policy.hpp"
 
+#ifndef _WIN32
+#include "roots.hpp"
+#endif
+
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -119,17 +123,78 @@ std::string canonical_path(std::string_view path, std::string_view cwd) {
 }
 #endif
 
-static void add_root(std::vector<WritableRoot>& roots, std::string path, std::string source) {
-    for (const auto& r : roots)
-        if (r.path == path) return;  // first occurrence wins
-    roots.push_back(WritableRoot{std::move(path), std::move(source), true});
+#ifndef _WIN32
+namespace {
+
+enum class Need { Required, Optional };
+
+// Opens `given` (absolute, not yet resolved) as a writable root and adds it
+// (src/roots.hpp). A required root (the workspace, --writable, config
+// writableRoots) that cannot be granted is an error naming `what`; an
+// optional one (/tmp, $TMPDIR) is left out and listed in not_granted.
+Outcome grant(Policy& out, const std::string& given, const char* source, Need need, Err err,
+              std::string_view what) {
+    // The path as given first: its magic links (/proc/self/cwd) lead anywhere.
+    if (std::string k = roots::kernel_prefix(lexically_normal(given)); !k.empty()) {
+        if (need == Need::Optional) {
+            out.not_granted.push_back({given, "not granted: " + k});
+            return Outcome::success();
+        }
+        return failf(err, "{} {} cannot be granted: {}; choose another path", what, given, k);
+    }
+    roots::Opened r;
+    std::string why;
+    roots::Refusal refusal = roots::Refusal::System;
+    int error = 0;
+    if (!roots::open_root(given, r, why, refusal, error)) {
+        // Out of descriptors or memory: the sandbox cannot be set up, whatever the root.
+        if (refusal == roots::Refusal::System && (error == EMFILE || error == ENFILE || error == ENOMEM))
+            return fail(Err::SandboxUnavailable, sandbox_unavailable_text(to_string(out.mode)) +
+                                                     fmt::format(" Runner failure: cannot open {}: {}", given, why));
+        const bool system = refusal == roots::Refusal::System;
+        if (need == Need::Optional) {
+            out.not_granted.push_back({given, (system ? "not granted: " : "not granted: it ") + why});
+            return Outcome::success();
+        }
+        if (!system) return failf(err, "{} {} {}", what, given, why);
+        return failf(err, "{} {} cannot be opened: {}", what, given, why);
+    }
+    std::string bad = roots::forbidden(r);
+    if (!bad.empty()) {
+        ::close(r.fd);
+        if (need == Need::Optional) {
+            out.not_granted.push_back({given, "not granted: " + bad});
+            return Outcome::success();
+        }
+        return failf(err, "{} {} cannot be granted: {}; choose another path",
+                     what, r.path, bad);
+    }
+    for (const auto& w : out.writable_roots)
+        if (w.path == r.path) {  // first occurrence wins
+            ::close(r.fd);
+            return Outcome::success();
+        }
+    WritableRoot w{r.path, source, true};
+    w.fd = r.fd;
+    w.dev = r.dev;
+    w.ino = r.ino;
+    out.writable_roots.push_back(std::move(w));
+    return Outcome::success();
 }
+
+}  // namespace
+#endif
 
 Outcome build_policy(const PolicyInput& in, Policy& out) {
     out = Policy{};
     out.mode = in.mode;
     out.mode_source = in.mode_source;
     out.root_source = in.root ? in.root_source : "cwd";
+    // Never "/" in its place: a relative --root would silently become one
+    // under / (issue 13: --root etc became /etc).
+    if (in.cwd.empty() || in.cwd[0] != '/')
+        return fail(Err::InvalidRoot, "the current directory cannot be determined (deleted, or deeper than the "
+                                      "system allows); change to an existing directory and run again");
     out.workspace_root = canonical_path(in.root ? *in.root : in.cwd, in.cwd);
     out.keep_fds = in.keep_fds;
     if (in.mode == Mode::DangerFullAccess) return Outcome::success();
@@ -137,30 +202,38 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     if (in.mode == Mode::ReadOnly) return Outcome::success();
 
     const std::string& root = out.workspace_root;
-    struct stat st {};
-    if (::stat(root.c_str(), &st) != 0)
-        return failf(Err::InvalidRoot, "workspace root {} does not exist or cannot be reached", root);
-    if (!S_ISDIR(st.st_mode)) return failf(Err::InvalidRoot, "workspace root {} is not a directory", root);
-    // A root the caller cannot open (e.g. mode 000, not its owner) would be
-    // granted to Landlock yet refuse every write by plain DAC: a silent
-    // narrowing to nothing. It is an error instead, as DESIGN.md says.
-#ifndef _WIN32  // Windows: the helper's ACL calls on the root fail (exit 127) instead
-    if (int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
-        ::close(fd);
-    } else {
-        return failf(Err::InvalidRoot, "workspace root {} cannot be opened: {}", root, std::strerror(errno));
-    }
-#endif
     if (root == "/")
         return fail(Err::InvalidRoot,
                     "workspace root is / : that would make every path writable; say "
                     "--mode danger-full-access if that is what you mean");
-
-    add_root(out.writable_roots, root, "workspace");
-    add_root(out.writable_roots, canonical_path("/tmp", "/"), "tmp");
-    // A relative $TMPDIR has no fixed meaning across the exec; it is ignored.
-    if (in.tmpdir && !in.tmpdir->empty() && (*in.tmpdir)[0] == '/')
-        add_root(out.writable_roots, canonical_path(*in.tmpdir, "/"), "tmpdir");
+    struct stat st {};
+    if (::stat(root.c_str(), &st) != 0)
+        return failf(Err::InvalidRoot, "workspace root {} does not exist or cannot be reached", root);
+    if (!S_ISDIR(st.st_mode)) return failf(Err::InvalidRoot, "workspace root {} is not a directory", root);
+#ifndef _WIN32
+    // The root as given, resolved once more by open_root: the descriptor, not
+    // the name, is what is granted; its walk refuses planted symlinks.
+    const std::string given = in.root ? absolute(*in.root, in.cwd) : in.cwd;
+    if (auto o = grant(out, given, "workspace", Need::Required, Err::InvalidRoot, "workspace root"); !o) return o;
+    out.workspace_root = out.writable_roots.front().path;
+    // A root the caller cannot open (e.g. mode 000, not its owner) would be
+    // granted yet refuse every write by plain DAC: a silent narrowing to
+    // nothing. It is an error instead, as DESIGN.md says.
+    if (int fd = ::openat(out.writable_roots.front().fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+        ::close(fd);
+    } else {
+        return failf(Err::InvalidRoot, "workspace root {} cannot be opened: {}", out.workspace_root,
+                     std::strerror(errno));
+    }
+    (void)grant(out, "/tmp", "tmp", Need::Optional, Err::InvalidPath, "");
+    // $TMPDIR is the environment's, which the command's parent controls: it
+    // is only ever an optional grant, under every rule a root obeys.
+    if (in.tmpdir && !in.tmpdir->empty()) {
+        if ((*in.tmpdir)[0] == '/')
+            (void)grant(out, *in.tmpdir, "tmpdir", Need::Optional, Err::InvalidPath, "");
+        else
+            out.not_granted.push_back({*in.tmpdir, "not granted: $TMPDIR is not an absolute path"});
+    }
     auto add_extra = [&](const std::vector<std::string>& paths, const char* source) -> Outcome {
         for (const auto& w : paths) {
             std::string c = canonical_path(w, in.cwd);
@@ -171,12 +244,26 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
             struct stat ws {};
             if (::stat(c.c_str(), &ws) != 0)
                 return failf(Err::InvalidPath, "writable path {} does not exist", c);
-            add_root(out.writable_roots, std::move(c), source);
+            if (auto o = grant(out, absolute(w, in.cwd), source, Need::Required, Err::InvalidPath, "writable path");
+                !o)
+                return o;
         }
         return Outcome::success();
     };
     if (auto o = add_extra(in.config_writable, "config"); !o) return o;
     if (auto o = add_extra(in.writable, "flag"); !o) return o;
+#else  // Windows: the ACL helper re-checks the root; paths as before
+    auto add_root = [&](std::string path, const char* source) {
+        for (const auto& r : out.writable_roots)
+            if (r.path == path) return;
+        out.writable_roots.push_back(WritableRoot{std::move(path), source, true});
+    };
+    add_root(root, "workspace");
+    add_root(canonical_path("/tmp", "/"), "tmp");
+    if (in.tmpdir && !in.tmpdir->empty() && (*in.tmpdir)[0] == '/') add_root(canonical_path(*in.tmpdir, "/"), "tmpdir");
+    for (const auto& w : in.config_writable) add_root(canonical_path(w, in.cwd), "config");
+    for (const auto& w : in.writable) add_root(canonical_path(w, in.cwd), "flag");
+#endif
     return Outcome::success();
 }
 

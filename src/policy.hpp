@@ -1,6 +1,7 @@
 // The policy: a plain value built once from the request, read by every runner.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,18 @@ struct WritableRoot {
     std::string path;
     std::string source;  // "workspace", "tmp", "tmpdir", "flag", "config"
     bool persists = true;
+    // What is granted: the directory (or file) opened once when the policy was
+    // built (src/roots.hpp), shared by every copy of the policy and left open
+    // until exec (close-on-exec). -1 where nothing was opened (explain of
+    // another platform, unit tests, Windows).
+    int fd = -1;
+    uint64_t dev = 0, ino = 0;
+};
+
+// An implicit writable path (/tmp, $TMPDIR) that was not granted, and why.
+struct NotGranted {
+    std::string path;
+    std::string reason;
 };
 
 struct Policy {
@@ -36,6 +49,7 @@ struct Policy {
     std::vector<WritableRoot> writable_roots;  // directories (or files) writable in full
     std::vector<std::string> writable_files;   // single nodes: "/dev/null"
     std::vector<int> keep_fds;                 // inherited on purpose (--keep-fd)
+    std::vector<NotGranted> not_granted;       // implicit roots refused while building
 };
 
 // Lexical normalisation of an absolute path: collapses "//", ".", ".." and a

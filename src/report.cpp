@@ -63,9 +63,70 @@ static ordered_json gaps_json(const std::vector<Gap>& gaps) {
     return a;
 }
 
+// Paths and arguments are bytes; JSON strings are Unicode. A value that is
+// not UTF-8 is written with U+FFFD in place of each bad byte (as every record
+// is rendered) and, beside it, "<key>Bytes": the exact bytes in lower-case
+// hex, so two different paths never read the same (docs/DECISIONS.md).
+static bool is_utf8(std::string_view s) {
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        size_t n = 0;
+        uint32_t cp = 0;
+        if ((c & 0xe0) == 0xc0) n = 1, cp = c & 0x1f;
+        else if ((c & 0xf0) == 0xe0) n = 2, cp = c & 0x0f;
+        else if ((c & 0xf8) == 0xf0) n = 3, cp = c & 0x07;
+        else return false;
+        if (i + n >= s.size()) return false;
+        for (size_t k = 1; k <= n; ++k) {
+            const auto d = static_cast<unsigned char>(s[i + k]);
+            if ((d & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (d & 0x3f);
+        }
+        const uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+static std::string hex(std::string_view s) {
+    static const char digits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size() * 2);
+    for (unsigned char c : s) {
+        out += digits[c >> 4];
+        out += digits[c & 0xf];
+    }
+    return out;
+}
+
+static void put_bytes(ordered_json& j, const std::string& key, const std::string& value) {
+    j[key] = value;
+    if (!is_utf8(value)) j[key + "Bytes"] = hex(value);
+}
+
+static void put_bytes(ordered_json& j, const std::string& key, const std::vector<std::string>& values) {
+    j[key] = values;
+    bool all = true;
+    for (const auto& v : values) all = all && is_utf8(v);
+    if (all) return;
+    ordered_json a = ordered_json::array();
+    for (const auto& v : values) a.push_back(hex(v));
+    j[key + "Bytes"] = std::move(a);
+}
+
 static ordered_json skipped_json(const std::vector<Skipped>& s, const char* key) {
     ordered_json a = ordered_json::array();
-    for (const auto& x : s) a.push_back(ordered_json{{key, x.runner}, {"reason", x.reason}});
+    for (const auto& x : s) {
+        ordered_json e;
+        put_bytes(e, key, x.runner);
+        e["reason"] = x.reason;
+        a.push_back(std::move(e));
+    }
     return a;
 }
 
@@ -76,7 +137,7 @@ ordered_json confinement_record(const Confinement& c) {
     j["version"] = 1;
     j["mode"] = to_string(p.mode);
     j["modeSource"] = p.mode_source;
-    j["workspaceRoot"] = p.workspace_root;
+    put_bytes(j, "workspaceRoot", p.workspace_root);
     j["rootSource"] = p.root_source;
     j["runner"] = to_string(c.runner);
     j["enforcement"] = to_string(c.enforcement());
@@ -89,11 +150,19 @@ ordered_json confinement_record(const Confinement& c) {
     }
     j["layers"] = std::move(layers);
     ordered_json roots = ordered_json::array();
-    for (const auto& r : p.writable_roots)
-        roots.push_back(ordered_json{{"path", r.path}, {"source", r.source}, {"persists", r.persists}});
+    for (const auto& r : p.writable_roots) {
+        ordered_json rj;
+        put_bytes(rj, "path", r.path);
+        rj["source"] = r.source;
+        rj["persists"] = r.persists;
+        roots.push_back(std::move(rj));
+    }
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = p.writable_files;
-    j["notGranted"] = skipped_json(c.not_granted, "path");
+    std::vector<Skipped> not_granted;
+    for (const auto& n : p.not_granted) not_granted.push_back({n.path, n.reason});
+    not_granted.insert(not_granted.end(), c.not_granted.begin(), c.not_granted.end());
+    j["notGranted"] = skipped_json(not_granted, "path");
     j["skippedRunners"] = skipped_json(c.skipped, "runner");
     j["denialSignatures"] = c.denial_signatures;
     j["runnerFailureRules"] = c.runner_failure_rules;
@@ -104,8 +173,8 @@ ordered_json confinement_record(const Confinement& c) {
     const EnvChanges& e = c.environment;
     j["environment"] = ordered_json{
         {"cleared", e.cleared}, {"set", e.set}, {"unset", e.unset}, {"scrubbed", e.scrubbed}};
-    j["command"] = c.command_path;
-    j["argv"] = c.argv;
+    put_bytes(j, "command", c.command_path);
+    put_bytes(j, "argv", c.argv);
     return j;
 }
 

@@ -1,5 +1,6 @@
 #include "resolve.hpp"
 
+#include <climits>
 #include <cstdlib>
 #include <memory>
 #include <unistd.h>
@@ -10,8 +11,10 @@ namespace dsh {
 
 ResolveEnv current_env() {
     ResolveEnv e;
-    char buf[4096];
-    e.cwd = ::getcwd(buf, sizeof buf) != nullptr ? buf : "/";
+    // A failed getcwd (a deleted directory, one deeper than PATH_MAX) leaves
+    // cwd empty, which build_policy refuses: never "/" in its place.
+    char buf[PATH_MAX];
+    if (::getcwd(buf, sizeof buf) != nullptr) e.cwd = buf;
     if (const char* t = std::getenv("TMPDIR")) e.tmpdir = t;
     return e;
 }

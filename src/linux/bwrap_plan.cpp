@@ -52,7 +52,11 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // policy's order.
     std::stable_sort(binds.begin(), binds.end(),
                      [](const WritableRoot* x, const WritableRoot* y) { return depth(x->path) < depth(y->path); });
-    for (const auto* r : binds) a.insert(a.end(), {"--bind", r->path, r->path});
+    // A root opened when the policy was built is bound through its
+    // descriptor: bwrap mounts what /proc/self/fd/N is (the directory we
+    // opened), not whatever the path names by the time it gets there.
+    for (const auto* r : binds)
+        a.insert(a.end(), {"--bind", r->fd >= 0 ? "/proc/self/fd/" + std::to_string(r->fd) : r->path, r->path});
     return a;
 }
 
@@ -63,7 +67,8 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     if (spec.record_fd >= 0) a.insert(a.end(), {"--record-fd", std::to_string(spec.record_fd)});
     for (int fd : policy.keep_fds) a.insert(a.end(), {"--keep-fd", std::to_string(fd)});
     for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
-    for (const auto& r : policy.writable_roots) a.insert(a.end(), {"--rw", r.source, r.path});
+    for (const auto& r : policy.writable_roots)
+        a.insert(a.end(), {"--rw", r.source, r.path, std::to_string(r.fd)});
     a.push_back("--");
     a.push_back(spec.command_path);
     a.insert(a.end(), spec.argv.begin(), spec.argv.end());
@@ -192,11 +197,15 @@ Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
             if (auto o = value("--file", v); !o) return o;
             out.policy.writable_files.push_back(v);
         } else if (a == "--rw") {
-            std::string source, path;
+            std::string source, path, fd;
             if (auto o = value("--rw", source); !o) return o;
             if (auto o = value("--rw", path); !o) return o;
+            if (auto o = value("--rw", fd); !o) return o;
             if (path.empty() || path[0] != '/') return failf(Err::Usage, "stage: --rw path must be absolute");
-            out.policy.writable_roots.push_back({path, source, true});
+            WritableRoot r{path, source, true};
+            // -1: no descriptor (a root granted by path; the stage opens it).
+            if (fd != "-1" && !parse_int(fd, r.fd)) return failf(Err::Usage, "stage: bad fd \"{}\" for --rw", fd);
+            out.policy.writable_roots.push_back(std::move(r));
         } else {
             return failf(Err::Usage, "stage: unknown argument \"{}\"", a);
         }

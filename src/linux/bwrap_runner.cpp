@@ -31,27 +31,25 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
     Confinement& c = l.c;
     if (auto o = check_binary(bwrap_path); !o) return o;
 
-    // bwrap refuses to bind a source that does not exist. The workspace and
-    // --writable paths were checked when the policy was built; /tmp and
-    // $TMPDIR are optional grants: a missing one grants nothing, and says so.
-    // Work on a copy: nothing of the launch changes unless bwrap is taken.
+    // The roots were opened when the policy was built (optional ones that
+    // could not be are already in not_granted). Work on a copy: nothing of
+    // the launch changes unless bwrap is taken.
     Policy p = c.policy;
-    std::vector<Skipped> not_granted;
-    std::vector<WritableRoot> kept;
-    for (const auto& r : p.writable_roots) {
-        struct stat st {};
-        if (::stat(r.path.c_str(), &st) != 0) {
-            if (r.source == "workspace" || r.source == "flag" || r.source == "config")
-                return failf(Err::SandboxUnavailable, "cannot bind {}: {}", r.path, std::strerror(errno));
-            not_granted.push_back({r.path, fmt::format("not granted: {}", std::strerror(errno))});
-            continue;
-        }
-        kept.push_back(r);
+    std::vector<int> root_fds;
+    for (auto& r : p.writable_roots) {
         // bwrap puts a fresh tmpfs on /tmp: what is written there is gone
         // when the sandbox ends. Roots under it are bound from the host.
-        if (r.source == "tmp") kept.back().persists = false;
+        // The stage's Landlock rule for it is then on that tmpfs, by path
+        // (the host's /tmp descriptor names another inode).
+        if (r.source == "tmp") {
+            r.persists = false;
+            r.fd = -1;
+            continue;
+        }
+        // Bound by bwrap from the descriptor, and the stage's Landlock rule.
+        if (r.fd < 0) return failf(Err::SandboxUnavailable, "the writable root {} was not opened", r.path);
+        root_fds.push_back(r.fd);
     }
-    p.writable_roots = std::move(kept);
 
     // Landlock inside, where the kernel has it: it closes what a read-only
     // bind leaves open (FIFOs, reopening inherited files via /proc/self/fd).
@@ -98,7 +96,6 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
     auto argv = wrap(bwrap_path, profile_args(p, opts), stage_args(p, spec));
 
     c.policy = std::move(p);
-    c.not_granted.insert(c.not_granted.end(), not_granted.begin(), not_granted.end());
     c.runner = RunnerKind::Bwrap;
     c.layers = std::move(layers);
     // Both dialects: EROFS from the mount view, EACCES from Landlock.
@@ -114,6 +111,7 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
     l.exec_path = bwrap_path;
     l.exec_argv = std::move(argv);
     l.inherit_fds = {self};
+    l.inherit_fds.insert(l.inherit_fds.end(), root_fds.begin(), root_fds.end());
     if (report_fd >= 0) l.inherit_fds.insert(l.inherit_fds.end(), {report_fd, record});
     l.record_fd = record;
     std::vector<std::string> env;

@@ -22,11 +22,21 @@
 
 namespace dsh::harden {
 
-Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd, int status_fd) {
+Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd, int status_fd,
+                            const std::vector<int>& transient) {
     std::vector<int> spare(keep);
     if (report_fd > 2) spare.push_back(report_fd);
     if (status_fd > 2) spare.push_back(status_fd);
+    for (int fd : transient) {
+        if (fd <= 2) continue;
+        int flags = ::fcntl(fd, F_GETFD);
+        if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
+            return failf(Err::SandboxUnavailable, "a writable root's descriptor {} is not open: {}", fd,
+                         std::strerror(errno));
+        spare.push_back(fd);
+    }
     std::sort(spare.begin(), spare.end());
+    spare.erase(std::unique(spare.begin(), spare.end()), spare.end());
     unsigned first = 3;
     for (int fd : spare) {
         if (fd < 3) continue;

@@ -12,8 +12,11 @@ namespace dsh::harden {
 // close_range over everything above 2 except `keep` (made inheritable),
 // `report_fd` (already close-on-exec, kept for a late error record) and
 // `status_fd` (close-on-exec; supervise's exec pipe, whose closing at exec is
-// how the parent learns that exec happened).
-Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd, int status_fd = -1);
+// how the parent learns that exec happened). `transient` fds (the writable
+// roots' descriptors, needed for the Landlock rules that come after) stay
+// open but are made close-on-exec, so they never reach the command.
+Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd, int status_fd = -1,
+                            const std::vector<int>& transient = {});
 
 Outcome set_no_new_privs();
 

@@ -52,6 +52,9 @@ struct Rule {
     std::string path;
     uint64_t access = 0;   // masked to file rights at apply time for non-directories
     bool required = true;  // a missing required path is an error; others grant nothing
+    // The root's descriptor (WritableRoot::fd): the rule is added on it, and
+    // the path is only its name. -1: the path is opened (O_PATH) instead.
+    int fd = -1;
 };
 
 struct Plan {

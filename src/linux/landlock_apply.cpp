@@ -66,7 +66,10 @@ Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped) 
         return failf(Err::SandboxUnavailable, "landlock_create_ruleset: {}", std::strerror(errno));
     fd = static_cast<int>(rs);
     for (const auto& rule : plan.rules) {
-        int pfd = ::open(rule.path.c_str(), O_PATH | O_CLOEXEC);
+        // A root's descriptor, opened once when the policy was built, is used
+        // as it is: re-opening its path would grant whatever is there now.
+        const bool owned = rule.fd < 0;
+        int pfd = owned ? ::open(rule.path.c_str(), O_PATH | O_CLOEXEC) : rule.fd;
         if (pfd < 0) {
             const int e = errno;
             if (rule.required) {
@@ -76,10 +79,13 @@ Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped) 
             skipped.push_back({rule.path, fmt::format("not granted: {}", std::strerror(e))});
             continue;
         }
+        auto done = [&] {
+            if (owned) ::close(pfd);
+        };
         struct stat st {};
         if (::fstat(pfd, &st) != 0) {
             const int e = errno;
-            ::close(pfd);
+            done();
             ::close(fd);
             return failf(Err::SandboxUnavailable, "cannot stat rule path {}: {}", rule.path, std::strerror(e));
         }
@@ -88,11 +94,11 @@ Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped) 
         if (pb.allowed_access != 0 &&
             ::syscall(SYS_landlock_add_rule, fd, RULE_PATH_BENEATH, &pb, 0U) != 0) {
             const int e = errno;
-            ::close(pfd);
+            done();
             ::close(fd);
             return failf(Err::SandboxUnavailable, "landlock_add_rule {}: {}", rule.path, std::strerror(e));
         }
-        ::close(pfd);
+        done();
     }
     return Outcome::success();
 }

@@ -52,7 +52,7 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     // Writable roots: every handled right except making device nodes.
     const uint64_t rw = h & ~(MAKE_CHAR | MAKE_BLOCK);
     for (const auto& r : policy.writable_roots)
-        p.rules.push_back({r.path, rw, r.source == "workspace" || r.source == "flag" || r.source == "config"});
+        p.rules.push_back({r.path, rw, r.source == "workspace" || r.source == "flag" || r.source == "config", r.fd});
 
     Layer& l = p.layer;
     l.name = "landlock";

@@ -30,7 +30,10 @@ Outcome enter(const Plan& plan, const Policy& policy, int report_fd, std::vector
     // opening rule paths may need them), then seccomp last, so that its
     // filter does not get in the way of the setup calls above.
     int ruleset = -1;
-    if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd, status_fd); !o) return o;
+    std::vector<int> root_fds;
+    for (const auto& r : plan.rules)
+        if (r.fd >= 0) root_fds.push_back(r.fd);
+    if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd, status_fd, root_fds); !o) return o;
     if (auto o = harden::set_no_new_privs(); !o) return o;
     if (auto o = build_ruleset(plan, ruleset, not_granted); !o) return o;
     if (auto o = restrict_self(ruleset); !o) return o;

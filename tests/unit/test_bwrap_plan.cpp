@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "../../src/linux/bwrap_plan.hpp"
@@ -77,6 +78,7 @@ TEST_CASE("bwrap: paths with spaces and leading dashes stay single argv elements
 
 TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
     auto p = ww({{"/tmp/my ws", "workspace", true}, {"/tmp", "tmp", true}});
+    p.writable_roots[0].fd = 9;  // opened when the policy was built
     p.keep_fds = {7};
     bwrap::StageSpec spec;
     spec.self = "/proc/self/fd/4";
@@ -87,10 +89,14 @@ TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
     auto stage = bwrap::stage_args(p, spec);
     CHECK(stage == Args{"/proc/self/fd/4", "__dsh_confine_stage_v1", "--mode", "workspace-write", "--landlock", "7",
                         "--report-fd", "3", "--keep-fd", "7", "--file", "/dev/null", "--rw", "workspace",
-                        "/tmp/my ws", "--rw", "tmp", "/tmp", "--", "/usr/bin/sh", "sh", "-c", "echo -- --mode x"});
+                        "/tmp/my ws", "9", "--rw", "tmp", "/tmp", "-1", "--", "/usr/bin/sh", "sh", "-c",
+                        "echo -- --mode x"});
     auto argv = bwrap::wrap("/usr/bin/bwrap", bwrap::profile_args(p, {}), stage);
     CHECK(argv.front() == "/usr/bin/bwrap");
     CHECK(argv[argv.size() - stage.size() - 1] == "--");
+    // The root with a descriptor is bound through it, not by its name.
+    const Args bind = {"--bind", "/proc/self/fd/9", "/tmp/my ws"};
+    CHECK(std::search(argv.begin(), argv.end(), bind.begin(), bind.end()) != argv.end());
 
     bwrap::StageRequest req;
     REQUIRE(bwrap::parse_stage(Args(stage.begin() + 2, stage.end()), req));
@@ -102,6 +108,8 @@ TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
     REQUIRE(req.policy.writable_roots.size() == 2);
     CHECK(req.policy.writable_roots[0].path == "/tmp/my ws");
     CHECK(req.policy.writable_roots[0].source == "workspace");
+    CHECK(req.policy.writable_roots[0].fd == 9);
+    CHECK(req.policy.writable_roots[1].fd == -1);
     CHECK(req.command_path == "/usr/bin/sh");
     CHECK(req.argv == Args{"sh", "-c", "echo -- --mode x"});
 }
@@ -112,7 +120,9 @@ TEST_CASE("bwrap stage: bad command lines are refused") {
     CHECK_FALSE(bwrap::parse_stage({"--mode", "danger-full-access", "--", "/x", "x"}, req));  // never unconfined
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--"}, req));
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--landlock", "x", "--", "/x", "x"}, req));
-    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--rw", "tmp", "rel", "--", "/x", "x"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--rw", "tmp", "rel", "-1", "--", "/x", "x"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--rw", "tmp", "/tmp", "x", "--", "/x", "x"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--rw", "tmp", "/tmp", "--", "/x", "x"}, req));
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--bogus", "--", "/x", "x"}, req));
 }
 

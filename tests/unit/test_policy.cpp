@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <cstdlib>
 #include <fcntl.h>
 #include <string>
@@ -93,7 +94,7 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
     }
     SECTION("workspace-write: root, /tmp, $TMPDIR, extras; first occurrence wins") {
         in.mode = Mode::WorkspaceWrite;
-        in.root = t.base + "/link";
+        in.root = t.base + "/real/./sub/";
         in.root_source = "flag";
         in.tmpdir = "/tmp/";
         in.writable = {t.base + "/other", t.base + "/real/sub", t.base + "/other/"};
@@ -106,6 +107,91 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
         CHECK(p.writable_roots[2].path == t.base + "/other");
         CHECK(p.writable_roots[2].source == "flag");
         CHECK(p.root_source == "flag");
+    }
+    SECTION("each root is granted as the descriptor opened while resolving it") {
+        in.mode = Mode::WorkspaceWrite;
+        in.root = t.base + "/real/sub";
+        Policy p;
+        REQUIRE(build_policy(in, p));
+        struct stat st {}, fst {};
+        REQUIRE(::stat((t.base + "/real/sub").c_str(), &st) == 0);
+        REQUIRE(p.writable_roots[0].fd >= 0);
+        REQUIRE(::fstat(p.writable_roots[0].fd, &fst) == 0);
+        CHECK(fst.st_ino == st.st_ino);
+        CHECK(p.writable_roots[0].ino == st.st_ino);
+        CHECK((::fcntl(p.writable_roots[0].fd, F_GETFD) & FD_CLOEXEC) != 0);
+    }
+    SECTION("a symlink in a directory the caller can write is never followed into a root") {
+        in.mode = Mode::WorkspaceWrite;
+        in.root = t.base + "/link";
+        Policy p;
+        auto o = build_policy(in, p);
+        CHECK(o.err == Err::InvalidRoot);
+        CHECK(o.message == "workspace root " + t.base + "/link passes through the symlink " + t.base +
+                               "/link, in a directory the caller can write (an earlier confined run could have "
+                               "planted it); give the path it points to instead");
+        in.root = t.base + "/real/sub";
+        in.writable = {t.base + "/link/.."};
+        CHECK(build_policy(in, p).err == Err::InvalidPath);
+        in.writable = {};
+        // An implicit root through such a link is not granted, and says why.
+        in.tmpdir = t.base + "/link";
+        REQUIRE(build_policy(in, p));
+        CHECK(p.writable_roots.size() == 2);
+        REQUIRE(p.not_granted.size() == 1);
+        CHECK(p.not_granted[0].path == t.base + "/link");
+        CHECK(p.not_granted[0].reason.rfind("not granted: it passes through the symlink", 0) == 0);
+    }
+    SECTION("a symlink the caller cannot write is followed (system links such as /lib)") {
+        struct stat st {};
+        if (::getuid() != 0 && ::lstat("/lib", &st) == 0 && S_ISLNK(st.st_mode)) {
+            in.mode = Mode::WorkspaceWrite;
+            in.root = t.base + "/real";
+            in.writable = {"/lib"};
+            Policy p;
+            auto o = build_policy(in, p);
+            REQUIRE(o);
+            char real[PATH_MAX];
+            REQUIRE(::realpath("/lib", real) != nullptr);
+            CHECK(p.writable_roots.back().path == real);
+        }
+    }
+    SECTION("kernel interfaces are never roots, whatever the source") {
+        in.mode = Mode::WorkspaceWrite;
+        Policy p;
+        for (const char* bad : {"/proc/sys", "/proc", "/sys/kernel", "/dev/shm", "/dev", "/sys/fs/cgroup"}) {
+            struct stat st {};
+            if (::stat(bad, &st) != 0) continue;
+            in.root = bad;
+            auto o = build_policy(in, p);
+            CHECK(o.err == Err::InvalidRoot);
+            CHECK(o.message.find(" cannot be granted: ") != std::string::npos);
+            in.root = t.base + "/real";
+            in.writable = {bad};
+            CHECK(build_policy(in, p).err == Err::InvalidPath);
+            in.writable = {};
+            in.tmpdir = bad;
+            REQUIRE(build_policy(in, p));
+            CHECK(p.writable_roots.size() == 2);
+            REQUIRE(p.not_granted.size() == 1);
+            in.tmpdir.reset();
+        }
+        in.root = t.base + "/real";
+        in.tmpdir = "/";
+        REQUIRE(build_policy(in, p));
+        CHECK(p.writable_roots.size() == 2);
+        REQUIRE(p.not_granted.size() == 1);
+        CHECK(p.not_granted[0].reason == "not granted: it is / (that would make every path writable)");
+    }
+    SECTION("a failed getcwd is an error, never /") {
+        in.mode = Mode::ReadOnly;
+        in.cwd = "";
+        in.root = "etc";
+        Policy p;
+        auto o = build_policy(in, p);
+        CHECK(o.err == Err::InvalidRoot);
+        CHECK(o.message == "the current directory cannot be determined (deleted, or deeper than the system "
+                           "allows); change to an existing directory and run again");
     }
     SECTION("a relative $TMPDIR is ignored") {
         in.mode = Mode::WorkspaceWrite;

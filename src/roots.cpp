@@ -1,0 +1,272 @@
+#include "roots.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+#include <fmt/format.h>
+
+#ifdef __linux__
+#include <sys/vfs.h>
+#endif
+
+namespace dsh::roots {
+
+namespace {
+
+#ifdef O_PATH
+constexpr int kOpenFlags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+#else  // macOS: no O_PATH; a directory opened for reading serves the same
+constexpr int kOpenFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+#endif
+
+std::vector<std::string> split(const std::string& path) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    while (i < path.size()) {
+        while (i < path.size() && path[i] == '/') ++i;
+        size_t j = i;
+        while (j < path.size() && path[j] != '/') ++j;
+        if (j > i) out.emplace_back(path.substr(i, j - i));
+        i = j;
+    }
+    return out;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+    std::string out;
+    for (const auto& p : parts) out += "/" + p;
+    return out.empty() ? "/" : out;
+}
+
+struct Fds {
+    std::vector<int> fds;
+    ~Fds() {
+        for (int fd : fds) ::close(fd);
+    }
+    int top() const { return fds.back(); }
+    void pop() {
+        ::close(fds.back());
+        fds.pop_back();
+    }
+    int release_top() {
+        int fd = fds.back();
+        fds.pop_back();
+        return fd;
+    }
+};
+
+bool has_prefix(const std::string& path, std::string_view dir) {
+    return path.size() >= dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+           (path.size() == dir.size() || path[dir.size()] == '/');
+}
+
+}  // namespace
+
+bool open_root(const std::string& abs, Opened& out, std::string& why, Refusal& refusal, int& error) {
+    refusal = Refusal::System;
+    error = 0;
+    auto system = [&] {
+        error = errno;
+        why = std::strerror(error);
+        return false;
+    };
+    if (abs.empty() || abs[0] != '/') {
+        refusal = Refusal::Shape;
+        why = "is not an absolute path";
+        return false;
+    }
+    Fds stack;
+    int root = ::open("/", kOpenFlags | O_DIRECTORY);
+    if (root < 0) return system();
+    stack.fds.push_back(root);
+    std::vector<std::string> walked;
+    std::vector<std::string> todo = split(abs);
+    std::reverse(todo.begin(), todo.end());  // a stack: the next component at the back
+    int links = 0;
+    while (!todo.empty()) {
+        const std::string name = std::move(todo.back());
+        todo.pop_back();
+        if (name == ".") continue;
+        if (name == "..") {
+            // As the kernel does: ".." of / is /; otherwise the parent we came through.
+            if (!walked.empty()) {
+                walked.pop_back();
+                stack.pop();
+            }
+            continue;
+        }
+        const int fd = ::openat(stack.top(), name.c_str(), kOpenFlags);
+        if (fd < 0) return system();
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) {
+            system();
+            ::close(fd);
+            return false;
+        }
+        if (!S_ISLNK(st.st_mode)) {
+            if (!S_ISDIR(st.st_mode) && !todo.empty()) {
+                ::close(fd);
+                refusal = Refusal::Shape;
+                why = fmt::format("has a file where a directory belongs: {}", join(walked) + "/" + name);
+                return false;
+            }
+            stack.fds.push_back(fd);
+            walked.push_back(name);
+            continue;
+        }
+        // A symlink: followed only where the caller cannot write (a system
+        // link such as /lib -> usr/lib, or /home on another volume).
+        const std::string holder = join(walked);
+        const std::string link = holder == "/" ? "/" + name : holder + "/" + name;
+        if (::access(holder.c_str(), W_OK) == 0) {
+            ::close(fd);
+            refusal = Refusal::Planted;
+            why = fmt::format("passes through the symlink {}, in a directory the caller can write (an earlier "
+                              "confined run could have planted it); give the path it points to instead",
+                              link);
+            return false;
+        }
+        char buf[PATH_MAX];
+        const ssize_t n = ::readlinkat(fd, "", buf, sizeof buf - 1);
+        if (n <= 0) {
+            system();
+            ::close(fd);
+            return false;
+        }
+        ::close(fd);
+        if (++links > 40) {
+            errno = ELOOP;
+            return system();
+        }
+        std::vector<std::string> target = split(std::string(buf, static_cast<size_t>(n)));
+        if (buf[0] == '/') {
+            while (!walked.empty()) {
+                walked.pop_back();
+                stack.pop();
+            }
+        }
+        for (auto it = target.rbegin(); it != target.rend(); ++it) todo.push_back(*it);
+    }
+    struct stat st {};
+    if (::fstat(stack.top(), &st) != 0) return system();
+    out.path = join(walked);
+    out.dev = static_cast<uint64_t>(st.st_dev);
+    out.ino = static_cast<uint64_t>(st.st_ino);
+    out.directory = S_ISDIR(st.st_mode);
+    out.fd = stack.release_top();
+    return true;
+}
+
+#ifdef __linux__
+namespace {
+
+// Kernel interface file systems: writing there configures the kernel or the
+// host, not files (statfs(2) f_type; include/uapi/linux/magic.h).
+struct Magic {
+    unsigned long magic;
+    const char* name;
+};
+constexpr Magic kKernelFs[] = {
+    {0x9fa0, "proc"},           {0x62656572, "sysfs"},    {0x1cd1, "devpts"},
+    {0x64626720, "debugfs"},    {0x74726163, "tracefs"},  {0x73636673, "securityfs"},
+    {0xcafe4a11, "bpf"},        {0x27e0eb, "cgroup"},     {0x63677270, "cgroup2"},
+    {0x62656570, "configfs"},   {0xde5e81e4, "efivarfs"}, {0x42494e4d, "binfmt_misc"},
+    {0x6165676c, "pstore"},     {0xf97cff8c, "selinuxfs"}, {0x43415d53, "smackfs"},
+    {0x65735543, "fusectl"},    {0x19800202, "mqueue"},   {0x6e736673, "nsfs"},
+};
+// The same, as /proc/self/mountinfo names them, plus devtmpfs (whose statfs
+// type is tmpfs's, so it is found by its device instead).
+constexpr const char* kKernelFsNames[] = {
+    "proc",   "sysfs",    "devpts",      "debugfs", "tracefs",   "securityfs", "bpf",
+    "cgroup", "cgroup2",  "configfs",    "efivarfs", "binfmt_misc", "pstore",  "selinuxfs",
+    "smackfs", "fusectl", "mqueue",      "nsfs",    "devtmpfs",  "rpc_pipefs", "hugetlbfs"};
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape(const char* s, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n; ++i) {
+        if (s[i] == '\\' && i + 3 < n && s[i + 1] >= '0' && s[i + 1] <= '3') {
+            out += static_cast<char>(((s[i + 1] - '0') << 6) | ((s[i + 2] - '0') << 3) | (s[i + 3] - '0'));
+            i += 3;
+            continue;
+        }
+        out += s[i];
+    }
+    return out;
+}
+
+// A kernel interface mounted at or under `root`, or empty.
+std::string kernel_mount_under(const std::string& root) {
+    FILE* f = std::fopen("/proc/self/mountinfo", "re");
+    if (!f) return {};
+    std::string found;
+    char* line = nullptr;
+    size_t cap = 0;
+    while (found.empty() && ::getline(&line, &cap, f) > 0) {
+        // id parent major:minor root mountpoint options... - fstype source super
+        const char* p = line;
+        const char* fields[5] = {};
+        size_t lens[5] = {};
+        for (int k = 0; k < 5 && *p; ++k) {
+            fields[k] = p;
+            while (*p && *p != ' ') ++p;
+            lens[k] = static_cast<size_t>(p - fields[k]);
+            while (*p == ' ') ++p;
+        }
+        const char* dash = std::strstr(p, " - ");
+        if (!fields[4] || !dash) continue;
+        const char* fs = dash + 3;
+        const size_t fslen = std::strcspn(fs, " \n");
+        const std::string type(fs, fslen);
+        bool kernel = false;
+        for (const char* k : kKernelFsNames) kernel = kernel || type == k;
+        if (!kernel) continue;
+        const std::string point = unescape(fields[4], lens[4]);
+        if (has_prefix(point, root))
+            found = fmt::format("{} file system is mounted at {}", type, point);
+    }
+    std::free(line);
+    std::fclose(f);
+    return found;
+}
+
+}  // namespace
+#endif
+
+std::string kernel_prefix(const std::string& path) {
+    for (const char* dir : {"/proc", "/sys", "/dev"})
+        if (has_prefix(path, dir)) return fmt::format("it is under {}, a kernel interface", dir);
+    return {};
+}
+
+std::string forbidden(const Opened& r) {
+    if (r.path == "/") return "it is / (that would make every path writable)";
+    if (std::string k = kernel_prefix(r.path); !k.empty()) return k;
+#ifdef __linux__
+    struct statfs fs {};
+    if (::fstatfs(r.fd, &fs) != 0) return fmt::format("statfs: {}", std::strerror(errno));
+    for (const auto& m : kKernelFs)
+        if (static_cast<unsigned long>(fs.f_type) == m.magic)
+            return fmt::format("it is on the {} file system, a kernel interface", m.name);
+    // The devtmpfs behind /dev, wherever else it is mounted: chmod of its nodes
+    // would change the host's devices. Only when /dev is a mount of its own.
+    struct stat dev {}, slash {};
+    if (::stat("/dev", &dev) == 0 && ::stat("/", &slash) == 0 && dev.st_dev != slash.st_dev &&
+        static_cast<uint64_t>(dev.st_dev) == r.dev)
+        return "it is on the file system of /dev";
+    if (r.directory) {
+        std::string under = kernel_mount_under(r.path);
+        if (!under.empty()) return "a " + under;
+    }
+#endif
+    return {};
+}
+
+}  // namespace dsh::roots

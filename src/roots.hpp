@@ -1,0 +1,48 @@
+// Writable roots, resolved once. A root is opened component by component
+// (O_PATH, never following a symlink blindly) and the descriptor, not the
+// path, is what every runner grants: the Landlock rule is added on it and
+// bwrap binds it (--bind-fd). So a path swapped after resolution, or a
+// symlink planted by an earlier confined run, cannot widen what is granted.
+//
+// Rules (docs/DECISIONS.md "Writable roots are descriptors"):
+// - a symlink on the way is followed only when the directory that holds it is
+//   not writable by the caller: anything the caller can write, an earlier
+//   confined run could have written too (it runs as the caller);
+// - a root is never /, never under /proc, /sys or /dev, never on a kernel
+//   interface file system (procfs, sysfs, cgroupfs, debugfs, ...), never the
+//   devtmpfs behind /dev, and never has such a file system mounted under it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dsh::roots {
+
+struct Opened {
+    int fd = -1;        // O_PATH (O_RDONLY where there is none), close-on-exec; owned by the process
+    std::string path;   // canonical: the names walked, no symlink, no "." or ".."
+    uint64_t dev = 0, ino = 0;
+    bool directory = false;
+};
+
+// Why open_root refused.
+enum class Refusal {
+    System,   // a system call failed: `error` is its errno, `why` its text
+    Planted,  // a symlink in a caller-writable directory
+    Shape,    // not absolute, or a file where a directory was needed
+};
+
+// Resolves the absolute path `abs`. On failure returns false and says why in
+// `why` (a clause to follow "it " for Planted and Shape, the errno's text for
+// System).
+bool open_root(const std::string& abs, Opened& out, std::string& why, Refusal& refusal, int& error);
+
+// "it is under /proc, a kernel interface" when `path` (lexically) lies under
+// /proc, /sys or /dev, else empty. Checked on the path as given too: its magic
+// links (/proc/self/cwd, /proc/self/fd/N) lead anywhere.
+std::string kernel_prefix(const std::string& path);
+
+// Why `r` may never be writable (a kernel interface), or empty when it may be.
+std::string forbidden(const Opened& r);
+
+}  // namespace dsh::roots
