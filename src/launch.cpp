@@ -106,12 +106,16 @@ Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
         if (fl < 0 || ::fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0)
             return failf(Err::Internal, "cannot pass fd {} to the runner: {}", fd, std::strerror(errno));
     }
-    if (!l.env) return exec_command(l.exec_path, l.exec_argv, environ, l.exec_mask);
     std::vector<char*> envp;
-    envp.reserve(l.env->size() + 1);
-    for (auto& e : *l.env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    return exec_command(l.exec_path, l.exec_argv, envp.data(), l.exec_mask);
+    if (l.env) {
+        envp.reserve(l.env->size() + 1);
+        for (auto& e : *l.env) envp.push_back(e.data());
+        envp.push_back(nullptr);
+    }
+    Outcome o = exec_command(l.exec_path, l.exec_argv, l.env ? envp.data() : environ, l.exec_mask);
+    if (o || !l.exec_is_runner) return o;
+    return fail(Err::SandboxUnavailable, sandbox_unavailable_text(to_string(l.c.policy.mode)) +
+                                             " Runner failure: cannot start the runner " + o.message);
 }
 
 }  // namespace dsh

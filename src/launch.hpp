@@ -42,6 +42,10 @@ struct Launch {
     Config config;  // the effective settings: config file with the flags merged in
     std::optional<landlock::Plan> landlock;  // applied in this process before exec
     std::string exec_path;                   // the command, or the runner (bwrap)
+    // exec_path is a runner (bwrap, a custom runner), not the command: its
+    // failing to start is a runner failure (125, SANDBOX_UNAVAILABLE with
+    // " Runner failure: ..."), never the command's 126/127.
+    bool exec_is_runner = false;
     std::vector<std::string> exec_argv;
     // The command's environment when an env flag was given ("K=V" entries);
     // nullopt: it inherits this process's environment unchanged.

@@ -32,6 +32,7 @@ Outcome prepare(RunnerKind requested, Launch& l) {
     // sandbox-exec execs the command itself: the confined process keeps
     // dsh-confine's pid and parent, so it dies or is waited on as before.
     l.exec_path = exe;
+    l.exec_is_runner = true;  // sandbox-exec missing or unusable: a runner failure
     l.exec_argv = p.argv;
     c.runner = RunnerKind::Seatbelt;
     c.layers = {p.layer};

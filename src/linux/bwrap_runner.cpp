@@ -110,6 +110,7 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
     l.landlock.reset();
     l.exec_path = bwrap_path;
     l.exec_argv = std::move(argv);
+    l.exec_is_runner = true;
     l.inherit_fds = {self};
     l.inherit_fds.insert(l.inherit_fds.end(), root_fds.begin(), root_fds.end());
     if (report_fd >= 0) l.inherit_fds.insert(l.inherit_fds.end(), {report_fd, record});

@@ -50,9 +50,11 @@ Outcome prepare_custom(const Options& opts, Launch& l) {
     if (opts.runner_command.empty())
         return fail(Err::Usage, "--runner custom needs runnerCommand (and runnerFailureSignatures) in the config file");
     std::string resolved;
+    // The seed: a runner that cannot be spawned is SANDBOX_UNAVAILABLE, its
+    // exact text, then " Runner failure: <detail>".
     if (auto o = resolve_command(opts.runner_command.front(), std::getenv("PATH"), resolved); !o)
-        return failf(Err::SandboxUnavailable, "the custom runner {} cannot be started: {}",
-                     opts.runner_command.front(), o.message);
+        return fail(Err::SandboxUnavailable, sandbox_unavailable_text(to_string(c.policy.mode)) +
+                                                 " Runner failure: cannot start the runner " + o.message);
     auto argv = bwrap::custom_argv(opts.runner_command, c.policy, c.argv);
     Layer layer;
     layer.name = "custom";
@@ -67,6 +69,7 @@ Outcome prepare_custom(const Options& opts, Launch& l) {
     l.landlock.reset();
     l.exec_path = resolved;
     l.exec_argv = std::move(argv);
+    l.exec_is_runner = true;
     return Outcome::success();
 }
 
