@@ -24,8 +24,34 @@ std::vector<Mode> wider_modes(Mode current) {
     return {};
 }
 
+// JavaScript's String.prototype.trim() set (the seed trims with it):
+// WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP and every Zs code point) and
+// LineTerminator (LF, CR, LS, PS).
+static bool js_space(uint32_t c) {
+    switch (c) {
+        case 0x09: case 0x0a: case 0x0b: case 0x0c: case 0x0d: case 0x20: case 0xa0: case 0x1680:
+        case 0x2028: case 0x2029: case 0x202f: case 0x205f: case 0x3000: case 0xfeff: return true;
+        default: return c >= 0x2000 && c <= 0x200a;
+    }
+}
+
+// Blank as the seed's trim() sees it: only such code points. Bytes that are
+// not UTF-8 are not blank.
 static bool blank(const std::string& s) {
-    return s.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+    for (size_t i = 0; i < s.size();) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        size_t n = b < 0x80 ? 0 : (b & 0xe0) == 0xc0 ? 1 : (b & 0xf0) == 0xe0 ? 2 : (b & 0xf8) == 0xf0 ? 3 : 4;
+        if (n == 4 || i + n >= s.size()) return false;
+        uint32_t c = n == 0 ? b : b & (0x3f >> n);
+        for (size_t k = 1; k <= n; ++k) {
+            const auto d = static_cast<unsigned char>(s[i + k]);
+            if ((d & 0xc0) != 0x80) return false;
+            c = (c << 6) | (d & 0x3f);
+        }
+        if (!js_space(c)) return false;
+        i += n + 1;
+    }
+    return true;
 }
 
 Outcome validate_escalation_args(const std::optional<std::string>& target,

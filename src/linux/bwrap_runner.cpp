@@ -100,6 +100,8 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
     c.layers = std::move(layers);
     // Both dialects: EROFS from the mount view, EACCES from Landlock.
     c.denial_signatures = {"read-only file system", "permission denied"};
+    // The stage's seccomp layer refuses metadata calls with EPERM in read-only.
+    if (c.policy.mode == Mode::ReadOnly) c.denial_signatures.push_back("operation not permitted");
     c.runner_failure_rules = nlohmann::json::array(
         {{{"fatalSignatures", {"bwrap: "}}},
          {{"allowedExitCodes", {125}}, {"fatalSignatures", {"dsh-confine: "}}}});

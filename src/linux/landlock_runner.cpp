@@ -16,6 +16,9 @@ Outcome prepare(const Policy& policy, Confinement& c, Plan& plan) {
     c.runner = RunnerKind::Landlock;
     c.layers.push_back(plan.layer);
     c.denial_signatures = {"permission denied"};
+    // The seccomp layer's own dialect: in read-only it refuses metadata calls
+    // with EPERM, and such a refusal is a denial like any other (issue 16).
+    if (policy.mode == Mode::ReadOnly) c.denial_signatures.push_back("operation not permitted");
     c.runner_failure_rules = nlohmann::json::array();
     c.hardening = {"inherited-fds-closed", "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux"};
     if (policy.mode == Mode::ReadOnly) c.hardening.push_back("seccomp-metadata");

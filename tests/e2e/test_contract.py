@@ -8,7 +8,7 @@ command's 126/127 ("your command does not exist" when the sandbox never started)
 import json
 import os
 
-from harness import SANDBOX_UNAVAILABLE, dsh, main
+from harness import SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock
 
 
 def _config(s, runner_command):
@@ -55,6 +55,30 @@ def test_custom_runner_that_cannot_start_is_sandbox_unavailable(s):
             if res is not None:
                 assert extra and res["runnerFailed"] is True and res["exitCode"] == 125, r
                 assert res["runnerFailure"] == detail and res["denied"] is False, r
+
+
+def test_metadata_refusals_are_denials(s):
+    """Read-only: the seccomp layer's EPERM is a denial (marker, escalation hint), under both runners."""
+    target = s.p("outside", "f")
+    with open(target, "w") as f:
+        f.write("x")
+    os.chmod(target, 0o644)
+    for runner in ("bwrap", "landlock"):
+        if runner == "bwrap":
+            need_bwrap()
+        need_landlock()
+        for cmd in ("chmod 600 '%s'" % target, "touch -d 2001-01-01 '%s'" % target):
+            r = dsh(["--mode", "read-only", "--runner", runner, "--supervise", "--markers", "--", "sh", "-c", cmd], s)
+            assert r.rc != 0, r
+            res = r.rec("result")
+            assert res["denied"] is True and res["runnerFailed"] is False, r
+            assert "[sandbox: file access denied under read-only mode]" in r.err, r
+            assert "operation not permitted" in r.rec("confinement")["denialSignatures"], r
+            st = os.stat(target)
+            assert st.st_mode & 0o777 == 0o644 and st.st_mtime > 1e9 + 1e8, r
+        # workspace-write has no seccomp metadata layer: no such signature to misread.
+        r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", runner, "--", "true"], s)
+        assert "operation not permitted" not in r.rec("confinement")["denialSignatures"], r
 
 
 if __name__ == "__main__":

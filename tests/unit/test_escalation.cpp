@@ -50,8 +50,9 @@ TEST_CASE("escalation: argument validation in the seed's order, with its texts")
           "invalid escalation: sandbox_permissions requires a justification");
     CHECK(check(std::nullopt, std::string("because")) ==
           "invalid escalation: justification is only valid together with sandbox_permissions");
-    // Blank after trimming.
-    for (const char* j : {"", " ", "\t\n  "})
+    // Blank after trimming, as JavaScript's trim() sees it: NBSP, the ideographic
+    // space, the Zs spaces, LS/PS and the BOM are white space too.
+    for (const char* j : {"", " ", "\t\n  ", "\xc2\xa0", "\xe3\x80\x80", " \xe2\x80\x83\xe2\x80\xa8\xef\xbb\xbf\v\f"})
         CHECK(check(std::string("workspace-write"), std::string(j)) ==
               "invalid justification: expected a non-empty sentence");
     // The pairing is checked before the blank test, and both before the mode name.
@@ -61,6 +62,10 @@ TEST_CASE("escalation: argument validation in the seed's order, with its texts")
     CHECK(check(std::string("nonsense"), std::string("why")) ==
           "invalid escalation: unknown mode \"nonsense\" (workspace-write or danger-full-access)");
     CHECK(check(std::string("danger-full-access"), std::string("why")).empty());
+    // Not blank: a visible character, a zero-width joiner (not white space in
+    // JavaScript), bytes that are not UTF-8.
+    for (const char* j : {"\xc2\xa0x", "\xe2\x80\x8d", "\xff", "\xc2"})
+        CHECK(check(std::string("danger-full-access"), std::string(j)).empty());
     CHECK(m == Mode::DangerFullAccess);
 }
 
