@@ -1,0 +1,155 @@
+// resolve(): the precedence of every source, with a real config file and a
+// real session log (issue 16: "resolve() has no unit test").
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../src/resolve.hpp"
+
+using namespace dsh;
+
+namespace {
+
+// Two directories under /var/tmp: `ws` (the cwd, and the root) and `state`
+// (config file and session log, outside every root).
+struct Scene {
+    std::string base, ws, state, config, session;
+    Scene() {
+        char tmpl[] = "/var/tmp/dsh-unit-resolve-XXXXXX";
+        base = ::mkdtemp(tmpl);
+        ws = base + "/ws";
+        state = base + "/state";
+        ::mkdir(ws.c_str(), 0755);
+        ::mkdir((base + "/other").c_str(), 0755);
+        ::mkdir(state.c_str(), 0755);
+        config = state + "/config.json";
+        session = state + "/session.jsonl";
+    }
+    ~Scene() { (void)!std::system(("rm -rf '" + base + "'").c_str()); }
+    void write(const std::string& path, const std::string& text) const {
+        std::ofstream(path) << text;
+        ::chmod(path.c_str(), 0644);
+    }
+    ResolveEnv env() const { return ResolveEnv{ws, std::nullopt}; }
+};
+
+Request run_request(const Scene& s) {
+    Request r;
+    r.config = s.config;
+    r.argv = {"true"};
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("resolve: mode is flag > session > config > read-only, and says which") {
+    Scene s;
+    s.write(s.config, R"({"mode": "workspace-write"})");
+    s.write(s.session, mode_event_line(Mode::DangerFullAccess, 1, 1000));
+    Request req = run_request(s);
+    Resolution res;
+
+    // config only
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.policy.mode == Mode::WorkspaceWrite);
+    CHECK(res.policy.mode_source == "config");
+
+    // the session beats the config
+    req.session = s.session;
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.policy.mode == Mode::DangerFullAccess);
+    CHECK(res.policy.mode_source == "session");
+
+    // the flag beats both
+    req.mode = "read-only";
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.policy.mode == Mode::ReadOnly);
+    CHECK(res.policy.mode_source == "flag");
+
+    // nothing at all: read-only, "default"
+    Request bare;
+    bare.config = s.state + "/none.json";
+    s.write(bare.config.value(), "{}");
+    bare.argv = {"true"};
+    REQUIRE(resolve(bare, s.env(), AskApprover::No, res));
+    CHECK(res.policy.mode == Mode::ReadOnly);
+    CHECK(res.policy.mode_source == "default");
+}
+
+TEST_CASE("resolve: root is --root > config workspaceRoot > cwd") {
+    Scene s;
+    s.write(s.config, R"({"mode": "workspace-write", "workspaceRoot": ")" + s.base + R"(/other"})");
+    Request req = run_request(s);
+    Resolution res;
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.policy.workspace_root == s.base + "/other");
+    CHECK(res.policy.root_source == "config");
+    req.root = s.ws;
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.policy.workspace_root == s.ws);
+    CHECK(res.policy.root_source == "flag");
+    s.write(s.config, R"({"mode": "workspace-write"})");
+    req.root.reset();
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.policy.workspace_root == s.ws);
+    CHECK(res.policy.root_source == "cwd");
+}
+
+TEST_CASE("resolve: probe timeout is flag > config > 5000 ms") {
+    Scene s;
+    s.write(s.config, "{}");
+    Request req = run_request(s);
+    Resolution res;
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.settings.probe_timeout_ms == 5000);
+    CHECK(res.probe_timeout_source == "default");
+    s.write(s.config, R"({"probeTimeoutMs": 250})");
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.settings.probe_timeout_ms == 250);
+    CHECK(res.probe_timeout_source == "config");
+    req.probe_timeout_ms = 40;
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.settings.probe_timeout_ms == 40);
+    CHECK(res.probe_timeout_source == "flag");
+}
+
+TEST_CASE("resolve: an unknown --mode is a usage error naming the valid modes") {
+    Scene s;
+    s.write(s.config, "{}");
+    Request req = run_request(s);
+    req.mode = "workspace";
+    Resolution res;
+    Outcome o = resolve(req, s.env(), AskApprover::No, res);
+    CHECK(o.err == Err::Usage);
+    CHECK(o.message == "unknown mode \"workspace\" (read-only, workspace-write or danger-full-access)");
+}
+
+TEST_CASE("resolve: escalation starts from the session's or the config's mode") {
+    Scene s;
+    s.write(s.config, R"({"mode": "workspace-write", "approver": "/bin/false"})");
+    s.write(s.session, mode_event_line(Mode::ReadOnly, 1, 1000));
+    Request req = run_request(s);
+    req.escalate = "workspace-write";
+    req.justification = "build the docs";
+    Resolution res;
+
+    // Base from the session (read-only): workspace-write is wider; validated, not asked.
+    req.session = s.session;
+    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    CHECK(res.base_mode == Mode::ReadOnly);
+    CHECK(res.base_source == "session");
+    CHECK(res.escalation == EscalationState::Pending);
+    CHECK(res.policy.mode == Mode::WorkspaceWrite);
+    CHECK(res.policy.mode_source == "escalation");
+
+    // Base from the config (workspace-write): the same target is not strictly wider.
+    req.session.reset();
+    Outcome o = resolve(req, s.env(), AskApprover::No, res);
+    CHECK(o.err == Err::EscalationNotWider);
+    CHECK(o.message == "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current "
+                       "\"workspace-write\" mode");
+}
