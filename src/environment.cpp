@@ -25,24 +25,70 @@ bool contains(const std::vector<std::string>& v, std::string_view s) {
 
 }  // namespace
 
-bool looks_like_secret(std::string_view name) noexcept {
-    // Names only: values are never inspected (a password inside DATABASE_URL
-    // is not found; see the man page). Broad on purpose: dropping a harmless
-    // variable costs less than leaking a credential, and --setenv puts back
-    // anything the command really needs.
-    static constexpr std::string_view kWords[] = {"TOKEN",      "SECRET",     "KEY",    "PASSWORD", "PASSWD",
-                                                  "PASSPHRASE", "CREDENTIAL", "COOKIE", "PRIVATE"};
-    static constexpr std::string_view kPrefixes[] = {"AWS_", "AZURE_", "ALIBABA_CLOUD_", "ALICLOUD_",
-                                                     "CLOUDSDK_AUTH_"};
-    static constexpr std::string_view kNames[] = {"SSH_AUTH_SOCK", "KRB5CCNAME"};
+namespace {
+
+std::vector<std::string> words_of(std::string_view name) {
+    std::vector<std::string> out;
     const std::string u = upper(name);
-    const std::string_view v = u;
-    for (auto w : kWords)
-        if (v.find(w) != std::string_view::npos) return true;
-    for (auto p : kPrefixes)
-        if (v.substr(0, p.size()) == p) return true;
-    for (auto n : kNames)
-        if (v == n) return true;
+    size_t i = 0;
+    while (i <= u.size()) {
+        size_t j = u.find('_', i);
+        if (j == std::string::npos) j = u.size();
+        if (j > i) out.push_back(u.substr(i, j - i));
+        i = j + 1;
+    }
+    return out;
+}
+
+bool one_of(std::string_view w, std::initializer_list<std::string_view> set) {
+    return std::find(set.begin(), set.end(), w) != set.end();
+}
+
+}  // namespace
+
+bool looks_like_secret(std::string_view name) noexcept {
+    // By whole words (split on '_'), never by substring: KEYBOARD and MONKEY
+    // are not keys. docs/DECISIONS.md "--scrub-secrets" has the rule and why.
+    const auto w = words_of(name);
+    if (w.empty()) return false;
+    const std::string u = upper(name);
+    for (auto n : {"SSH_AUTH_SOCK", "KRB5CCNAME", "PGPASSWORD", "DOCKER_AUTH_CONFIG"})
+        if (u == n) return true;
+    // Words that name a credential wherever they stand.
+    for (const auto& x : w)
+        if (one_of(x, {"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE",
+                       "CREDENTIAL", "CREDENTIALS", "COOKIE", "COOKIES", "APIKEY", "AUTHTOKEN", "ACCESSTOKEN"}))
+            return true;
+    // Trust stores are public: a CA bundle or certificate path is never a secret.
+    const std::string& last = w.back();
+    if (one_of(last, {"BUNDLE", "CERT", "CERTS", "CERTIFICATE", "CERTIFICATES", "CAINFO", "CAPATH"})) return false;
+    // PWD is the cwd alone, a password after a prefix (MYSQL_PWD).
+    if (w.size() >= 2 && last == "PWD") return true;
+    // KEY only after a word that makes it a credential (API_KEY, ACCESS_KEY_ID,
+    // PRIVATE_KEY), not SORT_KEY or PRIMARY_KEY.
+    for (size_t i = 1; i < w.size(); ++i)
+        if ((w[i] == "KEY" || w[i] == "KEYS") &&
+            one_of(w[i - 1], {"API", "ACCESS", "PRIVATE", "SECRET", "SIGNING", "ENCRYPTION", "MASTER", "AUTH",
+                              "CLIENT", "SERVICE", "DEPLOY", "SSH", "LICENSE", "APP", "ADMIN", "SESSION", "WEBHOOK",
+                              "SHARED", "ACCOUNT"}))
+            return true;
+    return false;
+}
+
+bool value_carries_credentials(std::string_view value) noexcept {
+    // scheme://user:password@host — every URL in the value (lists of index
+    // URLs are common). The userinfo ends at '@' before any '/', '?' or '#'.
+    size_t at = 0;
+    while ((at = value.find("://", at)) != std::string_view::npos) {
+        at += 3;
+        const size_t end = value.find_first_of("/?# \t\n", at);
+        const std::string_view authority = value.substr(at, end == std::string_view::npos ? end : end - at);
+        const size_t amp = authority.rfind('@');
+        if (amp == std::string_view::npos) continue;
+        const std::string_view userinfo = authority.substr(0, amp);
+        const size_t colon = userinfo.find(':');
+        if (colon != std::string_view::npos && colon + 1 < userinfo.size()) return true;
+    }
     return false;
 }
 
@@ -67,7 +113,8 @@ Outcome build_environment(const EnvRequest& req, const std::vector<std::string>&
         out.reserve(current.size() + req.set.size());
         for (const auto& e : current) {
             const std::string_view name = name_of(e);
-            if (req.scrub_secrets && looks_like_secret(name)) {
+            const std::string_view value = e.size() > name.size() ? std::string_view(e).substr(name.size() + 1) : "";
+            if (req.scrub_secrets && (looks_like_secret(name) || value_carries_credentials(value))) {
                 if (!contains(changes.scrubbed, name)) changes.scrubbed.emplace_back(name);
                 continue;
             }

@@ -32,12 +32,17 @@ struct EnvChanges {
     std::vector<std::string> scrubbed;  // names --scrub-secrets removed, in environment order
 };
 
-// Whether --scrub-secrets drops a variable of this name. Case-insensitive.
-// A name is a secret when it contains TOKEN, SECRET, KEY, PASSWORD, PASSWD,
-// PASSPHRASE, CREDENTIAL, COOKIE or PRIVATE; or starts with AWS_, AZURE_,
-// ALIBABA_CLOUD_, ALICLOUD_ or CLOUDSDK_AUTH_; or is SSH_AUTH_SOCK or
-// KRB5CCNAME (handles that unlock credentials held elsewhere).
+// Whether --scrub-secrets drops a variable of this name. Case-insensitive,
+// by whole words between '_': TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE,
+// CREDENTIAL(S), COOKIE, APIKEY, AUTHTOKEN anywhere; KEY after API, ACCESS,
+// PRIVATE, SECRET, CLIENT, ... (API_KEY, AWS_ACCESS_KEY_ID); PWD after a
+// prefix (MYSQL_PWD); SSH_AUTH_SOCK, KRB5CCNAME, PGPASSWORD,
+// DOCKER_AUTH_CONFIG. Never a name ending in BUNDLE, CERT(S), CERTIFICATE(S),
+// CAINFO or CAPATH (trust stores, which TLS needs).
 bool looks_like_secret(std::string_view name) noexcept;
+
+// Whether a value carries a credential in a URL: scheme://user:password@...
+bool value_carries_credentials(std::string_view value) noexcept;
 
 // A name usable with --setenv / --unsetenv: non-empty and without '='
 // (execve takes the first '=' as the end of the name).

@@ -50,8 +50,11 @@ def test_unsetenv(s):
 def test_scrub_secrets(s):
     secrets = {"GITHUB_TOKEN": SECRET_VALUE, "aws_secret_access_key": SECRET_VALUE, "MY_API_KEY": SECRET_VALUE,
                "PGPASSWORD": SECRET_VALUE, "GOOGLE_APPLICATION_CREDENTIALS": "/x/" + SECRET_VALUE,
-               "AZURE_CLIENT_ID": SECRET_VALUE}
-    keep = {"GIT_AUTHOR_NAME": "me", "LANG": "C.UTF-8", "FOO": "bar"}
+               "AZURE_CLIENT_SECRET": SECRET_VALUE, "DATABASE_URL": "postgres://u:%s@h/db" % SECRET_VALUE}
+    # Ordinary words, identifiers and trust stores stay (TLS needs the CA bundle).
+    keep = {"GIT_AUTHOR_NAME": "me", "LANG": "C.UTF-8", "FOO": "bar", "KEYBOARD": "us", "MONKEY": "1",
+            "AWS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt", "AZURE_CLIENT_ID": "id",
+            "PIP_INDEX_URL": "https://pypi.org/simple"}
     r = run_env(s, ["--scrub-secrets"], env=dict(secrets, **keep))
     assert r.rc == 0, r
     e = env_of(r)

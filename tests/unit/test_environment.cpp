@@ -22,17 +22,30 @@ TEST_CASE("no flag asks for nothing") {
     CHECK(r.any());
 }
 
-TEST_CASE("secret names, case-insensitive") {
-    for (const char* n : {"GITHUB_TOKEN", "github_token", "NPM_CONFIG__AUTHTOKEN", "MY_SECRET", "client_secret_file",
-                          "OPENAI_API_KEY", "ApiKey", "PGPASSWORD", "MYSQL_PWD_PASSWD", "BORG_PASSPHRASE",
-                          "GOOGLE_APPLICATION_CREDENTIALS", "DOCKER_CREDENTIALS", "SESSION_COOKIE", "PRIVATE_PEM",
-                          "AWS_ACCESS_KEY_ID", "AWS_REGION", "aws_profile", "AZURE_CLIENT_ID", "ALIBABA_CLOUD_ACCESS",
-                          "ALICLOUD_REGION", "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "SSH_AUTH_SOCK", "krb5ccname"})
+TEST_CASE("secret names, case-insensitive, by whole words") {
+    for (const char* n : {"GITHUB_TOKEN", "github_token", "NPM_TOKEN", "NPM_CONFIG__AUTHTOKEN", "MY_SECRET",
+                          "client_secret_file", "OPENAI_API_KEY", "ApiKey", "PGPASSWORD", "MYSQL_PWD", "MYSQL_PWD_PASSWD",
+                          "BORG_PASSPHRASE", "GOOGLE_APPLICATION_CREDENTIALS", "DOCKER_CREDENTIALS", "SESSION_COOKIE",
+                          "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_CLIENT_SECRET",
+                          "STRIPE_SECRET_KEY", "SSH_PRIVATE_KEY", "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "SSH_AUTH_SOCK",
+                          "krb5ccname", "DOCKER_AUTH_CONFIG", "CLIENT_CERT_PASSWORD", "VAULT_TOKEN", "HF_TOKEN"})
         CHECK(looks_like_secret(n));
-    for (const char* n : {"PATH", "HOME", "TMPDIR", "LANG", "TERM", "USER", "SHELL", "PWD", "GIT_AUTHOR_NAME",
-                          "GIT_AUTHOR_EMAIL", "XAUTHORITY", "SSH_CONNECTION", "DATABASE_URL", "AWSX", "MY_AWS_",
-                          "EDITOR", "LD_LIBRARY_PATH", ""})
+    for (const char* n : {"PATH", "HOME", "TMPDIR", "LANG", "TERM", "USER", "SHELL", "PWD", "OLDPWD",
+                          "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "XAUTHORITY", "SSH_CONNECTION", "DATABASE_URL",
+                          "EDITOR", "LD_LIBRARY_PATH", "", "KEYBOARD", "MONKEY", "XKB_DEFAULT_KEYMAP", "SORT_KEY",
+                          "PRIMARY_KEY", "AWS_REGION", "AWS_PROFILE", "AZURE_CLIENT_ID", "AWS_CA_BUNDLE",
+                          "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE_X_CERT", "NODE_EXTRA_CA_CERTS",
+                          "GIT_SSL_CAINFO", "TOKENIZERS_PARALLELISM", "PASSWORDLESS", "_"})
         CHECK_FALSE(looks_like_secret(n));
+}
+
+TEST_CASE("credentials inside a URL value") {
+    for (const char* v : {"postgres://u:p@h/db", "https://x-access-token:ghp_abc@github.com/o/r.git",
+                          "https://pypi.org/simple https://me:pw@mirror.example/simple", "redis://:pass@host:6379"})
+        CHECK(value_carries_credentials(v));
+    for (const char* v : {"postgres://h/db", "ssh://git@github.com/o/r", "https://user@host/x", "https://h/p?a=b:c@d",
+                          "user:pass@host", "https://h:8080/", "", "mailto:a@b"})
+        CHECK_FALSE(value_carries_credentials(v));
 }
 
 TEST_CASE("clearenv starts empty; setenv fills it") {
@@ -78,9 +91,10 @@ TEST_CASE("scrub drops secrets, keeps the rest in order; setenv puts one back") 
     r.scrub_secrets = true;
     r.set = {{"GITHUB_TOKEN", "given"}};
     EnvChanges ch;
-    auto out = build(r, {"PATH=/bin", "GITHUB_TOKEN=abc", "AWS_SECRET_ACCESS_KEY=s", "HOME=/h", "aws_x=1"}, ch);
-    CHECK(out == V{"PATH=/bin", "HOME=/h", "GITHUB_TOKEN=given"});
-    CHECK(ch.scrubbed == V{"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "aws_x"});
+    auto out = build(r, {"PATH=/bin", "GITHUB_TOKEN=abc", "AWS_SECRET_ACCESS_KEY=s", "HOME=/h", "aws_x=1",
+                         "DATABASE_URL=postgres://u:p@h/db", "AWS_CA_BUNDLE=/etc/ca.pem"}, ch);
+    CHECK(out == V{"PATH=/bin", "HOME=/h", "aws_x=1", "AWS_CA_BUNDLE=/etc/ca.pem", "GITHUB_TOKEN=given"});
+    CHECK(ch.scrubbed == V{"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"});
     CHECK(ch.set == V{"GITHUB_TOKEN"});
 }
 
