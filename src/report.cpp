@@ -175,6 +175,7 @@ ordered_json confinement_record(const Confinement& c) {
         {"cleared", e.cleared}, {"set", e.set}, {"unset", e.unset}, {"scrubbed", e.scrubbed}};
     put_bytes(j, "command", c.command_path);
     put_bytes(j, "argv", c.argv);
+    put_bytes(j, "execArgv", c.exec_argv.empty() ? c.argv : c.exec_argv);
     return j;
 }
 

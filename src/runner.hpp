@@ -45,7 +45,8 @@ struct Confinement {
     std::vector<Skipped> not_granted; // optional writable paths that could not be granted
     std::vector<std::string> denial_signatures;
     nlohmann::json runner_failure_rules = nlohmann::json::array();
-    std::vector<std::string> argv;  // what is finally exec'd (runner prefix + command)
+    std::vector<std::string> argv;       // the command's argv, as given
+    std::vector<std::string> exec_argv;  // what is finally exec'd (runner prefix + command); empty: argv
     std::string command_path;       // the resolved COMMAND
     std::vector<std::string> hardening;  // e.g. "no-new-privs", "capabilities-dropped"
     EnvChanges environment;              // names changed by the env flags (never values)

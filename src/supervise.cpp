@@ -344,7 +344,7 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
         // up to "--", so right after argv[0] is always among them.
         const std::vector<std::string> opt = {"--json-status-fd", std::to_string(json_pipe[1])};
         l.exec_argv.insert(l.exec_argv.begin() + (l.exec_argv.empty() ? 0 : 1), opt.begin(), opt.end());
-        l.c.argv = l.exec_argv;
+        l.c.exec_argv = l.exec_argv;
     }
 
     // Signals to forward are blocked across fork: one that arrives before the

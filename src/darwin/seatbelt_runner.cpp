@@ -34,6 +34,7 @@ Outcome prepare(RunnerKind requested, Launch& l) {
     l.exec_path = exe;
     l.exec_is_runner = true;  // sandbox-exec missing or unusable: a runner failure
     l.exec_argv = p.argv;
+    c.exec_argv = p.argv;
     c.runner = RunnerKind::Seatbelt;
     c.layers = {p.layer};
     c.denial_signatures = p.denial_signatures;

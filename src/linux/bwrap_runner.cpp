@@ -108,7 +108,7 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
     c.hardening = {"new-session", "die-with-parent", "pid-namespace", "proc-sys-read-only", "inherited-fds-closed",
                    "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux"};
     if (c.policy.mode == Mode::ReadOnly) c.hardening.push_back("seccomp-metadata");
-    c.argv = argv;
+    c.exec_argv = argv;
     l.landlock.reset();
     l.exec_path = bwrap_path;
     l.exec_argv = std::move(argv);

@@ -65,7 +65,7 @@ Outcome prepare_custom(const Options& opts, Launch& l) {
     c.denial_signatures = {"read-only file system", "permission denied"};
     c.runner_failure_rules = nlohmann::json::array({{{"fatalSignatures", opts.runner_failure_signatures}}});
     c.hardening.clear();
-    c.argv = argv;
+    c.exec_argv = argv;
     l.landlock.reset();
     l.exec_path = resolved;
     l.exec_argv = std::move(argv);

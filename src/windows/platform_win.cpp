@@ -236,6 +236,7 @@ Outcome prepare(RunnerKind requested, Launch& l) {
     // lifetime, so the helper's per-run private temp dir is the session's.
     l.exec_path = win::narrow(helper);
     l.exec_argv = helper_argv(l.exec_path, c.policy.mode, root, temp_dir, std::nullopt, c.argv);
+    c.exec_argv = l.exec_argv;
     c.runner = RunnerKind::WindowsAcl;
     c.layers = {layer()};
     c.denial_signatures = denial_signatures();

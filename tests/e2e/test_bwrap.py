@@ -31,10 +31,13 @@ def test_auto_picks_bwrap_stacked_with_landlock(s):
     assert c["runner"] == "bwrap" and c["skippedRunners"] == [], c
     assert [l["name"] for l in c["layers"]] == ["bwrap", "landlock"], c
     assert c["enforcement"] == "full", c
-    assert c["argv"][0] == "/usr/bin/bwrap", c
-    assert c["argv"][1:10] == ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
-                               "--die-with-parent"], c
-    assert "--new-session" in c["argv"] and c["argv"][c["argv"].index("--cap-drop") + 1] == "ALL", c
+    # argv is the command's, as given; execArgv is what was exec'd.
+    assert c["argv"] == ["sh", "-c", "true"], c
+    x = c["execArgv"]
+    assert x[0] == "/usr/bin/bwrap", c
+    assert x[1:10] == ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
+                       "--die-with-parent"], c
+    assert "--new-session" in x and x[x.index("--cap-drop") + 1] == "ALL", c
     # Read-only: the stage's seccomp layer refuses metadata calls in its own dialect.
     assert c["denialSignatures"] == ["read-only file system", "permission denied", "operation not permitted"], c
     assert [x["type"] for x in r.report] == ["confinement"], r

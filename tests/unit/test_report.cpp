@@ -37,7 +37,7 @@ TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
           R"("persists":true},{"path":"/tmp","source":"tmp","persists":false}],"writableFiles":["/dev/null"],)"
           R"("notGranted":[],"skippedRunners":[],"denialSignatures":["permission denied"],"runnerFailureRules":[],)"
           R"("landlockAbi":4,"hardening":["no-new-privs"],"keptFds":[5],"environment":{"cleared":false,"set":[],"unset":[],"scrubbed":[]},)"
-          R"("command":"/bin/echo","argv":["echo","hi"]})");
+          R"("command":"/bin/echo","argv":["echo","hi"],"execArgv":["echo","hi"]})");
 }
 
 TEST_CASE("stacked layers: a gap is open only where every layer has it") {
