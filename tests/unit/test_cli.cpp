@@ -311,3 +311,29 @@ TEST_CASE("help and version", "[cli]") {
     REQUIRE(parse({"true", "--help"}, c));
     CHECK(c.action == Action::Run);
 }
+
+TEST_CASE("no option of the table is read after the command, in any spelling", "[cli]") {
+    for (const auto& o : option_names()) {
+        const std::string name(o.name), joined = name + "=danger-full-access";
+        for (const Words& tail : {Words{name}, Words{name, "danger-full-access"}, Words{joined}}) {
+            for (const char* sub : {"", "explain"}) {
+                std::vector<const char*> args;
+                if (*sub) args.push_back(sub);
+                args.push_back("cmd");
+                for (const auto& w : tail) args.push_back(w.c_str());
+                Request r;
+                INFO(name << " after the command, " << (*sub ? sub : "run"));
+                REQUIRE(parse(args, r));
+                Words want{"cmd"};
+                want.insert(want.end(), tail.begin(), tail.end());
+                CHECK(r.argv == want);
+                CHECK(r.action == (*sub ? Action::Explain : Action::Run));
+                CHECK_FALSE(r.mode);
+                CHECK_FALSE(r.runner);
+                CHECK_FALSE(r.supervise);
+                CHECK_FALSE(r.json);
+                CHECK(r.writable.empty());
+            }
+        }
+    }
+}
