@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
     }
     if (!cur.empty() || size == 0) args.push_back(cur);
-    if (args.size() > 64) return 0;  // CLI11 is linear in argc; keep iterations fast
+    if (args.size() > 64) return 0;  // keep iterations fast
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     argv.push_back(nullptr);
@@ -31,12 +31,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (o) {
         // A run always has a command, and its name is never empty.
         if (req.action == dsh::Action::Run && (req.argv.empty() || req.argv.front().empty())) std::abort();
-        // Everything after the first "--" is the command, untouched.
-        for (size_t i = 1; i < args.size(); ++i) {
-            if (args[i] != "--") continue;
-            std::vector<std::string> tail(args.begin() + static_cast<long>(i) + 1, args.end());
-            if (req.action == dsh::Action::Run && req.argv != tail) std::abort();
-            break;
+        // The command is a suffix of the arguments, untouched: the first word
+        // that is not ours and everything after it.
+        if (!req.argv.empty()) {
+            if (req.argv.size() >= args.size()) std::abort();
+            const size_t from = args.size() - req.argv.size();
+            for (size_t i = 0; i < req.argv.size(); ++i)
+                if (req.argv[i] != args[from + i]) std::abort();
         }
     } else {
         // Failures are usage errors; what reaches stderr is exactly one line

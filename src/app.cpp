@@ -79,7 +79,7 @@ Outcome apply_environment(const Request& req, Launch& l) {
 Outcome chain_options(const Request& req, chain::Options& opts) {
     if (req.runner) {
         auto r = parse_runner(*req.runner);
-        if (!r) return failf(Err::Usage, "unknown runner \"{}\"", *req.runner);
+        if (!r) return fail(Err::Usage, usage_text(UsageText::UnknownRunner, *req.runner));
         opts.runner = *r;
     }
     if (req.probe_timeout_ms) opts.probe_timeout_ms = *req.probe_timeout_ms;
@@ -120,7 +120,7 @@ Outcome prepare_launch(const Request& req, Launch& l) {
     RunnerKind runner = RunnerKind::Auto;
     if (req.runner) {
         auto r = parse_runner(*req.runner);
-        if (!r) return failf(Err::Usage, "unknown runner \"{}\"", *req.runner);
+        if (!r) return fail(Err::Usage, usage_text(UsageText::UnknownRunner, *req.runner));
         runner = *r;
     }
     // A chain of one (darwin: seatbelt; win32: windows-acl): taken without a probe.

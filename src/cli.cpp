@@ -1,136 +1,396 @@
 #include "cli.hpp"
 
 #include <cstring>
+#include <string_view>
 
-#include "cli11.hpp"
-
-#include "cli_fast.hpp"
 #include "version.hpp"
 
 namespace dsh {
 
 namespace {
 
-void policy_options(CLI::App& app, Request& r) {
-    app.add_option("--mode", r.mode, "read-only (default), workspace-write or danger-full-access");
-    app.add_option("--root", r.root, "workspace root (default: the current directory)");
-    app.add_option("--runner", r.runner, "auto (default), bwrap, landlock, seatbelt, windows-acl or custom");
-    app.add_option("--writable", r.writable, "another writable path (repeatable)");
-    app.add_option("--config", r.config, "config file (JSON)");
-    app.add_option("--session", r.session, "session log whose last sandbox/mode event sets the mode");
-    app.add_option("--probe-timeout", r.probe_timeout_ms, "bound on each runner probe in ms (default 5000)")
-        ->check(CLI::PositiveNumber);
+// Where a word is read: before any subcommand (the run itself), or after one.
+enum class Ctx { Top, Probe, Explain, Check, Session, SetMode, SelfTest };
+
+constexpr unsigned bit(Ctx c) { return 1u << static_cast<unsigned>(c); }
+
+// The options of the run are also read after probe, explain, check and
+// self-test, as they always were (`dsh-confine check --write P --mode M`):
+// options given before a subcommand's name are read before its name is
+// known, so they have to be the same set.
+constexpr unsigned kGlobal = bit(Ctx::Top) | bit(Ctx::Probe) | bit(Ctx::Explain) | bit(Ctx::Check) |
+                             bit(Ctx::SelfTest);
+constexpr unsigned kEverywhere = kGlobal | bit(Ctx::Session) | bit(Ctx::SetMode);
+// Whose --help lists the run's options: the ones that read the policy.
+constexpr unsigned kPolicyHelp = bit(Ctx::Top) | bit(Ctx::Explain) | bit(Ctx::Check);
+
+enum class Opt {
+    Help, Version, Mode, Root, Runner, Writable, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
+    Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
+    Platform, Write, Binary, Attempt,
+};
+
+struct OptionSpec {
+    Opt id;
+    std::string_view name;        // "--mode"
+    std::string_view short_name;  // "-h", or empty
+    std::string_view value;       // the value's name in --help; empty: a flag, which takes none
+    bool repeats;                 // may be given more than once (each adds one value)
+    unsigned accepted;            // the contexts that read it
+    unsigned shown;               // the contexts whose --help lists it (0: hidden)
+    std::string_view help;
+};
+
+// The one table of options: the splitter reads it to know where our options
+// end (which ones take a value), and --help is printed from it.
+constexpr OptionSpec kOptions[] = {
+    {Opt::Help, "--help", "-h", "", false, kEverywhere, kEverywhere, "print this help and exit"},
+    {Opt::Version, "--version", "-V", "", false, kGlobal, bit(Ctx::Top), "print the version and exit"},
+    {Opt::Mode, "--mode", "", "MODE", false, kGlobal, kPolicyHelp,
+     "read-only (default), workspace-write or danger-full-access"},
+    {Opt::Root, "--root", "", "DIR", false, kGlobal, kPolicyHelp, "workspace root (default: the current directory)"},
+    {Opt::Runner, "--runner", "", "RUNNER", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
+     "auto (default), bwrap, landlock, seatbelt, windows-acl or custom"},
+    {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
+    {Opt::Config, "--config", "", "FILE", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
+     "config file (JSON)"},
+    {Opt::Session, "--session", "", "FILE", false, kGlobal, kPolicyHelp,
+     "session log whose last sandbox/mode event sets the mode"},
+    {Opt::ProbeTimeout, "--probe-timeout", "", "MS", false, kGlobal, kPolicyHelp | bit(Ctx::Probe),
+     "bound on each runner probe in ms (default 5000)"},
+    {Opt::ReportFd, "--report-fd", "", "FD", false, kGlobal, kPolicyHelp, "write the JSON-lines report to this fd"},
+    {Opt::KeepFd, "--keep-fd", "", "FD", true, kGlobal, kPolicyHelp,
+     "pass this fd through to the command (repeatable)"},
+    {Opt::Supervise, "--supervise", "", "", false, kGlobal, kPolicyHelp, "stay as the parent and report the outcome"},
+    {Opt::Markers, "--markers", "", "", false, kGlobal, kPolicyHelp,
+     "append the sandbox marker lines to stderr (with --supervise)"},
+    {Opt::DryRun, "--dry-run", "", "", false, kGlobal, kPolicyHelp, "print the plan, as explain does, and run nothing"},
+    {Opt::Escalate, "--escalate", "", "MODE", false, kGlobal, kPolicyHelp,
+     "ask for a strictly wider mode for this call"},
+    {Opt::Justification, "--justification", "", "TEXT", false, kGlobal, kPolicyHelp,
+     "why the escalation is needed"},
+    {Opt::Approver, "--approver", "", "WHO", false, kGlobal, kPolicyHelp,
+     "who approves an escalation: tty or a command"},
+    {Opt::Clearenv, "--clearenv", "", "", false, kGlobal, kPolicyHelp, "start the command with an empty environment"},
+    {Opt::Setenv, "--setenv", "", "NAME=VALUE", true, kGlobal, kPolicyHelp,
+     "set an environment variable (repeatable)"},
+    {Opt::Unsetenv, "--unsetenv", "", "NAME", true, kGlobal, kPolicyHelp,
+     "remove an environment variable (repeatable)"},
+    {Opt::ScrubSecrets, "--scrub-secrets", "", "", false, kGlobal, kPolicyHelp,
+     "drop variables whose names look like credentials"},
+    {Opt::Json, "--json", "", "", false, bit(Ctx::Probe) | bit(Ctx::Explain) | bit(Ctx::Check) | bit(Ctx::SelfTest),
+     bit(Ctx::Probe) | bit(Ctx::Explain) | bit(Ctx::Check) | bit(Ctx::SelfTest), "print JSON"},
+    {Opt::Context, "--context", "", "", false, bit(Ctx::Explain), bit(Ctx::Explain),
+     "print the one-line policy text for a model"},
+    {Opt::Platform, "--platform", "", "SYSTEM", false, bit(Ctx::Explain), bit(Ctx::Explain),
+     "render the plan for linux, darwin or windows"},
+    {Opt::Write, "--write", "", "PATH", false, bit(Ctx::Check), bit(Ctx::Check), "the path to ask about (required)"},
+    {Opt::Binary, "--binary", "", "PROGRAM", false, bit(Ctx::SelfTest), bit(Ctx::SelfTest),
+     "test this dsh-confine-compatible program instead of this one"},
+    // The payload the self-test's checks run confined (one escape attempt,
+    // reported on stdout); hidden because it is of no use on its own.
+    {Opt::Attempt, "--attempt", "", "NAME", false, bit(Ctx::SelfTest), 0, ""},
+};
+
+struct SubcommandSpec {
+    Ctx ctx;
+    std::string_view name;  // as typed after "dsh-confine" ("session set-mode" for the nested one)
+    std::string_view help;
+    std::string_view usage;
+};
+
+constexpr SubcommandSpec kSubcommands[] = {
+    {Ctx::Probe, "probe", "which runners work here, and why not", "dsh-confine probe [OPTIONS]"},
+    {Ctx::Explain, "explain", "print the plan for a command and run nothing",
+     "dsh-confine explain [OPTIONS] -- COMMAND [ARG...]\n       dsh-confine explain --context [OPTIONS]"},
+    {Ctx::Check, "check", "would the policy let a write to PATH happen?", "dsh-confine check --write PATH [OPTIONS]"},
+    {Ctx::Session, "session", "the session mode log", "dsh-confine session set-mode FILE MODE"},
+    {Ctx::SelfTest, "self-test", "run the conformance checks under each usable runner",
+     "dsh-confine self-test [OPTIONS]"},
+};
+constexpr SubcommandSpec kSetMode{Ctx::SetMode, "session set-mode", "append a sandbox/mode event",
+                                  "dsh-confine session set-mode FILE MODE"};
+
+const SubcommandSpec& spec_of(Ctx c) {
+    for (const auto& s : kSubcommands)
+        if (s.ctx == c) return s;
+    return kSetMode;  // Top has no spec of its own; help() handles it first
+}
+
+std::string help_command(Ctx c) {
+    return c == Ctx::Top ? std::string("dsh-confine") : "dsh-confine " + std::string(spec_of(c).name);
+}
+
+const OptionSpec* find_option(std::string_view name) {
+    for (const auto& o : kOptions)
+        if (o.name == name || (!o.short_name.empty() && o.short_name == name)) return &o;
+    return nullptr;
+}
+
+void add_row(std::string& out, std::string_view first, std::string_view desc) {
+    constexpr size_t kColumn = 30;
+    out += "  ";
+    out += first;
+    if (first.size() + 2 < kColumn) out.append(kColumn - 2 - first.size(), ' ');
+    else out += "  ";
+    out += desc;
+    out += '\n';
+}
+
+std::string help(Ctx c) {
+    std::string out;
+    if (c == Ctx::Top) {
+        out += "Run a command, and everything it spawns, under a file-write policy.\n";
+        out += "Usage: dsh-confine [OPTIONS] -- COMMAND [ARG...]\n";
+        out += "       dsh-confine [OPTIONS] SUBCOMMAND ...\n\n";
+        out += "The options end at the first word that is not one of them: that word is the command,\n"
+               "and nothing after it is read as an option of dsh-confine. Put -- before the command\n"
+               "when it starts with - or is named like a subcommand.\n";
+    } else {
+        const SubcommandSpec& s = spec_of(c);
+        out += fmt::format("{}\nUsage: {}\n", s.help, s.usage);
+        if (c == Ctx::Explain)
+            out += "\nThe command after -- is shown, never run; --context needs none.\n";
+    }
+    if (c == Ctx::SetMode) {
+        out += "\nArguments:\n";
+        add_row(out, "FILE", "the session log (created if missing)");
+        add_row(out, "MODE", "read-only, workspace-write or danger-full-access");
+    }
+    out += "\nOptions:\n";
+    for (const auto& o : kOptions) {
+        if (!(o.shown & bit(c))) continue;
+        std::string first = o.short_name.empty() ? std::string(o.name) : fmt::format("{},{}", o.short_name, o.name);
+        if (!o.value.empty()) first += " " + std::string(o.value);
+        add_row(out, first, o.help);
+    }
+    if (c == Ctx::Top || c == Ctx::Session) {
+        out += "\nSubcommands:\n";
+        if (c == Ctx::Top)
+            for (const auto& s : kSubcommands) add_row(out, s.name, s.help);
+        else
+            add_row(out, "set-mode", kSetMode.help);
+    }
+    return out;
+}
+
+// A descriptor number: plain decimal, no sign, small enough for an int.
+bool parse_fd(std::string_view v, int& out) {
+    if (v.empty() || v.size() > 9) return false;
+    int n = 0;
+    for (char ch : v) {
+        if (ch < '0' || ch > '9') return false;
+        n = n * 10 + (ch - '0');
+    }
+    out = n;
+    return true;
+}
+
+bool set_once(std::optional<std::string>& field, std::string_view v) {
+    if (field) return false;
+    field = std::string(v);
+    return true;
+}
+
+bool flag_once(bool& field) {
+    if (field) return false;
+    field = true;
+    return true;
+}
+
+// Stores one option's value. The value's own meaning (a mode, a runner, a
+// path) is checked where it is used, so that those errors reach the report.
+Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
+    const auto twice = [&] { return fail(Err::Usage, usage_text(UsageText::GivenTwice, o.name)); };
+    switch (o.id) {
+        case Opt::Help:
+        case Opt::Version: break;  // handled by the caller
+        case Opt::Mode: return set_once(r.mode, v) ? Outcome::success() : twice();
+        case Opt::Root: return set_once(r.root, v) ? Outcome::success() : twice();
+        case Opt::Runner: return set_once(r.runner, v) ? Outcome::success() : twice();
+        case Opt::Writable: r.writable.emplace_back(v); break;
+        case Opt::Config: return set_once(r.config, v) ? Outcome::success() : twice();
+        case Opt::Session: return set_once(r.session, v) ? Outcome::success() : twice();
+        case Opt::ProbeTimeout: {
+            int ms = 0;
+            if (!parse_fd(v, ms) || ms == 0)
+                return fail(Err::Usage, usage_text(UsageText::NotMilliseconds, o.name, v));
+            if (r.probe_timeout_ms) return twice();
+            r.probe_timeout_ms = ms;
+            break;
+        }
+        case Opt::ReportFd: {
+            int fd = 0;
+            if (!parse_fd(v, fd)) return fail(Err::Usage, usage_text(UsageText::NotAnFd, o.name, v));
+            if (r.report_fd != -1) return twice();
+            r.report_fd = fd;
+            break;
+        }
+        case Opt::KeepFd: {
+            int fd = 0;
+            if (!parse_fd(v, fd)) return fail(Err::Usage, usage_text(UsageText::NotAnFd, o.name, v));
+            r.keep_fds.push_back(fd);
+            break;
+        }
+        case Opt::Supervise: return flag_once(r.supervise) ? Outcome::success() : twice();
+        case Opt::Markers: return flag_once(r.markers) ? Outcome::success() : twice();
+        case Opt::DryRun: return flag_once(r.dry_run) ? Outcome::success() : twice();
+        case Opt::Escalate: return set_once(r.escalate, v) ? Outcome::success() : twice();
+        case Opt::Justification: return set_once(r.justification, v) ? Outcome::success() : twice();
+        case Opt::Approver: return set_once(r.approver, v) ? Outcome::success() : twice();
+        case Opt::Clearenv: return flag_once(r.clearenv) ? Outcome::success() : twice();
+        case Opt::Setenv: {
+            // The env(1) convention. A name cannot hold '=', so the first one
+            // splits; an empty name is refused where names are checked.
+            const size_t eq = v.find('=');
+            if (eq == std::string_view::npos) return fail(Err::Usage, usage_text(UsageText::SetenvForm, v));
+            r.setenv.emplace_back(std::string(v.substr(0, eq)), std::string(v.substr(eq + 1)));
+            break;
+        }
+        case Opt::Unsetenv: r.unsetenv.emplace_back(v); break;
+        case Opt::ScrubSecrets: return flag_once(r.scrub_secrets) ? Outcome::success() : twice();
+        case Opt::Json: return flag_once(r.json) ? Outcome::success() : twice();
+        case Opt::Context: return flag_once(r.context) ? Outcome::success() : twice();
+        case Opt::Platform: return set_once(r.platform, v) ? Outcome::success() : twice();
+        case Opt::Write: return set_once(r.check_write, v) ? Outcome::success() : twice();
+        case Opt::Binary: return set_once(r.selftest_binary, v) ? Outcome::success() : twice();
+        case Opt::Attempt: return set_once(r.selftest_attempt, v) ? Outcome::success() : twice();
+    }
+    return Outcome::success();
+}
+
+// A word that cannot be an option's value: "--" or one of our long options.
+// `--writable --mode x` is then "--writable needs a value", not a writable
+// path named "--mode" followed by a command named "x".
+bool is_our_option_word(std::string_view w) {
+    if (w == "--") return true;
+    if (w.size() < 3 || w.substr(0, 2) != "--") return false;
+    return find_option(w.substr(0, w.find('='))) != nullptr;
+}
+
+std::optional<Ctx> subcommand_named(std::string_view w) {
+    for (const auto& s : kSubcommands)
+        if (s.name == w) return s.ctx;
+    return std::nullopt;
+}
+
+Action action_of(Ctx c) {
+    switch (c) {
+        case Ctx::Top: return Action::Run;
+        case Ctx::Probe: return Action::Probe;
+        case Ctx::Explain: return Action::Explain;
+        case Ctx::Check: return Action::Check;
+        case Ctx::Session:
+        case Ctx::SetMode: return Action::SessionSetMode;
+        case Ctx::SelfTest: return Action::SelfTest;
+    }
+    return Action::Run;
 }
 
 }  // namespace
 
-static Outcome parse(int argc, const char* const* argv, Request& r, bool fast) {
-    // Everything after the first "--" is the command, untouched. CLI11 sees
-    // only what comes before it, so no option of ours is ever taken from the
-    // command's arguments.
-    std::vector<std::string> ours;
-    bool dashdash = false;
-    for (int i = 1; i < argc; ++i) {
-        if (!dashdash && std::strcmp(argv[i], "--") == 0) {
-            dashdash = true;
-            continue;
-        }
-        (dashdash ? r.argv : ours).emplace_back(argv[i]);
-    }
-    // The common exec-mode line skips building the CLI11 App (see cli_fast.hpp).
-    if (fast && parse_cli_fast(ours, dashdash, r.argv, r)) return Outcome::success();
-
-    CLI::App app{"Run a command, and everything it spawns, under a file-write policy.", "dsh-confine"};
-    app.set_help_flag("-h,--help", "print this help and exit");
-    app.set_version_flag("-V,--version", std::string(kVersion), "print the version and exit");
-    policy_options(app, r);
-    app.add_option("--report-fd", r.report_fd, "write the JSON-lines report to this fd")->check(CLI::NonNegativeNumber);
-    app.add_option("--keep-fd", r.keep_fds, "pass this fd through to the command (repeatable)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_flag("--supervise", r.supervise, "stay as the parent and report the outcome");
-    app.add_flag("--markers", r.markers, "append the sandbox marker lines to stderr (with --supervise)");
-    app.add_flag("--dry-run", r.dry_run, "print the plan, as explain does, and run nothing");
-    app.add_option("--escalate", r.escalate, "ask for a strictly wider mode for this call");
-    app.add_option("--justification", r.justification, "why the escalation is needed");
-    app.add_option("--approver", r.approver, "who approves an escalation: tty or a command");
-    app.add_flag("--clearenv", r.clearenv, "start the command with an empty environment");
-    app.add_option("--setenv", r.setenv, "set an environment variable: --setenv NAME VALUE (repeatable)")->allow_extra_args(false);
-    app.add_option("--unsetenv", r.unsetenv, "remove an environment variable (repeatable)")->allow_extra_args(false);
-    app.add_flag("--scrub-secrets", r.scrub_secrets, "drop variables whose names look like credentials");
-    std::vector<std::string> positional;
-    app.add_option("command", positional, "the command and its arguments (after --)");
-
-    auto* probe = app.add_subcommand("probe", "which runners work here, and why not");
-    probe->add_flag("--json", r.json, "print JSON");
-    probe->fallthrough();
-
-    auto* explain = app.add_subcommand("explain", "print the plan for a command and run nothing");
-    explain->add_flag("--context", r.context, "print the one-line policy text for a model");
-    explain->add_option("--platform", r.platform, "render the plan for linux, darwin or windows");
-    explain->add_flag("--json", r.json, "print JSON");
-    explain->fallthrough();
-
-    auto* check = app.add_subcommand("check", "would the policy let a write to PATH happen?");
-    check->add_option("--write", r.check_write, "the path to ask about")->required();
-    check->add_flag("--json", r.json, "print JSON");
-    check->fallthrough();
-
-    auto* session = app.add_subcommand("session", "the session mode log");
-    auto* set_mode = session->add_subcommand("set-mode", "append a sandbox/mode event");
-    set_mode->add_option("FILE", r.session_file, "the session log")->required();
-    set_mode->add_option("MODE", r.session_mode, "the mode")->required();
-    session->require_subcommand(1);
-
-    auto* self_test = app.add_subcommand("self-test", "run the conformance checks under each usable runner");
-    self_test->add_flag("--json", r.json, "print JSON");
-    self_test->add_option("--binary", r.selftest_binary,
-                          "test this dsh-confine-compatible program instead of this one");
-    // The payload the checks run confined (one escape attempt, reported on
-    // stdout); hidden from --help because it is of no use on its own.
-    self_test->add_option("--attempt", r.selftest_attempt, "")->group("");
-    self_test->fallthrough();
-
-    app.require_subcommand(0, 1);
-
-    try {
-        std::reverse(ours.begin(), ours.end());
-        app.parse(ours);
-    } catch (const CLI::CallForHelp&) {
-        r.action = Action::Help;
-        r.text = app.help();
-        return Outcome::success();
-    } catch (const CLI::CallForVersion&) {
-        r.action = Action::Version;
-        r.text = fmt::format("dsh-confine {}\n", kVersion);
-        return Outcome::success();
-    } catch (const CLI::ParseError& e) {
-        std::string what = e.what();
-        return fail(Err::Usage, what.empty() ? "bad command line (see --help)" : what);
-    }
-
-    if (!positional.empty()) {
-        if (dashdash) return fail(Err::Usage, "the command goes after --, once");
-        r.argv = std::move(positional);
-    }
-    if (probe->parsed()) r.action = Action::Probe;
-    else if (explain->parsed()) r.action = Action::Explain;
-    else if (check->parsed()) r.action = Action::Check;
-    else if (set_mode->parsed()) r.action = Action::SessionSetMode;
-    else if (self_test->parsed()) r.action = Action::SelfTest;
-    else if (r.dry_run) r.action = Action::Explain;
-
-    const bool needs_command = r.action == Action::Run || (r.action == Action::Explain && !r.context);
-    if (needs_command && r.argv.empty())
-        return fail(Err::Usage, "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]");
-    if (!needs_command && !r.argv.empty() && r.action != Action::Explain)
-        return fail(Err::Usage, "this subcommand takes no command after --");
-    for (const auto& a : r.argv)
-        if (a.empty() && &a == &r.argv.front()) return fail(Err::Usage, "the command name is empty");
-    return Outcome::success();
+std::vector<OptionName> option_names() {
+    std::vector<OptionName> out;
+    for (const auto& o : kOptions) out.push_back({o.name, !o.value.empty()});
+    return out;
 }
 
-Outcome parse_cli(int argc, const char* const* argv, Request& r) { return parse(argc, argv, r, true); }
+Outcome parse_cli(int argc, const char* const* argv, Request& r) {
+    Ctx ctx = Ctx::Top;
+    // An option's value came before, where a command could stand: a word
+    // like the command's (`--root ls -la`), so an unknown option after it
+    // gets the hint to put the command after --.
+    bool word_seen = false;
+    size_t set_mode_args = 0;
+    const auto usage = [](UsageText t, std::string_view a = {}, std::string_view b = {}) {
+        return fail(Err::Usage, usage_text(t, a, b));
+    };
+    int i = 1;
+    for (; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--") {
+            if (ctx != Ctx::Top && ctx != Ctx::Explain) return usage(UsageText::TakesNoCommand, spec_of(ctx).name);
+            ++i;
+            break;
+        }
+        if (a.size() > 1 && a[0] == '-') {
+            // --name=VALUE or --name [VALUE]; short options (-h, -V) are whole words.
+            std::string_view name = a;
+            std::optional<std::string_view> value;
+            if (a.substr(0, 2) == "--") {
+                if (const size_t eq = a.find('='); eq != std::string_view::npos) {
+                    name = a.substr(0, eq);
+                    value = a.substr(eq + 1);
+                }
+            }
+            const OptionSpec* o = find_option(name);
+            if (!o) {
+                if (word_seen) return usage(UsageText::UnknownCommandOption, name);
+                return usage(UsageText::UnknownOption, name, help_command(ctx));
+            }
+            if (!(o->accepted & bit(ctx))) return usage(UsageText::OptionNotHere, o->name, help_command(ctx));
+            if (o->value.empty()) {
+                if (value) return usage(UsageText::TakesNoValue, o->name);
+            } else if (!value) {
+                if (i + 1 >= argc || is_our_option_word(argv[i + 1]))
+                    return usage(UsageText::NeedsValue, o->name, o->value);
+                value = std::string_view(argv[++i]);
+                word_seen = ctx == Ctx::Top || ctx == Ctx::Explain;
+            }
+            if (o->id == Opt::Help) {
+                r = Request{};
+                r.action = Action::Help;
+                r.text = help(ctx);
+                return Outcome::success();
+            }
+            if (o->id == Opt::Version) {
+                r = Request{};
+                r.action = Action::Version;
+                r.text = fmt::format("dsh-confine {}\n", kVersion);
+                return Outcome::success();
+            }
+            if (auto out = apply(*o, value.value_or(std::string_view{}), r); !out) return out;
+            continue;
+        }
+        // A word that is not an option.
+        switch (ctx) {
+            case Ctx::Top:
+                if (auto sub = subcommand_named(a)) {
+                    ctx = *sub;
+                    word_seen = false;
+                    continue;
+                }
+                break;  // the command
+            case Ctx::Explain: break;  // the command to explain
+            case Ctx::Session:
+                if (a != "set-mode") return usage(UsageText::SessionNeedsSetMode, a);
+                ctx = Ctx::SetMode;
+                continue;
+            case Ctx::SetMode:
+                if (set_mode_args == 0) r.session_file = std::string(a);
+                else if (set_mode_args == 1) r.session_mode = std::string(a);
+                else return usage(UsageText::SetModeArgs);
+                ++set_mode_args;
+                continue;
+            case Ctx::Probe:
+            case Ctx::Check:
+            case Ctx::SelfTest: return usage(UsageText::TakesNoWord, spec_of(ctx).name, a);
+        }
+        break;  // argv[i] is the first word of the command
+    }
+    // Everything from here on is the command's, untouched.
+    for (; i < argc; ++i) r.argv.emplace_back(argv[i]);
 
-Outcome parse_cli_cli11(int argc, const char* const* argv, Request& r) { return parse(argc, argv, r, false); }
+    if (ctx == Ctx::Session) return usage(UsageText::SessionNeedsSetMode);
+    if (ctx == Ctx::SetMode && set_mode_args != 2) return usage(UsageText::SetModeArgs);
+    if (ctx == Ctx::Check && !r.check_write) return usage(UsageText::CheckNeedsWrite);
+    r.action = action_of(ctx);
+    if (r.action == Action::Run && r.dry_run) r.action = Action::Explain;
+
+    const bool needs_command = r.action == Action::Run || (r.action == Action::Explain && !r.context);
+    if (needs_command && r.argv.empty()) return usage(UsageText::NoCommand);
+    if (!r.argv.empty() && r.argv.front().empty()) return usage(UsageText::EmptyCommand);
+    return Outcome::success();
+}
 
 }  // namespace dsh

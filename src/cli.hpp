@@ -1,4 +1,13 @@
 // The command line -> Request: plain values, no side effects.
+//
+// Grammar: dsh-confine [OPTIONS] [--] COMMAND [ARG...], or
+// dsh-confine [OPTIONS] SUBCOMMAND [ITS OPTIONS] (explain: then [--] COMMAND).
+// Our options end at the first word that is not one of them: that word is the
+// command (or a subcommand's name), and nothing after the command is ever read
+// as ours. Every option takes exactly one value (`--name VALUE` or
+// `--name=VALUE`) or none (a flag). One table (cli.cpp) says which is which;
+// the splitter, the help text and, through tests/packaging, the completions
+// and the man page all follow it.
 #pragma once
 
 #include <optional>
@@ -34,7 +43,7 @@ struct Request {
     bool dry_run = false;
     // Environment.
     bool clearenv = false;
-    std::vector<std::pair<std::string, std::string>> setenv;
+    std::vector<std::pair<std::string, std::string>> setenv;  // --setenv NAME=VALUE, split at the first '='
     std::vector<std::string> unsetenv;
     bool scrub_secrets = false;
     // Subcommands.
@@ -45,12 +54,20 @@ struct Request {
     std::string session_file, session_mode;  // session set-mode FILE MODE
     std::optional<std::string> selftest_binary;   // self-test --binary: the program under test
     std::optional<std::string> selftest_attempt;  // self-test --attempt: the confined payload
-    // The command after "--".
+    // The command: the first word that is not ours, and everything after it.
     std::vector<std::string> argv;
     std::string text;  // --help / --version output
 };
 
 // Parses argv. A usage error is Err::Usage with a one-line message.
 Outcome parse_cli(int argc, const char* const* argv, Request& out);
+
+// The long options of the table (for the tests that hold the table to the
+// help text): name and whether it takes a value.
+struct OptionName {
+    std::string_view name;
+    bool takes_value;
+};
+std::vector<OptionName> option_names();
 
 }  // namespace dsh

@@ -61,6 +61,47 @@ std::string sandbox_unavailable_text(std::string_view mode) {
         mode);
 }
 
+std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
+    switch (t) {
+        case UsageText::NoCommand: return "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]";
+        case UsageText::EmptyCommand: return "the command name is empty";
+        case UsageText::UnknownOption: return fmt::format("unknown option \"{}\"; Try '{} --help'", a, b);
+        case UsageText::UnknownCommandOption:
+            return fmt::format(
+                "unknown option \"{}\"; if it is the command's, put the command after --: "
+                "dsh-confine [OPTIONS] -- COMMAND [ARG...]",
+                a);
+        case UsageText::OptionNotHere: return fmt::format("option {} does not apply here; Try '{} --help'", a, b);
+        case UsageText::NeedsValue: return fmt::format("option {} needs a value: {} {}", a, a, b);
+        case UsageText::TakesNoValue: return fmt::format("option {} takes no value: give it alone", a);
+        case UsageText::GivenTwice: return fmt::format("option {} is given twice: give it once", a);
+        case UsageText::NotAnFd:
+            return fmt::format("option {} takes a file descriptor number (0, 1, 2, ...), not \"{}\"", a, b);
+        case UsageText::NotMilliseconds:
+            return fmt::format("option {} takes a positive whole number of milliseconds, not \"{}\"", a, b);
+        case UsageText::SetenvForm:
+            return fmt::format("option --setenv takes one word NAME=VALUE, not \"{}\": --setenv {}=VALUE", a, a);
+        case UsageText::TakesNoCommand:
+            return fmt::format("{} takes no command after --; Try 'dsh-confine {} --help'", a, a);
+        case UsageText::TakesNoWord:
+            return fmt::format(
+                "{} takes no argument \"{}\"; to run a command named {}, put it after --: "
+                "dsh-confine [OPTIONS] -- {} [ARG...]",
+                a, b, a, a);
+        case UsageText::SessionNeedsSetMode:
+            return a.empty() ? std::string("session needs a subcommand: dsh-confine session set-mode FILE MODE")
+                             : fmt::format("unknown session subcommand \"{}\": dsh-confine session set-mode FILE MODE",
+                                           a);
+        case UsageText::SetModeArgs: return "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE";
+        case UsageText::CheckNeedsWrite: return "check needs the path to ask about: dsh-confine check --write PATH";
+        case UsageText::UnknownMode:
+            return fmt::format("unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", a);
+        case UsageText::UnknownRunner:
+            return fmt::format("unknown runner \"{}\" (auto, bwrap, landlock, seatbelt, windows-acl or custom)", a);
+    }
+    return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
+}
+
 int write_whole(int fd, std::string_view data) noexcept {
 #ifndef _WIN32  // Windows has no SIGPIPE: a gone reader is a failed write
     struct sigaction ign {}, old {};

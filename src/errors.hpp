@@ -55,6 +55,31 @@ void print_error(std::string_view message);
 // The seed's fail-closed text; mode is the requested mode's name.
 std::string sandbox_unavailable_text(std::string_view mode);
 
+// The command line's texts (and the mode/runner names wherever a flag gives
+// them), one line each: what is wrong and how to fix it. `a` and `b` are the
+// words the text names (an option, a value, a subcommand); see errors.cpp.
+enum class UsageText {
+    NoCommand,            // nothing to run
+    EmptyCommand,         // the command word is ""
+    UnknownOption,        // a: the option, b: the help command ("dsh-confine probe")
+    UnknownCommandOption, // a: the option, seen after a word that looks like a command
+    OptionNotHere,        // a: the option, b: the help command
+    NeedsValue,           // a: the option, b: its value's name
+    TakesNoValue,         // a: the flag
+    GivenTwice,           // a: the option
+    NotAnFd,              // a: the option, b: the value
+    NotMilliseconds,      // a: the option, b: the value
+    SetenvForm,           // a: the value given to --setenv
+    TakesNoCommand,       // a: the subcommand
+    TakesNoWord,          // a: the subcommand, b: the word
+    SessionNeedsSetMode,  // a: the word given after "session", or empty
+    SetModeArgs,          // session set-mode without FILE and MODE, or with more
+    CheckNeedsWrite,      // check without --write
+    UnknownMode,          // a: the mode
+    UnknownRunner,        // a: the runner
+};
+std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
+
 // Outcome = status + reason. The first cause wins: callers return the first
 // failing Outcome unchanged.
 struct Outcome {

@@ -56,8 +56,7 @@ Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Reso
     if (req.mode) {
         flag_mode = parse_mode(*req.mode);
         if (!flag_mode)
-            return failf(Err::Usage, "unknown mode \"{}\" (read-only, workspace-write or danger-full-access)",
-                         *req.mode);
+            return fail(Err::Usage, usage_text(UsageText::UnknownMode, *req.mode));
     }
 
     // 2. The config file, then the flags that override it.
@@ -66,7 +65,7 @@ Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Reso
     if (s.runner) out.runner_source = "config";
     if (req.runner) {
         auto r = parse_runner(*req.runner);
-        if (!r) return failf(Err::Usage, "unknown runner \"{}\"", *req.runner);
+        if (!r) return fail(Err::Usage, usage_text(UsageText::UnknownRunner, *req.runner));
         s.runner = *r;
         out.runner_source = "flag";
     }

@@ -6,20 +6,54 @@ set -l modes read-only workspace-write danger-full-access
 set -l runners auto bwrap landlock seatbelt windows-acl custom
 set -l subcommands probe explain check session self-test
 
-# True once "--" has been typed: the rest is the command.
-function __dsh_confine_after_dashdash
-    contains -- -- (commandline -opc)[2..-1]
+# Prints the index (in `commandline -opc`) where the command starts, once it
+# has: after "--" (before any subcommand, or after explain), or the first word
+# that is not ours (our options end there).
+function __dsh_confine_command_index
+    set -l tokens (commandline -opc)
+    set -l skip 0
+    set -l sub ''
+    for i in (seq 2 (count $tokens))
+        if test $skip -gt 0
+            set skip (math $skip - 1)
+            continue
+        end
+        set -l t $tokens[$i]
+        switch $t
+            case --
+                if test -z "$sub"; or test "$sub" = explain
+                    math $i + 1
+                    return 0
+                end
+                return 1
+            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary
+                set skip 1
+            case '-*'
+            case '*'
+                if test -z "$sub"; and contains -- $t probe explain check session self-test
+                    set sub $t
+                else if test -z "$sub"; or test "$sub" = explain
+                    echo $i
+                    return 0
+                end
+        end
+    end
+    return 1
 end
 
-# Completes the command after "--" as its own command line.
+function __dsh_confine_after_dashdash
+    __dsh_confine_command_index >/dev/null
+end
+
+# Completes the command as its own command line.
 function __dsh_confine_complete_command
     set -l tokens (commandline -opc)
-    set -l i (contains -i -- -- $tokens)
-    set -l rest $tokens[(math $i + 1)..-1] (commandline -ct)
+    set -l i (__dsh_confine_command_index)
+    set -l rest $tokens[$i..-1] (commandline -ct)
     complete -C (string join ' ' -- (string escape -- $rest[1..-2]) $rest[-1])
 end
 
-# The first subcommand word before "--", if any.
+# The subcommand, if the first word that is not ours is one.
 function __dsh_confine_sub
     set -l tokens (commandline -opc)[2..-1]
     set -l skip 0
@@ -31,14 +65,15 @@ function __dsh_confine_sub
         switch $t
             case --
                 return 1
-            case --setenv
-                set skip 2
-            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --unsetenv --platform --write --binary
+            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary
                 set skip 1
             case '-*'
             case '*'
-                echo $t
-                return 0
+                if contains -- $t probe explain check session self-test
+                    echo $t
+                    return 0
+                end
+                return 1
         end
     end
     return 1
@@ -74,7 +109,7 @@ complete -c dsh-confine -n $policy_cond -l escalate -x -a 'workspace-write dange
 complete -c dsh-confine -n $policy_cond -l justification -x -d 'why the escalation is needed'
 complete -c dsh-confine -n $policy_cond -l approver -x -a 'tty (__fish_complete_command)' -d 'who approves an escalation'
 complete -c dsh-confine -n $policy_cond -l clearenv -d 'start the command with an empty environment'
-complete -c dsh-confine -n $policy_cond -l setenv -x -a '(set -xn)' -d 'set an environment variable: NAME VALUE'
+complete -c dsh-confine -n $policy_cond -l setenv -x -a '(set -xn)' -d 'set an environment variable: NAME=VALUE'
 complete -c dsh-confine -n $policy_cond -l unsetenv -x -a '(set -xn)' -d 'remove an environment variable'
 complete -c dsh-confine -n $policy_cond -l scrub-secrets -d 'drop variables whose names look like credentials'
 
@@ -89,7 +124,9 @@ complete -c dsh-confine -n '__dsh_confine_in explain' -f -a -- -d 'the command f
 
 complete -c dsh-confine -n '__dsh_confine_in probe self-test' -s h -l help -d 'print help and exit'
 complete -c dsh-confine -n '__dsh_confine_in probe explain check self-test' -l json -d 'print JSON'
-complete -c dsh-confine -n '__dsh_confine_in self-test' -l runner -x -a "$runners" -d 'check only this runner'
+complete -c dsh-confine -n '__dsh_confine_in probe self-test' -l runner -x -a "$runners" -d 'check only this runner'
+complete -c dsh-confine -n '__dsh_confine_in probe self-test' -l config -r -F -d 'config file (JSON)'
+complete -c dsh-confine -n '__dsh_confine_in probe' -l probe-timeout -x -d 'bound on each runner probe (ms)'
 complete -c dsh-confine -n '__dsh_confine_in self-test' -l binary -r -F -d 'test this dsh-confine-compatible program instead'
 complete -c dsh-confine -n '__dsh_confine_in explain' -l context -d 'print the one-line policy text for a model'
 complete -c dsh-confine -n '__dsh_confine_in explain' -l platform -x -a 'linux darwin windows' -d 'render the plan for this system'

@@ -33,7 +33,7 @@ def test_clearenv_gives_empty_environment(s):
 
 
 def test_clearenv_then_setenv(s):
-    r = run_env(s, ["--clearenv", "--setenv", "A", "x=y\nz", "--setenv", "B", ""])
+    r = run_env(s, ["--clearenv", "--setenv", "A=x=y\nz", "--setenv", "B="])
     assert r.rc == 0, r
     assert env_of(r) == {"A": "x=y\nz", "B": ""}, r
     assert r.rec("confinement")["environment"]["set"] == ["A", "B"], r
@@ -70,7 +70,7 @@ def test_scrub_secrets(s):
 
 
 def test_setenv_beats_scrub(s):
-    r = run_env(s, ["--scrub-secrets", "--setenv", "GITHUB_TOKEN", "given"], env={"GITHUB_TOKEN": SECRET_VALUE})
+    r = run_env(s, ["--scrub-secrets", "--setenv", "GITHUB_TOKEN=given"], env={"GITHUB_TOKEN": SECRET_VALUE})
     assert r.rc == 0, r
     assert env_of(r)["GITHUB_TOKEN"] == "given", r
     env = r.rec("confinement")["environment"]
@@ -88,7 +88,7 @@ def test_command_is_found_on_its_final_path(s):
     os.chmod(prog, 0o755)
     r = dsh(["--", "only-here"], s)
     assert r.rc == 127, r
-    r = dsh(["--setenv", "PATH", bindir + ":/usr/bin:/bin", "--", "only-here"], s)
+    r = dsh(["--setenv", "PATH=" + bindir + ":/usr/bin:/bin", "--", "only-here"], s)
     assert r.rc == 0 and r.out == "found-on-final-path\n", r
     assert r.rec("confinement")["command"] == prog, r
 
@@ -101,7 +101,7 @@ def test_clearenv_without_path_uses_default_search(s):
 
 def test_path_pointing_nowhere_is_127_and_nothing_runs(s):
     marker = s.p("outside", "ran")
-    r = dsh(["--mode", "danger-full-access", "--setenv", "PATH", "/nonexistent", "--", "sh", "-c",
+    r = dsh(["--mode", "danger-full-access", "--setenv", "PATH=/nonexistent", "--", "sh", "-c",
              "touch " + marker], s)
     assert r.rc == 127, r
     assert not os.path.exists(marker), r
@@ -110,8 +110,7 @@ def test_path_pointing_nowhere_is_127_and_nothing_runs(s):
 
 def test_bad_names_are_usage_errors(s):
     marker = s.p("outside", "ran")
-    for args, msg in ((["--setenv", "A=B", "v"], "dsh-confine: --setenv A=B: a variable name cannot contain '='"),
-                      (["--setenv", "", "v"], "dsh-confine: --setenv: the variable name is empty"),
+    for args, msg in ((["--setenv", "=v"], "dsh-confine: --setenv: the variable name is empty"),
                       (["--unsetenv", "X=1"], "dsh-confine: --unsetenv X=1: a variable name cannot contain '='")):
         r = dsh(["--mode", "danger-full-access"] + args + ["--", "sh", "-c", "touch " + marker], s)
         assert r.rc == 125, r
@@ -120,8 +119,30 @@ def test_bad_names_are_usage_errors(s):
         assert not os.path.exists(marker), r
 
 
+def test_setenv_is_one_word_and_never_swallows_the_command(s):
+    # The two-word form is refused, loudly: its second word would otherwise be
+    # the command (or the command's first word a value). Nothing runs.
+    marker = s.p("outside", "ran")
+    r = dsh(["--mode", "danger-full-access", "--setenv", "A", "sh", "-c", "touch " + marker], s)
+    assert r.rc == 125, r
+    assert r.err == 'dsh-confine: option --setenv takes one word NAME=VALUE, not "A": --setenv A=VALUE\n', r
+    assert not os.path.exists(marker), r
+
+
+def test_repeated_unsetenv_before_a_bare_command(s):
+    # Issue 15: "--unsetenv HOME USER env" ran USER. Each option takes one
+    # value; the first word that is not ours is the command.
+    r = dsh(["--unsetenv", "HOME", "--unsetenv", "USER", "env", "-0"], s, env={"HOME": "/h", "USER": "u", "KEEP": "1"})
+    assert r.rc == 0, r
+    e = env_of(r)
+    assert "HOME" not in e and "USER" not in e and e["KEEP"] == "1", r
+    assert r.rec("confinement")["command"].endswith("/env"), r
+    r = dsh(["--setenv", "A=1", "--setenv=B=2", "env", "-0"], s)
+    assert r.rc == 0 and env_of(r)["A"] == "1" and env_of(r)["B"] == "2", r
+
+
 def test_danger_full_access_applies_env_too(s):
-    r = dsh(["--mode", "danger-full-access", "--clearenv", "--setenv", "ONLY", "1", "--", "env", "-0"], s)
+    r = dsh(["--mode", "danger-full-access", "--clearenv", "--setenv", "ONLY=1", "--", "env", "-0"], s)
     assert r.rc == 0 and env_of(r) == {"ONLY": "1"}, r
 
 

@@ -236,7 +236,7 @@ def test_usage_errors_stay_one_line_whatever_the_arguments(s):
     # line on stderr, nothing that can drive the caller's terminal.
     r = dsh(["--bogus\n\x1b[2Jx", "--", "true"], s, report=False)
     assert r.rc == 125, r
-    assert r.err == "dsh-confine: The following argument was not expected: --bogus\\n\\x1b[2Jx\n", r
+    assert r.err == "dsh-confine: unknown option \"--bogus\\n\\x1b[2Jx\"; Try 'dsh-confine --help'\n", r
     r = dsh(["--mode", "workspace-write", "--root", s.p("base", "no\nsuch"), "--", "sh", "-c",
              "echo ran > '%s'" % _ran(s)], s)
     assert r.rc == 125 and r.err.count("\n") == 1 and "no\\nsuch" in r.err, r

@@ -11,7 +11,7 @@ def run_help(binary, *sub):
 
 
 def sections(text):
-    """{'Options': [(first column, description)], 'Subcommands': [...], ...} from CLI11's help."""
+    """{'Options': [(first column, description)], 'Subcommands': [...], ...} from the help text (src/cli.cpp)."""
     out, cur, last = {}, None, None
     for line in text.splitlines():
         m = re.match(r"^([A-Z][A-Za-z ]*):\s*$", line)
