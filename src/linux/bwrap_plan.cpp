@@ -26,6 +26,9 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // Without a new session the command can push input into the caller's
     // terminal with TIOCSTI (CVE-2017-5226).
     a.push_back("--new-session");
+    // SysV IPC objects and POSIX message queues are per IPC namespace: the
+    // host's stay out of reach, and the command's own still work.
+    a.push_back("--unshare-ipc");
     // As root bwrap keeps every capability: the command could remount /
     // read-write. --cap-drop ALL empties the effective, permitted and
     // inheritable sets (and bwrap sets no_new_privs).
@@ -103,7 +106,7 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
     l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
     l.enforcement = Enforcement::Partial;
     l.details["path"] = bwrap_path;
-    l.details["namespaces"] = {"mount", "pid"};
+    l.details["namespaces"] = {"mount", "pid", "ipc"};
     l.details["tmpIsTmpfs"] = policy.mode == Mode::WorkspaceWrite;
     return l;
 }

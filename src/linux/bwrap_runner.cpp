@@ -107,8 +107,9 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
         {{{"fatalSignatures", {"bwrap: "}}},
          {{"allowedExitCodes", {125}}, {"fatalSignatures", {"dsh-confine: "}}}});
     c.hardening = {"new-session", "die-with-parent", "pid-namespace", "proc-sys-read-only", "inherited-fds-closed",
-                   "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux"};
-    if (c.policy.mode == Mode::ReadOnly) c.hardening.push_back("seccomp-metadata");
+                   "ipc-namespace", "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux",
+                   "seccomp-io-uring", "seccomp-keyrings", "seccomp-unknown-syscalls"};
+    if (c.policy.mode == Mode::ReadOnly) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
     c.argv = argv;
     l.landlock.reset();
     l.exec_path = bwrap_path;
@@ -139,7 +140,7 @@ Outcome harden_only(const Policy& policy, int report_fd) {
     if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd); !o) return o;
     if (auto o = harden::set_no_new_privs(); !o) return o;
     if (auto o = harden::drop_capabilities(); !o) return o;
-    return harden::install_seccomp({policy.mode == Mode::ReadOnly});
+    return harden::install_seccomp({policy.mode == Mode::ReadOnly, false});
 }
 
 }  // namespace
@@ -198,6 +199,7 @@ int run_stage(int argc, const char* const* argv) {
                                        req.landlock_abi);
         } else {
             landlock::Plan plan = landlock::plan(req.policy, req.landlock_abi, req.policy.mode == Mode::ReadOnly);
+            plan.host_namespaces = false;  // bwrap's IPC and PID namespaces
             std::vector<Skipped> not_granted;
             entered = landlock::enter(plan, req.policy, report.fd(), not_granted);
         }

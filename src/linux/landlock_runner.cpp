@@ -17,8 +17,10 @@ Outcome prepare(const Policy& policy, Confinement& c, Plan& plan) {
     c.layers.push_back(plan.layer);
     c.denial_signatures = {"permission denied"};
     c.runner_failure_rules = nlohmann::json::array();
-    c.hardening = {"inherited-fds-closed", "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux"};
-    if (policy.mode == Mode::ReadOnly) c.hardening.push_back("seccomp-metadata");
+    c.hardening = {"inherited-fds-closed", "no-new-privs",       "capabilities-dropped", "seccomp-tiocsti-tioclinux",
+                   "seccomp-io-uring",     "seccomp-keyrings",   "seccomp-unknown-syscalls", "seccomp-ipc",
+                   "seccomp-other-processes"};
+    if (policy.mode == Mode::ReadOnly) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
     return Outcome::success();
 }
 
@@ -35,7 +37,7 @@ Outcome enter(const Plan& plan, const Policy& policy, int report_fd, std::vector
     if (auto o = build_ruleset(plan, ruleset, not_granted); !o) return o;
     if (auto o = restrict_self(ruleset); !o) return o;
     if (auto o = harden::drop_capabilities(); !o) return o;
-    return harden::install_seccomp({policy.mode == Mode::ReadOnly});
+    return harden::install_seccomp({policy.mode == Mode::ReadOnly, plan.host_namespaces});
 }
 
 }  // namespace dsh::landlock
