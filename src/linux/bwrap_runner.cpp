@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -156,6 +157,33 @@ Outcome in_mount_view() {
 
 }  // namespace
 
+namespace {
+
+// bwrap's --dev binds the host's device nodes into its /dev read-write: null,
+// zero, full, random, urandom, tty, and the caller's terminal as console when
+// stdin is one. Root owns them, so a root command could chmod, chown or touch
+// the host's /dev/null. A read-only bind keeps them working (the kernel skips
+// the read-only check when a device node is opened for writing) and answers
+// EROFS to metadata changes. bwrap's --remount-ro would add nodev, which makes
+// them unusable, so the stage remounts them itself with the CAP_SYS_ADMIN the
+// profile hands a root caller's stage (dropped with every other capability
+// before the command). Other callers do not own these nodes (the terminal
+// they own is the gap "terminal-metadata").
+constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/full",   "/dev/random",
+                                          "/dev/urandom", "/dev/tty",  "/dev/console"};
+
+Outcome seal_device_nodes() {
+    if (::geteuid() != 0) return Outcome::success();
+    for (const char* node : kBwrapDevNodes) {
+        if (::mount(nullptr, node, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, nullptr) == 0) continue;
+        if (errno == ENOENT && std::strcmp(node, "/dev/console") == 0) continue;  // no terminal on stdin
+        return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
+    }
+    return Outcome::success();
+}
+
+}  // namespace
+
 int run_probe_check() {
     Outcome o = in_mount_view();
     if (o) return 0;
@@ -189,6 +217,7 @@ int run_stage(int argc, const char* const* argv) {
     }
     // Inside bwrap's mount view before anything else (see check_mount_view).
     Outcome entered = in_mount_view();
+    if (entered) entered = seal_device_nodes();
     if (entered && req.landlock_abi > 0) {
         // The launcher planned for this ABI and said so in the report; a
         // kernel that offers less cannot keep that promise.
