@@ -111,6 +111,7 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
                    "ipc-namespace", "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux",
                    "seccomp-io-uring", "seccomp-keyrings", "seccomp-unknown-syscalls"};
     if (c.policy.mode == Mode::ReadOnly) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
+    if (opts.stage_keeps_setpcap) c.hardening.push_back("device-nodes-read-only");  // root's stage remounts them
     c.argv = argv;
     l.landlock.reset();
     l.exec_path = bwrap_path;
