@@ -48,6 +48,11 @@ struct Ext4FsUuid {  // struct fsuuid of fs/ext4: two u32 before the flexible uu
     __u32 len, flags;
 };
 constexpr unsigned long kExt4SetFsUuid = _IOW('f', 44, Ext4FsUuid);
+constexpr unsigned long kExt4Migrate = _IO('f', 9);        // rewrites the block map as extents (owner only)
+constexpr unsigned long kExt4AllocDaBlocks = _IO('f', 12);  // forces delayed allocation (owner only)
+constexpr unsigned long kExt4SwapBoot = _IO('f', 17);
+constexpr unsigned long kExt4Checkpoint = _IOW('f', 43, __u32);
+constexpr unsigned long kExt4Shutdown = _IOR('X', 125, __u32);  // also XFS_IOC_GOINGDOWN
 constexpr unsigned long kInodeIoctls[] = {
     FS_IOC_SETFLAGS,        FS_IOC32_SETFLAGS,  // chattr: append-only, nodump, nocow...
     FS_IOC_FSSETXATTR,                          // xflags, project id, extent size
@@ -57,7 +62,9 @@ constexpr unsigned long kInodeIoctls[] = {
     FS_IOC_ENABLE_VERITY,                       // makes a file one owns immutable
     FICLONE, FICLONERANGE, FIDEDUPERANGE,       // dedupe needs only ownership of the target
     FS_IOC_SETFSLABEL,      kExt4SetFsUuid,
-    BTRFS_IOC_SUBVOL_SETFLAGS, BTRFS_IOC_SET_RECEIVED_SUBVOL, BTRFS_IOC_DEFAULT_SUBVOL};
+    kExt4Migrate, kExt4AllocDaBlocks, kExt4SwapBoot, kExt4Checkpoint, kExt4Shutdown,
+    BTRFS_IOC_SUBVOL_SETFLAGS, BTRFS_IOC_SET_RECEIVED_SUBVOL, BTRFS_IOC_DEFAULT_SUBVOL,
+    BTRFS_IOC_DEFRAG, BTRFS_IOC_DEFRAG_RANGE};  // defrag needs write permission, not a writable fd
 
 // btrfs subvolume creation and deletion: directories made or removed by an
 // ioctl on a directory fd, which Landlock does not see. Every mode.
