@@ -168,17 +168,32 @@ namespace {
 // EROFS to metadata changes. bwrap's --remount-ro would add nodev, which makes
 // them unusable, so the stage remounts them itself with the CAP_SYS_ADMIN the
 // profile hands a root caller's stage (dropped with every other capability
-// before the command). Other callers do not own these nodes (the terminal
-// they own is the gap "terminal-metadata").
+// before the command). Other callers do not own these nodes (a terminal
+// they own, reached through an inherited fd, is the bwrap layer's "metadata"
+// gap in workspace-write).
 constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/full",   "/dev/random",
                                           "/dev/urandom", "/dev/tty",  "/dev/console"};
 
 Outcome seal_device_nodes() {
     if (::geteuid() != 0) return Outcome::success();
     for (const char* node : kBwrapDevNodes) {
-        if (::mount(nullptr, node, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, nullptr) == 0) continue;
-        if (errno == ENOENT && std::strcmp(node, "/dev/console") == 0) continue;  // no terminal on stdin
-        return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
+        struct statvfs st {};
+        if (::statvfs(node, &st) != 0) {
+            if (errno == ENOENT && std::strcmp(node, "/dev/console") == 0) continue;  // no terminal on stdin
+            return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
+        }
+        // The bind's other flags stay as they are (some may be locked, in a
+        // user namespace); read-only is added.
+        unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+        for (auto [st_flag, ms_flag] : {std::pair<unsigned long, unsigned long>{ST_NOSUID, MS_NOSUID},
+                                        {ST_NODEV, MS_NODEV},
+                                        {ST_NOEXEC, MS_NOEXEC},
+                                        {ST_NOATIME, MS_NOATIME},
+                                        {ST_NODIRATIME, MS_NODIRATIME},
+                                        {ST_RELATIME, MS_RELATIME}})
+            if (st.f_flag & st_flag) flags |= ms_flag;
+        if (::mount(nullptr, node, nullptr, flags, nullptr) != 0)
+            return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
     }
     return Outcome::success();
 }
