@@ -26,11 +26,16 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // Without a new session the command can push input into the caller's
     // terminal with TIOCSTI (CVE-2017-5226).
     a.push_back("--new-session");
+    // SysV IPC objects and POSIX message queues are per IPC namespace: the
+    // host's stay out of reach, and the command's own still work.
+    a.push_back("--unshare-ipc");
     // As root bwrap keeps every capability: the command could remount /
     // read-write. --cap-drop ALL empties the effective, permitted and
     // inheritable sets (and bwrap sets no_new_privs).
     a.insert(a.end(), {"--cap-drop", "ALL"});
-    if (opts.stage_keeps_setpcap) a.insert(a.end(), {"--cap-add", "CAP_SETPCAP"});
+    // CAP_SYS_ADMIN too, for the stage to make the host's device nodes
+    // read-only (bwrap_runner.cpp seal_device_nodes); dropped with the rest.
+    if (opts.stage_keeps_setpcap) a.insert(a.end(), {"--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SYS_ADMIN"});
     // A fresh procfs still exposes the host's sysctls (hostname, core_pattern)
     // and, to uid 0, sysrq-trigger and hardware knobs: bind them read-only.
     a.insert(a.end(), {"--ro-bind", "/proc/sys", "/proc/sys"});
@@ -101,14 +106,21 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
     l.gaps.push_back({"proc-fd-reopen", "a file outside the writable roots that the command was given as an fd "
                                         "(stdin redirected from it) can be reopened for writing through "
                                         "/proc/self/fd, which reaches the host mount", true});
+    // Only seccomp's read-only filter stops this one; the mount view cannot,
+    // because the fd's mount is the host's.
+    if (policy.mode == Mode::WorkspaceWrite)
+        l.gaps.push_back({"metadata", "chmod, chown, utimes or extended attributes on a file the command was given "
+                                      "as an fd (its terminal, a redirected file) change the host's file", true});
     l.gaps.push_back({"unix-sockets", "connecting to a host daemon's unix socket is not governed; the daemon may "
                                       "write on the command's behalf", false});
+    l.gaps.push_back({"file-locks", "locks and leases on host files the command can read can make host processes "
+                                    "wait", false});
     l.gaps.push_back({"abstract-unix-sockets", "without a network namespace, abstract unix sockets of host "
                                                "processes can be reached", false});
     l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
     l.enforcement = Enforcement::Partial;
     l.details["path"] = bwrap_path;
-    l.details["namespaces"] = {"mount", "pid"};
+    l.details["namespaces"] = {"mount", "pid", "ipc"};
     l.details["tmpIsTmpfs"] = policy.mode == Mode::WorkspaceWrite;
     return l;
 }

@@ -18,14 +18,18 @@ struct ProfileOptions {
     // bounding set, and its --cap-drop ALL leaves the stage no CAP_SETPCAP to
     // empty it. --cap-add CAP_SETPCAP hands just that one (as an ambient cap)
     // to our stage, which empties the bounding set, locks SECBIT_NOROOT and
-    // drops it again before the command is exec'd. Unprivileged callers get
-    // nothing added.
+    // drops it again before the command is exec'd. CAP_SYS_ADMIN as well, for
+    // the stage to remount the device nodes --dev binds from the host
+    // read-only (root owns them: the command could chmod the host's
+    // /dev/null); the stage drops it with every other capability.
+    // Unprivileged callers get nothing added.
     bool stage_keeps_setpcap = false;
 };
 
 // The profile, without the bwrap path and without "--":
 //   --ro-bind / / --dev /dev --unshare-pid --proc /proc --die-with-parent   (the seed)
-//   --new-session --cap-drop ALL [--cap-add CAP_SETPCAP]                     (hardening)
+//   --new-session --unshare-ipc --cap-drop ALL
+//   [--cap-add CAP_SETPCAP --cap-add CAP_SYS_ADMIN]                          (hardening)
 //   --ro-bind /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger ...      (host knobs read-only)
 //   workspace-write: --tmpfs <tmp root> then --bind R R for every other root,
 //   ancestors before descendants, so nothing bound is hidden by a later mount.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -106,8 +107,10 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
         {{{"fatalSignatures", {"bwrap: "}}},
          {{"allowedExitCodes", {125}}, {"fatalSignatures", {"dsh-confine: "}}}});
     c.hardening = {"new-session", "die-with-parent", "pid-namespace", "proc-sys-read-only", "inherited-fds-closed",
-                   "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux"};
-    if (c.policy.mode == Mode::ReadOnly) c.hardening.push_back("seccomp-metadata");
+                   "ipc-namespace", "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux",
+                   "seccomp-io-uring", "seccomp-keyrings", "seccomp-unknown-syscalls"};
+    if (c.policy.mode == Mode::ReadOnly) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
+    if (opts.stage_keeps_setpcap) c.hardening.push_back("device-nodes-read-only");  // root's stage remounts them
     c.exec_argv = argv;
     l.landlock.reset();
     l.exec_path = bwrap_path;
@@ -140,7 +143,7 @@ Outcome harden_only(const Policy& policy, int report_fd) {
     if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd); !o) return o;
     if (auto o = harden::set_no_new_privs(); !o) return o;
     if (auto o = harden::drop_capabilities(); !o) return o;
-    return harden::install_seccomp({policy.mode == Mode::ReadOnly});
+    return harden::install_seccomp({policy.mode == Mode::ReadOnly, false});
 }
 
 }  // namespace
@@ -152,6 +155,48 @@ Outcome in_mount_view() {
     struct statvfs root {};
     if (::statvfs("/", &root) != 0) return failf(Err::SandboxUnavailable, "statvfs /: {}", std::strerror(errno));
     return check_mount_view((root.f_flag & ST_RDONLY) != 0);
+}
+
+}  // namespace
+
+namespace {
+
+// bwrap's --dev binds the host's device nodes into its /dev read-write: null,
+// zero, full, random, urandom, tty, and the caller's terminal as console when
+// stdin is one. Root owns them, so a root command could chmod, chown or touch
+// the host's /dev/null. A read-only bind keeps them working (the kernel skips
+// the read-only check when a device node is opened for writing) and answers
+// EROFS to metadata changes. bwrap's --remount-ro would add nodev, which makes
+// them unusable, so the stage remounts them itself with the CAP_SYS_ADMIN the
+// profile hands a root caller's stage (dropped with every other capability
+// before the command). Other callers do not own these nodes (a terminal
+// they own, reached through an inherited fd, is the bwrap layer's "metadata"
+// gap in workspace-write).
+constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/full",   "/dev/random",
+                                          "/dev/urandom", "/dev/tty",  "/dev/console"};
+
+Outcome seal_device_nodes() {
+    if (::geteuid() != 0) return Outcome::success();
+    for (const char* node : kBwrapDevNodes) {
+        struct statvfs st {};
+        if (::statvfs(node, &st) != 0) {
+            if (errno == ENOENT && std::strcmp(node, "/dev/console") == 0) continue;  // no terminal on stdin
+            return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
+        }
+        // The bind's other flags stay as they are (some may be locked, in a
+        // user namespace); read-only is added.
+        unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+        for (auto [st_flag, ms_flag] : {std::pair<unsigned long, unsigned long>{ST_NOSUID, MS_NOSUID},
+                                        {ST_NODEV, MS_NODEV},
+                                        {ST_NOEXEC, MS_NOEXEC},
+                                        {ST_NOATIME, MS_NOATIME},
+                                        {ST_NODIRATIME, MS_NODIRATIME},
+                                        {ST_RELATIME, MS_RELATIME}})
+            if (st.f_flag & st_flag) flags |= ms_flag;
+        if (::mount(nullptr, node, nullptr, flags, nullptr) != 0)
+            return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
+    }
+    return Outcome::success();
 }
 
 }  // namespace
@@ -189,6 +234,7 @@ int run_stage(int argc, const char* const* argv) {
     }
     // Inside bwrap's mount view before anything else (see check_mount_view).
     Outcome entered = in_mount_view();
+    if (entered) entered = seal_device_nodes();
     if (entered && req.landlock_abi > 0) {
         // The launcher planned for this ABI and said so in the report; a
         // kernel that offers less cannot keep that promise.
@@ -199,6 +245,7 @@ int run_stage(int argc, const char* const* argv) {
                                        req.landlock_abi);
         } else {
             landlock::Plan plan = landlock::plan(req.policy, req.landlock_abi, req.policy.mode == Mode::ReadOnly);
+            plan.host_namespaces = false;  // bwrap's IPC and PID namespaces
             std::vector<Skipped> not_granted;
             entered = landlock::enter(plan, req.policy, report.fd(), not_granted);
         }

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "seccomp_build.hpp"  // the variants only (header-only parts)
 #include "seccomp_filters.h"
 
 #ifndef CLOSE_RANGE_UNSHARE
@@ -124,14 +125,10 @@ Outcome install_seccomp(const SeccompOptions& opts) {
     // The BPF libseccomp made at build time (seccomp_filters.h); loaded as
     // libseccomp's seccomp_load would: seccomp(2) without flags, and
     // prctl(PR_SET_SECCOMP) where the kernel has no seccomp(2).
+    const auto& p = generated::kPrograms[seccomp_build::index({opts.block_metadata, opts.host_namespaces})];
     sock_fprog prog{};
-    if (opts.block_metadata) {
-        prog.len = static_cast<unsigned short>(std::size(generated::kBlockMetadata));
-        prog.filter = const_cast<sock_filter*>(generated::kBlockMetadata);
-    } else {
-        prog.len = static_cast<unsigned short>(std::size(generated::kBase));
-        prog.filter = const_cast<sock_filter*>(generated::kBase);
-    }
+    prog.len = p.len;
+    prog.filter = const_cast<sock_filter*>(p.filter);
     if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &prog) == 0) return Outcome::success();
     if (errno != ENOSYS)
         return failf(Err::SandboxUnavailable, "seccomp(SECCOMP_SET_MODE_FILTER): {}", std::strerror(errno));

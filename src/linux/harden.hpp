@@ -26,11 +26,13 @@ Outcome set_no_new_privs();
 Outcome drop_capabilities();
 
 struct SeccompOptions {
-    bool block_metadata = false;  // refuse chmod/chown/utimes/xattr (read-only mode)
+    bool block_metadata = false;   // read-only mode: metadata calls and inode ioctls refused
+    bool host_namespaces = false;  // Landlock runner: IPC and other processes are the host's
 };
-// Installs the filter (see seccomp_build.hpp: made with libseccomp at build
-// time). The ioctl command is compared in its low 32 bits, as the kernel reads
-// it (CVE-2019-10063).
+// Installs the filter of that variant (see seccomp_build.hpp: made with
+// libseccomp at build time, after a guard that answers ENOSYS to system calls
+// newer than the filter). The ioctl command is compared in its low 32 bits, as
+// the kernel reads it (CVE-2019-10063).
 Outcome install_seccomp(const SeccompOptions& opts);
 
 }  // namespace dsh::harden

@@ -63,6 +63,10 @@ struct Plan {
     uint64_t scoped = 0;
     std::vector<Rule> rules;
     Layer layer;  // enforcement and gaps of this layer
+    // The command shares the host's IPC and PID namespaces (true for the
+    // Landlock runner; the bwrap stage clears it): enter() then installs the
+    // seccomp variant that refuses IPC and calls aimed at other processes.
+    bool host_namespaces = true;
 };
 
 // metadata_closed: another layer (seccomp in read-only, a read-only mount

@@ -65,8 +65,9 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     if (abi < 5)
         l.gaps.push_back({"ioctl-dev", "Landlock ABI below 5 does not govern ioctl(2) on device files", true});
     if (!metadata_closed && policy.mode != Mode::DangerFullAccess)
-        l.gaps.push_back({"metadata", "Landlock does not govern chmod, chown, utimes or extended attributes; "
-                                      "files outside the writable roots that the user owns can have their "
+        l.gaps.push_back({"metadata", "Landlock does not govern chmod, chown, utimes, extended attributes or "
+                                      "inode flags (FS_IOC_SETFLAGS and relatives); files outside the writable "
+                                      "roots that the user owns (root: every file, and /dev/null) can have their "
                                       "metadata changed", true});
     if (abi < 6) {
         l.gaps.push_back({"signals", "Landlock ABI below 6 does not stop signals to processes outside the "
@@ -76,6 +77,8 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     }
     l.gaps.push_back({"unix-sockets", "connecting to a host daemon's unix socket is not governed; the daemon may "
                                       "write on the command's behalf", false});
+    l.gaps.push_back({"file-locks", "locks and leases on host files the command can read can make host processes "
+                                    "wait", false});
     l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
     bool own = false;
     for (const auto& g : l.gaps) own = own || g.own_effect;

@@ -20,8 +20,10 @@ Outcome prepare(const Policy& policy, Confinement& c, Plan& plan) {
     // with EPERM, and such a refusal is a denial like any other (issue 16).
     if (policy.mode == Mode::ReadOnly) c.denial_signatures.push_back("operation not permitted");
     c.runner_failure_rules = nlohmann::json::array();
-    c.hardening = {"inherited-fds-closed", "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux"};
-    if (policy.mode == Mode::ReadOnly) c.hardening.push_back("seccomp-metadata");
+    c.hardening = {"inherited-fds-closed", "no-new-privs",       "capabilities-dropped", "seccomp-tiocsti-tioclinux",
+                   "seccomp-io-uring",     "seccomp-keyrings",   "seccomp-unknown-syscalls", "seccomp-ipc",
+                   "seccomp-other-processes"};
+    if (policy.mode == Mode::ReadOnly) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
     return Outcome::success();
 }
 
@@ -41,7 +43,7 @@ Outcome enter(const Plan& plan, const Policy& policy, int report_fd, std::vector
     if (auto o = build_ruleset(plan, ruleset, not_granted); !o) return o;
     if (auto o = restrict_self(ruleset); !o) return o;
     if (auto o = harden::drop_capabilities(); !o) return o;
-    return harden::install_seccomp({policy.mode == Mode::ReadOnly});
+    return harden::install_seccomp({policy.mode == Mode::ReadOnly, plan.host_namespaces});
 }
 
 }  // namespace dsh::landlock

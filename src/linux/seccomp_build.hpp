@@ -7,17 +7,61 @@
 
 #include <linux/filter.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace dsh::seccomp_build {
 
-// Every run: ioctl TIOCSTI and TIOCLINUX refused (EPERM), the command compared
-// in its low 32 bits as the kernel reads it (CVE-2019-10063), on every x86 ABI.
-// block_metadata (read-only mode): chmod/chown/utimes/xattr calls refused too,
-// and on x86_64 the i386 and x32 ABIs refused with ENOSYS, because libseccomp
-// cannot name the newest metadata calls there.
+// The highest system call number the filters were written for: file_setattr
+// (469, Linux 6.17; 6.18 adds none). Every call up to it was reviewed; every
+// number above it is answered ENOSYS before the rules run, so the next
+// kernel's new calls (a new way to change metadata, to reach a shared object)
+// are refused until someone reviews them and raises this number (Docker's
+// profile does the same). From 424 on, every architecture dsh-confine builds
+// for shares the numbers, so one constant serves the native ABI, i386 and x32
+// (whose numbers carry kX32Bit; its own compat calls sit at 512..547).
+inline constexpr uint32_t kMaxKnownSyscall = 469;
+inline constexpr uint32_t kX32Bit = 0x40000000;
+inline constexpr uint32_t kX32FirstCompat = 512;
+inline constexpr uint32_t kX32LastCompat = 547;
+
+// What a filter refuses beyond the rules of every run. Every run refuses:
+// ioctl TIOCSTI and TIOCLINUX (EPERM; the command compared in its low 32 bits
+// as the kernel reads it, CVE-2019-10063); io_uring (ENOSYS: it performs
+// xattr, open and socket operations the other rules never see); the key
+// management calls (EPERM: the user keyring is shared with the host even
+// under bwrap); btrfs subvolume creation and deletion ioctls (directories
+// Landlock does not see); unknown system call numbers (ENOSYS, above).
+struct Variant {
+    // Read-only mode: chmod/chown/utimes/xattr calls and the inode-changing
+    // ioctls (inode flags, fsxattr, versions, encryption, verity, clones,
+    // labels) refused; on x86_64 the i386 and x32 ABIs refused with ENOSYS,
+    // because libseccomp cannot name the newest metadata calls there.
+    bool block_metadata = false;
+    // The command shares the host's IPC and PID namespaces (the Landlock
+    // runner; bwrap gives it its own): SysV IPC and POSIX message queues
+    // refused, and the calls that change another process (prlimit64 with a
+    // new limit, setpriority, sched_set*, ioprio_set, migrate/move_pages)
+    // allowed only on the caller itself (pid 0).
+    bool host_namespaces = false;
+};
+
+// Every variant, in the order seccomp-gen emits them and index() finds them.
+inline constexpr Variant kVariants[] = {{false, false}, {false, true}, {true, false}, {true, true}};
+inline constexpr size_t kVariantCount = sizeof kVariants / sizeof kVariants[0];
+constexpr size_t index(const Variant& v) noexcept {
+    return (v.block_metadata ? 2U : 0U) + (v.host_namespaces ? 1U : 0U);
+}
+
+// The unknown-syscall guard alone (hand-written: libseccomp has no rule for
+// "every number above N"). It falls through to the instruction after it.
+// Returns 0, or a negative errno for an architecture whose table was not reviewed.
+int unknown_syscall_guard(std::vector<sock_filter>& out);
+
+// The whole filter of a variant: the guard, then libseccomp's program.
 // Returns 0, or a negative errno with `step` naming what failed.
-int program(bool block_metadata, std::vector<sock_filter>& out, std::string& step);
+int program(const Variant& v, std::vector<sock_filter>& out, std::string& step);
 
 }  // namespace dsh::seccomp_build

@@ -10,7 +10,7 @@ using Args = std::vector<std::string>;
 namespace {
 
 const Args kBase = {"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "--die-with-parent",
-                    "--new-session", "--cap-drop", "ALL"};
+                    "--new-session", "--unshare-ipc", "--cap-drop", "ALL"};
 const Args kProc = {"--ro-bind",     "/proc/sys", "/proc/sys",  "--ro-bind-try",       "/proc/sysrq-trigger",
                     "/proc/sysrq-trigger", "--ro-bind-try", "/proc/irq", "/proc/irq", "--ro-bind-try",
                     "/proc/bus",     "/proc/bus"};
@@ -39,7 +39,7 @@ TEST_CASE("bwrap read-only profile: the seed's, hardened") {
     CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc}));
     bwrap::ProfileOptions root;
     root.stage_keeps_setpcap = true;
-    CHECK(bwrap::profile_args(p, root) == cat({kBase, {"--cap-add", "CAP_SETPCAP"}, kProc}));
+    CHECK(bwrap::profile_args(p, root) == cat({kBase, {"--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SYS_ADMIN"}, kProc}));
 }
 
 TEST_CASE("bwrap workspace-write: tmpfs first, then the roots") {
@@ -141,19 +141,33 @@ TEST_CASE("custom runner: runnerCommand, the bwrap-shaped profile, --, argv") {
 
 TEST_CASE("bwrap layer: the gaps a read-only bind leaves, closed by Landlock when stacked") {
     Policy p;
-    p.mode = Mode::WorkspaceWrite;
+    p.mode = Mode::ReadOnly;
     auto l = bwrap::layer(p, "/usr/bin/bwrap");
     CHECK(l.name == "bwrap");
-    std::vector<std::string> own;
-    for (const auto& g : l.gaps)
-        if (g.own_effect) own.push_back(g.effect);
-    CHECK(own == Args{"fifo-writes", "proc-fd-reopen"});
+    CHECK(l.details["namespaces"] == nlohmann::json::array({"mount", "pid", "ipc"}));
+    auto effects = [](const Layer& layer, bool own) {
+        Args out;
+        for (const auto& g : layer.gaps)
+            if (g.own_effect == own) out.push_back(g.effect);
+        return out;
+    };
+    CHECK(effects(l, true) == Args{"fifo-writes", "proc-fd-reopen"});
+    CHECK(effects(l, false) == Args{"unix-sockets", "file-locks", "abstract-unix-sockets", "network"});
     Layer ll;
     ll.name = "landlock";
-    ll.gaps = {{"metadata", "", true}, {"network", "", false}};
+    ll.gaps = {{"network", "", false}};
     auto open = open_gaps({l, ll});
     REQUIRE(open.size() == 1);
     CHECK(open[0].effect == "network");
+    // Workspace-write: metadata through an inherited fd (the terminal) reaches
+    // the host's file; Landlock does not govern metadata either, so it stays open.
+    p.mode = Mode::WorkspaceWrite;
+    l = bwrap::layer(p, "/usr/bin/bwrap");
+    CHECK(effects(l, true) == Args{"fifo-writes", "proc-fd-reopen", "metadata"});
+    ll.gaps = {{"metadata", "", true}, {"network", "", false}};
+    open = open_gaps({l, ll});
+    REQUIRE(open.size() == 2);
+    CHECK(open[0].effect == "metadata");
 }
 
 TEST_CASE("probe cache: only an exact key says usable") {

@@ -1,23 +1,35 @@
 // The filters dsh-confine embeds (seccomp_filters.h, exported by seccomp-gen at
 // build time) are exactly what libseccomp builds now, instruction for
-// instruction; and they say what harden promises. The e2e tests show the
-// kernel enforcing them (TIOCSTI, metadata calls, the i386/x32 ABIs).
+// instruction; and they do what harden promises: each variant is run here on
+// synthetic system calls by a small classic-BPF interpreter, per architecture,
+// and installed in a child to see the kernel agree. The e2e tests show the
+// same from outside (tests/e2e/test_attack_kernel.py).
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <cstring>
 #include <linux/audit.h>
+#include <linux/btrfs.h>
+#include <linux/fs.h>
+#include <linux/fsverity.h>
 #include <linux/seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "linux/seccomp_build.hpp"
 #include "seccomp_filters.h"
 
+namespace sb = dsh::seccomp_build;
+
 namespace {
 
-template <size_t N>
-std::vector<sock_filter> embedded(const sock_filter (&f)[N]) {
-    return std::vector<sock_filter>(f, f + N);
+std::vector<sock_filter> embedded(size_t i) {
+    const auto& p = dsh::harden::generated::kPrograms[i];
+    return std::vector<sock_filter>(p.filter, p.filter + p.len);
 }
 
 bool same(const std::vector<sock_filter>& a, const std::vector<sock_filter>& b) {
@@ -27,47 +39,288 @@ bool same(const std::vector<sock_filter>& a, const std::vector<sock_filter>& b) 
     return true;
 }
 
-bool has_k(const std::vector<sock_filter>& p, uint32_t k) {
-    for (const auto& f : p)
-        if (f.k == k) return true;
-    return false;
+// Classic BPF as the kernel runs a seccomp filter: A, X, 16 scratch words,
+// 32-bit loads from seccomp_data. Anything it does not know fails the test.
+constexpr uint32_t kBad = 0xdeadbeef;
+uint32_t run(const std::vector<sock_filter>& prog, const seccomp_data& d) {
+    uint32_t a = 0, x = 0, mem[16] = {};
+    for (size_t pc = 0; pc < prog.size(); ++pc) {
+        const sock_filter& f = prog[pc];
+        const uint32_t src = BPF_SRC(f.code) == BPF_X ? x : f.k;
+        switch (BPF_CLASS(f.code)) {
+            case BPF_LD:
+                if (f.code == (BPF_LD | BPF_W | BPF_ABS)) {
+                    if (f.k % 4 != 0 || f.k + 4 > sizeof d) return kBad;
+                    std::memcpy(&a, reinterpret_cast<const char*>(&d) + f.k, 4);
+                } else if (f.code == (BPF_LD | BPF_IMM)) a = f.k;
+                else if (f.code == (BPF_LD | BPF_MEM) && f.k < 16) a = mem[f.k];
+                else return kBad;
+                break;
+            case BPF_LDX:
+                if (f.code == (BPF_LDX | BPF_IMM)) x = f.k;
+                else if (f.code == (BPF_LDX | BPF_MEM) && f.k < 16) x = mem[f.k];
+                else return kBad;
+                break;
+            case BPF_ST: if (f.k >= 16) return kBad; mem[f.k] = a; break;
+            case BPF_STX: if (f.k >= 16) return kBad; mem[f.k] = x; break;
+            case BPF_ALU:
+                switch (BPF_OP(f.code)) {
+                    case BPF_ADD: a += src; break;
+                    case BPF_SUB: a -= src; break;
+                    case BPF_AND: a &= src; break;
+                    case BPF_OR: a |= src; break;
+                    case BPF_XOR: a ^= src; break;
+                    case BPF_LSH: a <<= src; break;
+                    case BPF_RSH: a >>= src; break;
+                    case BPF_NEG: a = 0 - a; break;
+                    default: return kBad;
+                }
+                break;
+            case BPF_JMP: {
+                if (BPF_OP(f.code) == BPF_JA) {
+                    pc += f.k;
+                    break;
+                }
+                bool t = false;
+                switch (BPF_OP(f.code)) {
+                    case BPF_JEQ: t = a == src; break;
+                    case BPF_JGT: t = a > src; break;
+                    case BPF_JGE: t = a >= src; break;
+                    case BPF_JSET: t = (a & src) != 0; break;
+                    default: return kBad;
+                }
+                pc += t ? f.jt : f.jf;
+                break;
+            }
+            case BPF_RET: return BPF_RVAL(f.code) == BPF_A ? a : f.k;
+            case BPF_MISC:
+                if (f.code == (BPF_MISC | BPF_TAX)) x = a;
+                else if (f.code == (BPF_MISC | BPF_TXA)) a = x;
+                else return kBad;
+                break;
+            default: return kBad;
+        }
+    }
+    return kBad;  // fell off the end: the kernel would refuse to load it
+}
+
+constexpr uint32_t kAllow = SECCOMP_RET_ALLOW;
+constexpr uint32_t kEperm = SECCOMP_RET_ERRNO | EPERM;
+constexpr uint32_t kEnosys = SECCOMP_RET_ERRNO | ENOSYS;
+
+struct Call {
+    uint32_t arch;
+    uint32_t nr;
+    std::initializer_list<uint64_t> args;
+};
+
+uint32_t verdict(const std::vector<sock_filter>& prog, const Call& c) {
+    seccomp_data d{};
+    d.arch = c.arch;
+    d.nr = static_cast<int>(c.nr);
+    size_t i = 0;
+    for (uint64_t v : c.args) d.args[i++] = v;
+    return run(prog, d);
+}
+
+std::string name(const sb::Variant& v) {
+    return std::string(v.block_metadata ? "read-only" : "workspace-write") +
+           (v.host_namespaces ? "/landlock" : "/bwrap");
 }
 
 }  // namespace
 
 TEST_CASE("embedded seccomp filters are what libseccomp builds") {
-    for (bool metadata : {false, true}) {
+    for (size_t i = 0; i < sb::kVariantCount; ++i) {
+        CHECK(sb::index(sb::kVariants[i]) == i);
         std::vector<sock_filter> now;
         std::string step;
-        REQUIRE(dsh::seccomp_build::program(metadata, now, step) == 0);
-        const auto built = metadata ? embedded(dsh::harden::generated::kBlockMetadata)
-                                    : embedded(dsh::harden::generated::kBase);
-        CAPTURE(metadata, now.size(), built.size());
+        REQUIRE(sb::program(sb::kVariants[i], now, step) == 0);
+        const auto built = embedded(i);
+        CAPTURE(name(sb::kVariants[i]), now.size(), built.size());
         CHECK(same(now, built));
+        CHECK(built.size() <= BPF_MAXINSNS);
     }
 }
 
-TEST_CASE("seccomp filters name what they refuse") {
-    const auto base = embedded(dsh::harden::generated::kBase);
-    const auto meta = embedded(dsh::harden::generated::kBlockMetadata);
-    // Both compare the ioctl command in its low 32 bits against TIOCSTI and
-    // TIOCLINUX and answer EPERM; only the read-only one names chmod & co.
-    for (const auto* p : {&base, &meta}) {
-        CHECK(has_k(*p, SYS_ioctl));
-        CHECK(has_k(*p, TIOCSTI));
-        CHECK(has_k(*p, TIOCLINUX));
-        CHECK(has_k(*p, SECCOMP_RET_ERRNO | EPERM));
-        CHECK(has_k(*p, SECCOMP_RET_ALLOW));
-    }
-    for (long nr : std::initializer_list<long>{SYS_chmod, SYS_fchmodat, SYS_chown, SYS_utimensat, SYS_setxattr,
-                                               SYS_removexattr, 452, 463, 466})
-        CHECK(has_k(meta, static_cast<uint32_t>(nr)));
-    CHECK_FALSE(has_k(base, SYS_fchmodat));
 #if defined(__x86_64__)
-    // Read-only refuses the other ABIs outright; the base filter covers them.
-    CHECK(has_k(base, AUDIT_ARCH_X86_64));
-    CHECK(has_k(meta, AUDIT_ARCH_X86_64));
-    CHECK(has_k(meta, SECCOMP_RET_ERRNO | ENOSYS));
-    CHECK(has_k(base, AUDIT_ARCH_I386));
-#endif
+
+TEST_CASE("the newest system call the filters know is named, and numbers above it are ENOSYS") {
+    // Linux 6.17's file_setattr. Raising it means reviewing every call
+    // added since, per architecture (seccomp_build.hpp).
+    CHECK(sb::kMaxKnownSyscall == 469);
+    std::vector<sock_filter> guard;
+    REQUIRE(sb::unknown_syscall_guard(guard) == 0);
+    guard.push_back({BPF_RET | BPF_K, 0, 0, kAllow});  // what follows the guard
+    constexpr uint32_t X32 = sb::kX32Bit;
+    const uint32_t max = sb::kMaxKnownSyscall;
+    CHECK(verdict(guard, {AUDIT_ARCH_X86_64, max, {}}) == kAllow);
+    CHECK(verdict(guard, {AUDIT_ARCH_X86_64, 0, {}}) == kAllow);
+    for (uint32_t nr : {max + 1, 470u, 512u, 547u, 1000u, 0x3fffffffu, 0xffffffffu})
+        CHECK(verdict(guard, {AUDIT_ARCH_X86_64, nr, {}}) == kEnosys);
+    CHECK(verdict(guard, {AUDIT_ARCH_X86_64, X32 | max, {}}) == kAllow);
+    CHECK(verdict(guard, {AUDIT_ARCH_X86_64, X32 | 512, {}}) == kAllow);  // x32's own compat calls
+    CHECK(verdict(guard, {AUDIT_ARCH_X86_64, X32 | 547, {}}) == kAllow);
+    for (uint32_t nr : {X32 | (max + 1), X32 | 511, X32 | 548, X32 | 1000, 0x7fffffffu})
+        CHECK(verdict(guard, {AUDIT_ARCH_X86_64, nr, {}}) == kEnosys);
+    CHECK(verdict(guard, {AUDIT_ARCH_I386, max, {}}) == kAllow);
+    for (uint32_t nr : {max + 1, 1000u, X32 | 1})
+        CHECK(verdict(guard, {AUDIT_ARCH_I386, nr, {}}) == kEnosys);
+    // Another architecture is left to libseccomp's program (bad arch).
+    CHECK(verdict(guard, {AUDIT_ARCH_AARCH64, 1000, {}}) == kAllow);
+}
+
+TEST_CASE("seccomp variants: what each refuses, per ABI") {
+    constexpr uint32_t X64 = AUDIT_ARCH_X86_64, I386 = AUDIT_ARCH_I386, X32 = sb::kX32Bit;
+    const uint64_t hi = 0xffffffff00000000ULL;  // the kernel reads the ioctl command in 32 bits
+    for (const auto& v : sb::kVariants) {
+        const auto p = embedded(sb::index(v));
+        const bool ro = v.block_metadata, host = v.host_namespaces;
+        const uint32_t compat = ro ? kEnosys : kAllow;  // read-only refuses the i386/x32 ABIs
+        const uint32_t ipc = host ? kEperm : kAllow;
+        CAPTURE(name(v));
+
+        // Every variant: ordinary calls, TIOCSTI, io_uring, keyrings, unknown numbers.
+        CHECK(verdict(p, {X64, SYS_getpid, {}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_openat, {}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_ioctl, {1, TIOCGWINSZ}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_ioctl, {0, TIOCSTI}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_ioctl, {0, hi | TIOCSTI}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_ioctl, {0, TIOCLINUX}}) == kEperm);
+        for (uint32_t nr : {425u, 426u, 427u}) {
+            CHECK(verdict(p, {X64, nr, {}}) == kEnosys);
+            CHECK(verdict(p, {I386, nr, {}}) == kEnosys);
+            CHECK(verdict(p, {X64, X32 | nr, {}}) == kEnosys);
+        }
+        for (uint32_t nr : {SYS_add_key, SYS_request_key, SYS_keyctl}) {
+            CHECK(verdict(p, {X64, nr, {}}) == kEperm);
+            CHECK(verdict(p, {X64, X32 | nr, {}}) == (ro ? kEnosys : kEperm));
+        }
+        for (uint32_t nr : {286u, 287u, 288u}) CHECK(verdict(p, {I386, nr, {}}) == (ro ? kEnosys : kEperm));
+        for (uint32_t nr : {sb::kMaxKnownSyscall + 1, 1000u, 0x3fffffffu}) {
+            CHECK(verdict(p, {X64, nr, {}}) == kEnosys);
+            CHECK(verdict(p, {I386, nr, {}}) == kEnosys);
+            CHECK(verdict(p, {X64, X32 | nr, {}}) == kEnosys);
+        }
+        CHECK(verdict(p, {X64, 468, {}}) == kAllow);  // file_getattr: a read
+        for (unsigned long cmd : {BTRFS_IOC_SUBVOL_CREATE, BTRFS_IOC_SNAP_CREATE_V2, BTRFS_IOC_SNAP_DESTROY_V2})
+            CHECK(verdict(p, {X64, SYS_ioctl, {3, cmd}}) == kEperm);
+
+        // The compat ABIs: refused outright in read-only, filtered otherwise.
+        CHECK(verdict(p, {I386, 20, {}}) == compat);  // getpid
+        CHECK(verdict(p, {I386, 54, {0, TIOCSTI}}) == (ro ? kEnosys : kEperm));
+        CHECK(verdict(p, {X64, X32 | SYS_getpid, {}}) == compat);
+        CHECK(verdict(p, {X64, X32 | 514, {0, TIOCSTI}}) == (ro ? kEnosys : kEperm));  // x32 ioctl
+        CHECK(verdict(p, {X64, X32 | 514, {1, TIOCGWINSZ}}) == compat);
+
+        // Metadata calls and inode ioctls: read-only only.
+        const uint32_t meta = ro ? kEperm : kAllow;
+        for (uint32_t nr : std::initializer_list<uint32_t>{SYS_chmod, SYS_fchmod, SYS_fchmodat, SYS_chown, SYS_utimensat, SYS_setxattr,
+                            SYS_fsetxattr, SYS_removexattr, 452u, 463u, 466u, 469u})
+            CHECK(verdict(p, {X64, nr, {}}) == meta);
+        for (unsigned long cmd :
+             {FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR, FS_IOC_SETVERSION, FS_IOC32_SETVERSION,
+              FS_IOC_ENABLE_VERITY, FICLONE, FICLONERANGE, FIDEDUPERANGE, FS_IOC_SETFSLABEL,
+              BTRFS_IOC_SUBVOL_SETFLAGS, BTRFS_IOC_DEFRAG, static_cast<unsigned long>(_IOW('f', 4, long)),
+              static_cast<unsigned long>(_IO('f', 9))}) {
+            CAPTURE(cmd);
+            CHECK(verdict(p, {X64, SYS_ioctl, {3, cmd}}) == meta);
+            CHECK(verdict(p, {X64, SYS_ioctl, {3, hi | cmd}}) == meta);
+        }
+        CHECK(verdict(p, {X64, SYS_ioctl, {3, FS_IOC_GETFLAGS}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_ioctl, {3, FS_IOC_FSGETXATTR}}) == kAllow);
+
+        // Shared IPC: refused where the command shares the host's namespace.
+        for (uint32_t nr : {SYS_shmget, SYS_shmat, SYS_shmctl, SYS_shmdt, SYS_msgget, SYS_msgsnd, SYS_msgrcv,
+                            SYS_msgctl, SYS_semget, SYS_semop, SYS_semtimedop, SYS_semctl, SYS_mq_open,
+                            SYS_mq_unlink, SYS_mq_timedsend, SYS_mq_timedreceive, SYS_mq_notify,
+                            SYS_mq_getsetattr})
+            CHECK(verdict(p, {X64, nr, {}}) == ipc);
+        // i386: the ipc(2) multiplexer, the direct SysV calls, the time64 ones.
+        for (uint32_t nr : {117u, 393u, 394u, 395u, 396u, 397u, 398u, 399u, 400u, 401u, 402u, 420u, 277u, 418u})
+            CHECK(verdict(p, {I386, nr, {}}) == (ro ? kEnosys : ipc));
+        CHECK(verdict(p, {X64, X32 | SYS_shmget, {}}) == (ro ? kEnosys : ipc));
+
+        // Other processes: pid 0 (the caller) always works.
+        const uint32_t other = host ? kEperm : kAllow;
+        CHECK(verdict(p, {X64, SYS_prlimit64, {0, RLIMIT_NOFILE, 0x1000, 0}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_prlimit64, {0, RLIMIT_NOFILE, 0, 0x1000}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_prlimit64, {4242, RLIMIT_NOFILE, 0, 0x1000}}) == kAllow);  // read only
+        CHECK(verdict(p, {X64, SYS_prlimit64, {4242, RLIMIT_NOFILE, 0x1000, 0}}) == other);
+        CHECK(verdict(p, {X64, SYS_prlimit64, {1ULL << 32, RLIMIT_NOFILE, 0x1000, 0}}) == other);
+        CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PROCESS, 0, 5}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PROCESS, 4242, 5}}) == other);
+        CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_USER, 0, 5}}) == other);
+        CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PGRP, 0, 5}}) == other);
+        CHECK(verdict(p, {X64, SYS_ioprio_set, {1, 0, 0}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_ioprio_set, {1, 4242, 0}}) == other);
+        CHECK(verdict(p, {X64, SYS_ioprio_set, {3, 0, 0}}) == other);  // IOPRIO_WHO_USER
+        for (uint32_t nr : {SYS_sched_setaffinity, SYS_sched_setscheduler, SYS_sched_setparam, SYS_sched_setattr,
+                            SYS_migrate_pages, SYS_move_pages}) {
+            CHECK(verdict(p, {X64, nr, {0}}) == kAllow);
+            CHECK(verdict(p, {X64, nr, {4242}}) == other);
+        }
+        CHECK(verdict(p, {X64, SYS_sched_getaffinity, {4242}}) == kAllow);
+        CHECK(verdict(p, {I386, 340, {4242, RLIMIT_NOFILE, 0x1000, 0}}) == (ro ? kEnosys : other));  // prlimit64
+        CHECK(verdict(p, {I386, 97, {PRIO_USER, 0, 5}}) == (ro ? kEnosys : other));  // setpriority
+    }
+}
+
+#endif  // __x86_64__
+
+namespace {
+
+// In a child: install the variant, then ask the kernel. Returns the number
+// of the first failed expectation (0 = all held).
+int probe_in_child(const sb::Variant& v) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const auto& prog = dsh::harden::generated::kPrograms[sb::index(v)];
+        sock_fprog fp{prog.len, const_cast<sock_filter*>(prog.filter)};
+        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &fp) != 0)
+            ::_exit(100);
+        int bad = 0;  // the number of the first expectation that failed
+        auto expect = [&](long rc, int err, int n) {
+            if ((err == 0 ? rc != 0 : (rc != -1 || errno != err)) && bad == 0) bad = n;
+        };
+        errno = 0;
+        expect(::syscall(425, 1, nullptr), ENOSYS, 13);
+        expect(::syscall(sb::kMaxKnownSyscall + 1, 0), ENOSYS, 1);
+        expect(::syscall(1000, 0), ENOSYS, 2);
+        rlimit r{};
+        expect(::getrlimit(RLIMIT_NOFILE, &r), 0, 3);
+        r.rlim_cur = r.rlim_cur > 64 ? 64 : r.rlim_cur;
+        expect(::setrlimit(RLIMIT_NOFILE, &r), 0, 4);   // glibc: prlimit64(0, ...)
+        expect(::setpriority(PRIO_PROCESS, 0, 5), 0, 5);  // what nice(1) does
+        expect(::syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0), EPERM, 6);
+        // Where these are allowed they would act on the test runner's
+        // processes: asked only where they must be refused.
+        if (v.host_namespaces) {
+            expect(::setpriority(PRIO_USER, 0, 6), EPERM, 7);
+            expect(::syscall(SYS_prlimit64, ::getppid(), RLIMIT_NOFILE, &r, nullptr), EPERM, 8);
+            expect(::syscall(SYS_sched_setaffinity, ::getppid(), 0, nullptr), EPERM, 10);
+        }
+        // An inode ioctl: the filter's EPERM in read-only, the kernel's own
+        // answer (a bad pointer) otherwise.
+        errno = 0;
+        const int io = ::ioctl(0, FS_IOC_SETFLAGS, nullptr);
+        if ((v.block_metadata ? (io != -1 || errno != EPERM) : errno == EPERM) && bad == 0) bad = 11;
+        if (v.block_metadata) expect(::syscall(SYS_fchmod, 0, 0600), EPERM, 12);
+        const long shm = ::syscall(SYS_shmget, 0 /* IPC_PRIVATE */, 4096, 0600);
+        if ((v.host_namespaces ? (shm != -1 || errno != EPERM) : shm < 0) && bad == 0) bad = 9;
+        if (shm >= 0) ::syscall(SYS_shmctl, shm, 0 /* IPC_RMID */, nullptr);
+        ::_exit(bad);
+    }
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("the kernel enforces each variant as the interpreter says") {
+    for (const auto& v : sb::kVariants) {
+        CAPTURE(name(v));
+        CHECK(probe_in_child(v) == 0);
+    }
 }
