@@ -5,6 +5,14 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#if !defined(_WIN32)
+#include <fcntl.h>
+#endif
+#if defined(__linux__)
+#include <cerrno>
+#include <cstring>
+#include <sys/resource.h>
+#endif
 #include <unistd.h>
 
 #include "cli.hpp"
@@ -75,6 +83,38 @@ Outcome apply_environment(const Request& req, Launch& l) {
 }
 
 #if defined(__linux__)
+// Descriptors a confined start needs besides what is open: our pipes, bwrap's
+// own (eventfds, namespace fds, its libraries while loading), the stage's and
+// Landlock's rule fds. bwrap that runs out half way leaves its sandboxed child
+// waiting for ever (an orphan outside our process group), and the loader's
+// failure is an exit 127 that reads as the command's: so the floor is checked
+// before anything starts. 32 is several times what was seen to be needed.
+constexpr int kFdHeadroom = 32;
+
+Outcome check_fd_headroom() {
+    std::vector<int> fds;
+    fds.reserve(kFdHeadroom);
+    int e = 0;
+    const int base = ::open("/", O_PATH | O_CLOEXEC);
+    if (base < 0) e = errno;
+    else fds.push_back(base);
+    while (e == 0 && static_cast<int>(fds.size()) < kFdHeadroom) {
+        const int fd = ::fcntl(base, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) e = errno;
+        else fds.push_back(fd);
+    }
+    for (int fd : fds) ::close(fd);
+    if (e == 0) return Outcome::success();
+    struct rlimit rl {};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    if (e == EMFILE || e == ENFILE)
+        return failf(Err::SandboxUnavailable,
+                     "only {} file descriptors are free under the open-file limit ({}), and setting up the "
+                     "sandbox needs {}; raise it (ulimit -n 1024) or close inherited descriptors",
+                     fds.size(), static_cast<unsigned long long>(rl.rlim_cur), kFdHeadroom);
+    return failf(Err::Internal, "cannot check the free file descriptors: {}", std::strerror(e));
+}
+
 // The runner chain's inputs: --runner, --probe-timeout, the build's bwrap path.
 Outcome chain_options(const Request& req, chain::Options& opts) {
     if (req.runner) {
@@ -102,8 +142,18 @@ void config_chain_options(const Config& cfg, chain::Options& opts) {
 Outcome prepare_launch(const Request& req, Launch& l) {
     Confinement& c = l.c;
     const Policy& policy = c.policy;
-    for (int fd : policy.keep_fds)
+    for (int fd : policy.keep_fds) {
         if (fd <= 2) return failf(Err::Usage, "--keep-fd {}: stdio is always passed through", fd);
+        // The command could write forged records into the caller's report.
+        if (fd == req.report_fd)
+            return failf(Err::Usage, "--keep-fd {}: that is the --report-fd, which the command must not write; "
+                                     "pass the command another fd", fd);
+#if !defined(_WIN32)
+        // Said here, before any runner: found later it reads as a sandbox failure.
+        if (::fcntl(fd, F_GETFD) < 0)
+            return failf(Err::Usage, "--keep-fd {}: fd {} is not open; open it before calling dsh-confine", fd, fd);
+#endif
+    }
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, l); !o) return o;
     const char* path = l.env ? env_lookup(*l.env, "PATH") : std::getenv("PATH");
@@ -130,6 +180,7 @@ Outcome prepare_launch(const Request& req, Launch& l) {
     }
     return Outcome::success();
 #else
+    if (auto o = check_fd_headroom(); !o) return unavailable(policy, o, true);
     chain::Options opts;
     if (auto o = chain_options(req, opts); !o) return o;
     config_chain_options(l.config, opts);

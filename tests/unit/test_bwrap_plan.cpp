@@ -82,11 +82,12 @@ TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
     spec.self = "/proc/self/fd/4";
     spec.landlock_abi = 7;
     spec.report_fd = 3;
+    spec.record_fd = 5;
     spec.command_path = "/usr/bin/sh";
     spec.argv = {"sh", "-c", "echo -- --mode x"};
     auto stage = bwrap::stage_args(p, spec);
     CHECK(stage == Args{"/proc/self/fd/4", "__dsh_confine_stage_v1", "--mode", "workspace-write", "--landlock", "7",
-                        "--report-fd", "3", "--keep-fd", "7", "--file", "/dev/null", "--rw", "workspace",
+                        "--report-fd", "3", "--record-fd", "5", "--keep-fd", "7", "--file", "/dev/null", "--rw", "workspace",
                         "/tmp/my ws", "--rw", "tmp", "/tmp", "--", "/usr/bin/sh", "sh", "-c", "echo -- --mode x"});
     auto argv = bwrap::wrap("/usr/bin/bwrap", bwrap::profile_args(p, {}), stage);
     CHECK(argv.front() == "/usr/bin/bwrap");
@@ -114,6 +115,10 @@ TEST_CASE("bwrap stage: bad command lines are refused") {
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--landlock", "x", "--", "/x", "x"}, req));
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--rw", "tmp", "rel", "--", "/x", "x"}, req));
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--bogus", "--", "/x", "x"}, req));
+    // The launcher's memfd is not optional: without it nothing is the launcher's.
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--", "/bin/sh", "sh"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--record-fd", "1", "--", "/bin/sh", "sh"}, req));
+    CHECK(bwrap::parse_stage({"--mode", "read-only", "--record-fd", "3", "--", "/bin/sh", "sh"}, req));
 }
 
 TEST_CASE("bwrap: --json-status-fd goes right after the bwrap path") {
