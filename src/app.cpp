@@ -109,8 +109,8 @@ Outcome check_fd_headroom() {
     ::getrlimit(RLIMIT_NOFILE, &rl);
     if (e == EMFILE || e == ENFILE)
         return failf(Err::SandboxUnavailable,
-                     "only {} file descriptors are free under the open-file limit ({}), and setting up the "
-                     "sandbox needs {}; raise it (ulimit -n 1024) or close inherited descriptors",
+                     "{} of the {} file descriptors the open-file limit allows are free, and setting up the "
+                     "sandbox needs {}; raise the limit (ulimit -n 1024) or close inherited descriptors",
                      fds.size(), static_cast<unsigned long long>(rl.rlim_cur), kFdHeadroom);
     return failf(Err::Internal, "cannot check the free file descriptors: {}", std::strerror(e));
 }
