@@ -79,8 +79,10 @@ std::vector<StateFile> own_state(const Request& req, const Resolution& r, const 
 // whatever its owner (the command runs as the caller). Each path counts
 // whether it exists or not, both as named and as it resolves now. Every
 // runner is refused alike (see docs/DECISIONS.md, "Own state").
-Outcome check_own_state(const Policy& p, const std::vector<StateFile>& files, const std::string& cwd) {
-    for (const auto& f : files) {
+Outcome check_own_state(const Policy& p, const Request& req, const Resolution& r, const ResolveEnv& env) {
+    if (p.writable_roots.empty()) return Outcome::success();  // read-only: nothing to look at
+    const std::string& cwd = env.cwd;
+    for (const auto& f : own_state(req, r, env)) {
         if (f.path.empty()) continue;
         const std::string lex = lexically_normal(f.path[0] == '/' ? f.path : cwd + "/" + f.path);
         const std::string canon = canonical_path(f.path, cwd);
@@ -154,11 +156,10 @@ Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Reso
         out.base_source = "config";
     }
 
-    const std::vector<StateFile> state = own_state(req, out, env);
     if (!out.escalation_target) {
         if (auto o = build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy); !o)
             return o;
-        return check_own_state(out.policy, state, env.cwd);
+        return check_own_state(out.policy, req, out, env);
     }
 
     // 5. Escalation. The policy is built for the target first, so a request
@@ -177,7 +178,7 @@ Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Reso
     Policy probe_policy;
     if (wider) {
         if (auto o = build_policy(policy_input(req, out, env, target, "escalation"), probe_policy); !o) return o;
-        if (auto o = check_own_state(probe_policy, state, env.cwd); !o) return o;
+        if (auto o = check_own_state(probe_policy, req, out, env); !o) return o;
         er.root = probe_policy.workspace_root;
         // The approver decides this call: nobody else may have rewritten it.
         if (s.approver)
