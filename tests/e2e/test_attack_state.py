@@ -79,6 +79,14 @@ def test_config_under_the_root_is_refused_and_nothing_is_written(s):
     os.makedirs(os.path.dirname(cfg))
     r = sh("true", s, mode="workspace-write", root=s.ws, extra=["--writable", os.path.dirname(cfg)], env=NO_XDG)
     _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, os.path.dirname(cfg), "flag"))
+    # A dotfile manager's link from $HOME into the workspace: the target is what a later run reads.
+    dots = _write(s.p("ws", "dots", "dsh.json"), "{}")
+    os.symlink(dots, cfg)
+    r = sh("echo '{\"mode\": \"danger-full-access\"}' > '%s'" % dots, s, mode="workspace-write", root=s.ws,
+           env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.ws, "workspace"))
+    assert open(dots).read() == "{}"
+    os.unlink(cfg)
     # An existing config planted by an earlier run: the next run under the same root is refused,
     # the next run elsewhere reads it (the caller's own file) but cannot have been written by us.
     _custom_runner_config(s, cfg, marker)
@@ -179,6 +187,12 @@ def test_session_log_under_a_writable_root(s):
             _refused(r, "UNSAFE_STATE", _state_msg("session log", where, root, source))
             assert open(where).read() == before
             os.unlink(where)
+    # A --writable naming the log file itself.
+    log = s.p("outside", "s.jsonl")
+    assert dsh(["session", "set-mode", log, "read-only"], s, report=False).rc == 0
+    r = dsh(["--session", log, "--mode", "workspace-write", "--root", s.ws, "--writable", log, "--", "true"], s,
+            env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _state_msg("session log", log, log, "flag"))
     # The same log read by a read-only run is fine: nothing is writable.
     log = s.p("ws", "ro.jsonl")
     assert dsh(["session", "set-mode", log, "read-only"], s, report=False).rc == 0
@@ -205,6 +219,10 @@ def test_approver_under_a_writable_root_or_untrusted(s):
              "--approver", "sh '%s'" % inside, "--", "true"], s, env=NO_XDG)
     _refused(r, "UNSAFE_STATE", _state_msg("approver", inside, s.ws, "workspace"))
     assert not os.path.exists(marker)
+    # A bare name found on PATH: a PATH directory under the root could hold it next time.
+    r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "landlock", "--approver", "dsh-approve-x",
+             "--", "true"], s, env=dict(NO_XDG, PATH=s.p("ws", "bin") + ":/usr/bin:/bin"))
+    _refused(r, "UNSAFE_STATE", _state_msg("approver", s.p("ws", "bin", "dsh-approve-x"), s.ws, "workspace"))
     # Outside the roots but writable by others: refused, not run.
     outside = _write(s.p("outside", "approve.sh"), body, 0o757)
     r = dsh(["--root", s.ws, "--runner", "landlock", "--escalate", "workspace-write", "--justification", "x",
