@@ -88,11 +88,16 @@ Outcome check_own_state(const Policy& p, const Request& req, const Resolution& r
         const std::string canon = canonical_path(f.path, cwd);
         for (const auto& root : p.writable_roots) {
             if (!under(lex, root.path) && !under(canon, root.path)) continue;
+            // The fix depends on where the root came from; /tmp and $TMPDIR
+            // come with workspace-write, so only moving the file helps there.
+            std::string fix;
+            if (root.source == "workspace") fix = "choose a narrower --root, or ";
+            else if (root.source == "flag") fix = "drop that --writable, or ";
+            else if (root.source == "config") fix = "drop it from the config's writableRoots, or ";
             return failf(Err::StateUnsafe,
                          "the {} {} decides later runs, and this run could rewrite it: it is under the writable "
-                         "root {} ({}); choose a narrower --root (or drop that --writable), or move the {} "
-                         "out of the writable roots",
-                         f.what, f.path, root.path, root.source, f.what);
+                         "root {} ({}); {}move the {} out of it",
+                         f.what, f.path, root.path, root.source, fix, f.what);
         }
     }
     return Outcome::success();

@@ -43,9 +43,9 @@ def _refused(r, code, message=None, prefix=None, status=125):
 
 
 def _state_msg(what, path, root, source):
+    fix = {"workspace": "choose a narrower --root, or ", "flag": "drop that --writable, or "}.get(source, "")
     return ("the %s %s decides later runs, and this run could rewrite it: it is under the writable root %s (%s); "
-            "choose a narrower --root (or drop that --writable), or move the %s out of the writable roots"
-            % (what, path, os.path.realpath(root), source, what))
+            "%smove the %s out of it" % (what, path, os.path.realpath(root), source, fix, what))
 
 
 def _custom_runner_config(s, path, marker):
