@@ -5,6 +5,14 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#if !defined(_WIN32)
+#include <fcntl.h>
+#endif
+#if defined(__linux__)
+#include <cerrno>
+#include <cstring>
+#include <sys/resource.h>
+#endif
 #include <unistd.h>
 
 #include "cli.hpp"
@@ -31,6 +39,7 @@ inline constexpr std::string_view NAME = "seatbelt";
 #include "linux/probe_cmd.hpp"
 #endif
 #include "policy.hpp"
+#include "roots.hpp"
 #include "report.hpp"
 #include "resolve.hpp"
 #include "runner.hpp"
@@ -102,8 +111,18 @@ void config_chain_options(const Config& cfg, chain::Options& opts) {
 Outcome prepare_launch(const Request& req, Launch& l) {
     Confinement& c = l.c;
     const Policy& policy = c.policy;
-    for (int fd : policy.keep_fds)
+    for (int fd : policy.keep_fds) {
         if (fd <= 2) return failf(Err::Usage, "--keep-fd {}: stdio is always passed through", fd);
+        // The command could write forged records into the caller's report.
+        if (fd == req.report_fd)
+            return failf(Err::Usage, "--keep-fd {}: that is the --report-fd, which the command must not write; "
+                                     "pass the command another fd", fd);
+#if !defined(_WIN32)
+        // Said here, before any runner: found later it reads as a sandbox failure.
+        if (::fcntl(fd, F_GETFD) < 0)
+            return failf(Err::Usage, "--keep-fd {}: fd {} is not open; open it before calling dsh-confine", fd, fd);
+#endif
+    }
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, l); !o) return o;
     const char* path = l.env ? env_lookup(*l.env, "PATH") : std::getenv("PATH");
@@ -130,6 +149,9 @@ Outcome prepare_launch(const Request& req, Launch& l) {
     }
     return Outcome::success();
 #else
+    // Workspace-write checked this before opening its roots (build_policy).
+    if (policy.mode == Mode::ReadOnly)
+        if (auto o = roots::check_fd_headroom(); !o) return unavailable(policy, o, true);
     chain::Options opts;
     if (auto o = chain_options(req, opts); !o) return o;
     config_chain_options(l.config, opts);

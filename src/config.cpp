@@ -18,9 +18,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// A config larger than this is not a config; refusing it bounds the read.
-constexpr size_t kMaxConfigBytes = 1 << 20;
-
 const char* type_name(const json& v) {
     switch (v.type()) {
         case json::value_t::null: return "null";
@@ -81,6 +78,32 @@ bool blank(const std::string& s) {
 
 }  // namespace
 
+bool json_depth_within(std::string_view text, size_t limit) {
+    size_t depth = 0;
+    bool in_string = false, escaped = false;
+    for (char ch : text) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (ch == '\\') escaped = true;
+            else if (ch == '"') in_string = false;
+            continue;
+        }
+        switch (ch) {
+            case '"': in_string = true; break;
+            case '[':
+            case '{':
+                if (++depth > limit) return false;
+                break;
+            case ']':
+            case '}':
+                if (depth > 0) --depth;
+                break;
+            default: break;
+        }
+    }
+    return true;
+}
+
 Outcome parse_config(std::string_view text, const std::string& origin, Config& out) {
     out = Config{};
     out.path = origin;
@@ -90,6 +113,9 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
     // track the keys of each object being parsed and refuse a repeat.
     std::vector<std::set<std::string>> keys;
     std::string duplicate;
+    if (text.size() > kMaxConfigBytes) return c.err(fmt::format("larger than {} bytes", kMaxConfigBytes));
+    if (!json_depth_within(text, kMaxJsonDepth))
+        return c.err(fmt::format("nested deeper than {} levels", kMaxJsonDepth));
     json doc;
     try {
         doc = json::parse(
@@ -220,9 +246,28 @@ std::vector<ConfigCandidate> config_candidates(const std::optional<std::string>&
     return out;
 }
 
+std::vector<std::string> config_state_paths(const std::optional<std::string>& flag,
+                                            const std::function<const char*(const char*)>& getenv) {
+    std::vector<std::string> out;
+    if (flag) out.push_back(*flag);
+    const char* env = getenv("DSH_CONFINE_CONFIG");
+    if (env != nullptr && *env != '\0') out.push_back(env);
+    // Both per-user places: a run with $XDG_CONFIG_HOME set must not write
+    // the file the next run without it reads.
+    const char* xdg = getenv("XDG_CONFIG_HOME");
+    const char* home = getenv("HOME");
+    if (xdg != nullptr && xdg[0] == '/') out.push_back(std::string(xdg) + "/dsh-confine/config.json");
+    if (home != nullptr && home[0] == '/') out.push_back(std::string(home) + "/.config/dsh-confine/config.json");
+    out.push_back("/etc/dsh-confine/config.json");
+    return out;
+}
+
 static Outcome read_file(const std::string& path, std::string& text) {
     int fd = -1;
-    if (auto o = open_regular_file(path, O_RDONLY, Err::ConfigInvalid, "config", fd); !o) return o;
+    if (auto o = open_regular_file(path, O_RDONLY, Err::ConfigInvalid, "config", fd,
+                                   OpenRules{/*follow_symlink=*/true, /*trusted=*/true});
+        !o)
+        return o;
     text.clear();
     char buf[65536];
     while (true) {

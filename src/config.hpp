@@ -15,6 +15,18 @@
 
 namespace dsh {
 
+// Every JSON document the launcher reads (config, session-log lines) is
+// refused past this nesting depth before it is parsed: a deeply nested value
+// would otherwise be built and later walked recursively (json::dump), and a
+// 200,000-deep one overflows the stack. Ours are at most 3 deep.
+inline constexpr size_t kMaxJsonDepth = 64;
+// A config larger than this is not a config; refusing it bounds the read.
+inline constexpr size_t kMaxConfigBytes = 1 << 20;
+
+// Pure: whether the arrays and objects in `text` nest at most `limit` deep
+// (brackets inside strings do not count). Malformed text is left to the parser.
+bool json_depth_within(std::string_view text, size_t limit);
+
 // Default bound on each functional probe (the seed's probeTimeoutMs default).
 inline constexpr int kDefaultProbeTimeoutMs = 5000;
 
@@ -48,9 +60,19 @@ struct ConfigCandidate {
 std::vector<ConfigCandidate> config_candidates(const std::optional<std::string>& flag,
                                                const std::function<const char*(const char*)>& getenv);
 
+// Every path a config could be read from by some run of this caller, whether
+// it exists or not (a confined command could create it): the flag's, the
+// environment's, $XDG_CONFIG_HOME's and $HOME/.config's, and /etc's. A run
+// must not be able to write any of them (see check_own_state in resolve).
+std::vector<std::string> config_state_paths(const std::optional<std::string>& flag,
+                                            const std::function<const char*(const char*)>& getenv);
+
 // Finds and loads the config. No file anywhere is fine (an empty Config); the
 // common case costs a stat per candidate and reads nothing. A file that exists
-// but cannot be read, or does not parse, is an error.
+// but cannot be read, or does not parse, is an error, and so is one that
+// another user could have written (OpenRules::trusted: owner and modes of the
+// file and of every directory above it). The last component may be a symlink
+// (dotfile managers) owned by the caller or root; the target is checked too.
 Outcome load_config(const std::optional<std::string>& flag, Config& out);
 
 }  // namespace dsh

@@ -6,6 +6,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0  // Windows: handles are not inherited by default
@@ -34,6 +37,7 @@ ErrInfo info(Err e) noexcept {
         case Err::EscalationRejected: return {"ESCALATION_REJECTED", 125};
         case Err::EscalationCancelled: return {"ESCALATION_CANCELLED", 125};
         case Err::EscalationUnavailable: return {"ESCALATION_UNAVAILABLE", 125};
+        case Err::StateUnsafe: return {"UNSAFE_STATE", 125};
         case Err::Internal: return {"INTERNAL_ERROR", 125};
     }
     return {"INTERNAL_ERROR", 125};  // unreachable: every enumerator is listed above
@@ -129,8 +133,12 @@ int write_whole(int fd, std::string_view data) noexcept {
     return err;
 }
 
-Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd) {
-    fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOCTTY, 0666);
+#ifdef _WIN32
+// Windows: no symlinks to speak of for these files, no uids; the regular-file
+// check only (not executed: see docs/PLATFORMS.md).
+Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd,
+                          OpenRules) {
+    fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOCTTY, 0644);
     if (fd < 0) return failf(err, "{} {}: cannot open: {}", what, path, std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -140,6 +148,233 @@ Outcome open_regular_file(const std::string& path, int flags, Err err, std::stri
     }
     return Outcome::success();
 }
+Outcome check_trusted_file(const std::string&, Err, std::string_view) { return Outcome::success(); }
+#else
+namespace {
+
+// The caller (effective uid) or root: the only owners whose files and
+// directories decide a run. (A uid outside our user namespace shows as the
+// overflow uid, 65534: not trusted, since we cannot tell who it is.)
+bool trusted_owner(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
+
+#if defined(__linux__)
+// Inside a user namespace other than the first, a directory owned by a uid
+// that is not mapped into it shows as the overflow uid: the host's root-owned
+// /, /var, /var/tmp all do in a container. Such a directory is accepted
+// (when nobody else may write it, as for any other): refusing it would
+// refuse every state file under a container's host paths. Files themselves
+// must still be ours or root's. In the first namespace the overflow uid is
+// the real user "nobody" and gets no such pass.
+bool unmapped_owner(uid_t uid) {
+    static const bool in_child_userns = [] {
+        int fd = ::open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return false;
+        char buf[256];
+        const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+        ::close(fd);
+        if (n <= 0) return false;
+        unsigned long inner = 1, outer = 1, count = 0;
+        buf[n] = '\0';
+        // The first namespace maps everything: "0 0 4294967295", one line.
+        return !(std::sscanf(buf, "%lu %lu %lu", &inner, &outer, &count) == 3 && inner == 0 && outer == 0 &&
+                 count == 4294967295UL && std::strchr(buf, '\n') == buf + n - 1);
+    }();
+    static const long overflow = [] {
+        int fd = ::open("/proc/sys/kernel/overflowuid", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return 65534L;
+        char buf[32];
+        const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+        ::close(fd);
+        if (n <= 0) return 65534L;
+        buf[n] = '\0';
+        return std::strtol(buf, nullptr, 10);
+    }();
+    return in_child_userns && static_cast<long>(uid) == overflow;
+}
+#else
+bool unmapped_owner(uid_t) { return false; }
+#endif
+
+std::string octal(mode_t m) { return fmt::format("{:04o}", static_cast<unsigned>(m & 07777)); }
+
+class Fd {
+public:
+    explicit Fd(int fd = -1) : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    int get() const { return fd_; }
+    int release() {
+        int f = fd_;
+        fd_ = -1;
+        return f;
+    }
+
+private:
+    int fd_;
+};
+
+// Where an open descriptor really is: no symlink in it, and no race between
+// the check and the open (the name is what the kernel opened).
+std::string fd_path(int fd) {
+#if defined(__linux__)
+    char buf[4096];
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+    if (n <= 0 || buf[0] != '/') return {};
+    std::string p(buf, static_cast<size_t>(n));
+    constexpr std::string_view kDeleted = " (deleted)";
+    if (p.size() > kDeleted.size() && p.compare(p.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0)
+        return {};
+    return p;
+#elif defined(__APPLE__)
+    char buf[PATH_MAX];
+    if (::fcntl(fd, F_GETPATH, buf) != 0) return {};
+    return buf;
+#else
+    (void)fd;
+    return {};
+#endif
+}
+
+std::string dir_of(const std::string& path) {
+    const auto slash = path.find_last_of('/');
+    if (slash == std::string::npos) return ".";
+    if (slash == 0) return "/";
+    return path.substr(0, slash);
+}
+
+std::string base_of(const std::string& path) {
+    const auto slash = path.find_last_of('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The owner and mode rules for the file itself (or a symlink to it).
+Outcome check_owner_mode(const struct stat& st, const std::string& path, Err err, std::string_view what,
+                         std::string_view kind) {
+    if (!trusted_owner(st.st_uid))
+        return failf(err,
+                     "{} {}: {}owned by uid {}, neither you (uid {}) nor root, so another user could change "
+                     "what the next run does; use a file you own",
+                     what, path, kind, st.st_uid, ::geteuid());
+    if (!S_ISLNK(st.st_mode) && (st.st_mode & 022) != 0)
+        return failf(err,
+                     "{} {}: {}writable by group or others (mode {}), so another user could change what the next "
+                     "run does; chmod go-w {}",
+                     what, path, kind, octal(st.st_mode), path);
+    return Outcome::success();
+}
+
+// `dir` (a real path: no symlinks) and every ancestor up to /.
+Outcome check_dirs(std::string dir, Err err, std::string_view what, const std::string& path) {
+    if (dir.empty() || dir[0] != '/')
+        return failf(err, "{} {}: cannot tell which directory it is in, so cannot check who may replace it", what,
+                     path);
+    while (true) {
+        struct stat st {};
+        if (::lstat(dir.c_str(), &st) != 0)
+            return failf(err, "{} {}: cannot check directory {}: {}", what, path, dir, std::strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return failf(err, "{} {}: {} changed while it was checked; try again", what, path, dir);
+        if (!trusted_owner(st.st_uid) && !unmapped_owner(st.st_uid))
+            return failf(err,
+                         "{} {}: directory {} is owned by uid {}, neither you (uid {}) nor root, so another user "
+                         "could replace the file; move it to a directory you own",
+                         what, path, dir, st.st_uid, ::geteuid());
+        // Sticky (/tmp): others may add entries, but not rename or remove ours.
+        if ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0)
+            return failf(err,
+                         "{} {}: directory {} is writable by group or others (mode {}) without the sticky bit, so "
+                         "another user could replace the file; chmod go-w {}",
+                         what, path, dir, octal(st.st_mode), dir);
+        if (dir == "/") return Outcome::success();
+        dir = dir_of(dir);
+    }
+}
+
+Outcome open_checked(const std::string& path, int flags, Err err, std::string_view what, int& fd, OpenRules rules,
+                     bool path_only) {
+    fd = -1;
+    auto cannot = [&](int e) { return failf(err, "{} {}: cannot open: {}", what, path, std::strerror(e)); };
+    if (path.empty()) return cannot(ENOENT);
+    // The directory first: the checks and the open below are relative to the
+    // same directory, so a rename between them cannot swap which one it is.
+    const std::string base = base_of(path);
+    if (base.empty() || base == "." || base == "..") return failf(err, "{} {}: not a regular file", what, path);
+#if defined(O_PATH)
+    Fd dir(::open(dir_of(path).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));  // needs no read permission
+#else
+    Fd dir(::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK));
+#endif
+    if (dir.get() < 0) return cannot(errno);
+    if (rules.trusted)
+        if (auto o = check_dirs(fd_path(dir.get()), err, what, path); !o) return o;
+
+    // What is there, before anything opens it: a FIFO, a socket or a device
+    // is refused without being opened (an open could block or act).
+    struct stat st {};
+    bool exists = ::fstatat(dir.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!exists && errno != ENOENT) return cannot(errno);
+    if (!exists && (flags & O_CREAT) == 0) return cannot(ENOENT);
+    bool was_link = false;
+    if (exists && S_ISLNK(st.st_mode)) {
+        if (!rules.follow_symlink)
+            return failf(err, "{} {}: is a symlink, which dsh-confine does not follow here; name the file itself",
+                         what, path);
+        if (rules.trusted)
+            if (auto o = check_owner_mode(st, path, err, what, "a symlink "); !o) return o;
+        was_link = true;
+        if (::fstatat(dir.get(), base.c_str(), &st, 0) != 0) return cannot(errno);
+    }
+    if (exists && !S_ISREG(st.st_mode)) return failf(err, "{} {}: not a regular file", what, path);
+
+    int oflags = flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    if (!rules.follow_symlink) oflags |= O_NOFOLLOW;
+#if defined(O_PATH)
+    if (path_only) oflags = O_PATH | O_CLOEXEC | (rules.follow_symlink ? 0 : O_NOFOLLOW);
+#else
+    (void)path_only;
+#endif
+    Fd file(::openat(dir.get(), base.c_str(), oflags, 0644));
+    if (file.get() < 0) {
+        if (errno == ELOOP && !rules.follow_symlink)
+            return failf(err, "{} {}: is a symlink, which dsh-confine does not follow here; name the file itself",
+                         what, path);
+        return cannot(errno);
+    }
+    if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode))
+        return failf(err, "{} {}: not a regular file", what, path);
+    if (rules.trusted) {
+        if (auto o = check_owner_mode(st, path, err, what, ""); !o) return o;
+        // A symlink's target lives elsewhere: its directories count too.
+        if (was_link)
+            if (auto o = check_dirs(dir_of(fd_path(file.get())), err, what, path); !o) return o;
+    }
+    if (!path_only && (flags & O_NONBLOCK) == 0) {
+        const int fl = ::fcntl(file.get(), F_GETFL);
+        if (fl < 0 || ::fcntl(file.get(), F_SETFL, fl & ~O_NONBLOCK) != 0) return cannot(errno);
+    }
+    fd = file.release();
+    return Outcome::success();
+}
+
+}  // namespace
+
+Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd,
+                          OpenRules rules) {
+    return open_checked(path, flags, err, what, fd, rules, false);
+}
+
+Outcome check_trusted_file(const std::string& path, Err err, std::string_view what) {
+    int fd = -1;
+    Outcome o = open_checked(path, O_RDONLY, err, what, fd, OpenRules{true, true}, true);
+    if (fd >= 0) ::close(fd);
+    return o;
+}
+
+#endif
 
 void print_error(std::string_view message) {
     (void)write_whole(STDERR_FILENO, "dsh-confine: " + one_line(message) + "\n");

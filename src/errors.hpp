@@ -28,6 +28,7 @@ enum class Err {
     EscalationRejected,
     EscalationCancelled,
     EscalationUnavailable,
+    StateUnsafe,            // own state (config, session log, approver) writable by the run or by another user
     Internal,               // a system call that should not fail did
 };
 
@@ -100,10 +101,33 @@ Outcome failf(Err e, fmt::format_string<Args...> f, Args&&... args) {
     return fail(e, fmt::format(f, std::forward<Args>(args)...));
 }
 
-// Opens `path` with `flags` | O_CLOEXEC | O_NOCTTY (mode 0666 if it creates)
-// and checks that it is a regular file. On failure: `err` with "WHAT PATH:
-// cannot open: REASON" or "WHAT PATH: not a regular file", and fd is -1.
-// The config and session-log readers' one way in.
-Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd);
+// How open_regular_file treats what it finds at `path`.
+struct OpenRules {
+    // The last component may be a symlink (to a regular file): a dotfile
+    // manager links ~/.config/dsh-confine/config.json. Otherwise O_NOFOLLOW:
+    // a symlink there is refused, and O_CREAT never creates through one.
+    bool follow_symlink = false;
+    // OpenSSH StrictModes: the file (and a symlink to it) owned by the caller
+    // (euid) or root and not group/world writable, and every directory from
+    // its own up to / (of the link and of its target) owned by the caller or
+    // root and not group/world writable unless sticky (/tmp). The state that
+    // decides the next run (config, session log, approver) must not be
+    // something another user can rewrite.
+    bool trusted = false;
+};
+
+// Opens `path` with `flags` | O_CLOEXEC | O_NOCTTY (mode 0644 if it creates,
+// so a new file is never group/world writable) and checks that it is a
+// regular file. Never blocks: a FIFO or a device at `path` is refused before
+// it is opened (lstat), and the open itself is O_NONBLOCK (cleared after the
+// fstat) in case one is swapped in. On failure: `err` with "WHAT PATH: ..."
+// (cannot open, not a regular file, a symlink, not trusted), and fd is -1.
+// The config, session-log and approver checks' one way in.
+Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd,
+                          OpenRules rules = {});
+
+// The StrictModes checks of OpenRules::trusted for an existing file (not
+// opened: the approver program is run by /bin/sh, never read by us).
+Outcome check_trusted_file(const std::string& path, Err err, std::string_view what);
 
 }  // namespace dsh

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #if !defined(_WIN32)
 #include <spawn.h>
 #include <sys/wait.h>
@@ -129,6 +130,58 @@ Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode&
     const Approval a = approver->ask(r);
     if (auto o = approval_error(a, r); !o) return o;
     granted = r.target;
+    return Outcome::success();
+}
+
+// ---- the approver's files ---------------------------------------------------
+
+std::vector<std::string> approver_files(const std::string& command, const std::string& cwd, const char* path_env) {
+    std::vector<std::string> out;
+    if (command.empty() || command == "tty") return out;
+    std::vector<std::string> words;
+    std::string w;
+    for (char ch : command) {
+        if (ch == ' ' || ch == '\t' || ch == '\n') {
+            if (!w.empty()) words.push_back(std::move(w));
+            w.clear();
+        } else if (ch != '\'' && ch != '"') {
+            w += ch;
+        }
+    }
+    if (!w.empty()) words.push_back(std::move(w));
+    auto absolute = [&](const std::string& p) { return p[0] == '/' ? p : cwd + "/" + p; };
+    // Redirections ("2>/dev/null", ">log") and expansions name no program.
+    auto operand = [](const std::string& word) {
+        const size_t digits = word.find_first_not_of("0123456789");
+        return digits != std::string::npos && std::string_view("<>|&;$`(").find(word[digits]) == std::string_view::npos;
+    };
+    for (const auto& word : words)
+        if (word.find('/') != std::string::npos && operand(word)) out.push_back(absolute(word));
+    if (!words.empty() && words[0].find('/') == std::string::npos) {
+        const std::string path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+        size_t i = 0;
+        while (i <= path.size()) {
+            size_t j = path.find(':', i);
+            if (j == std::string::npos) j = path.size();
+            const std::string dir = path.substr(i, j - i);
+            const std::string cand = absolute((dir.empty() ? std::string(".") : dir) + "/" + words[0]);
+            out.push_back(cand);
+            struct stat st {};
+            if (::stat(cand.c_str(), &st) == 0) break;  // sh takes this one
+            i = j + 1;
+        }
+    }
+    return out;
+}
+
+Outcome check_approver_files(const std::vector<std::string>& files) {
+    for (const auto& f : files) {
+        struct stat st {};
+        // Nothing there to run (the call is then unavailable), or nothing that
+        // runs (a directory, /dev/null).
+        if (::stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (auto o = check_trusted_file(f, Err::StateUnsafe, "approver"); !o) return o;
+    }
     return Outcome::success();
 }
 

@@ -94,6 +94,20 @@ private:
     std::string command_;
 };
 
+// The files an approver command would run, for the own-state checks: every
+// word of `command` (split on blanks, quotes removed) that holds a '/', made
+// absolute against `cwd` ("python3 ~/a.py" names no file: '~' is not
+// expanded here); and when the first word has no '/', its PATH candidates
+// (`path_env`, as /bin/sh would search it) up to the first one that exists.
+// A heuristic over a shell command line: it finds what a configured approver
+// names, it does not parse sh. Empty for "tty".
+std::vector<std::string> approver_files(const std::string& command, const std::string& cwd, const char* path_env);
+
+// StrictModes on each approver file that exists (see OpenRules::trusted):
+// the approver decides an escalation, so another user must not be able to
+// change it. The error names the file and the fix.
+Outcome check_approver_files(const std::vector<std::string>& files);
+
 // Maps an approver command's wait status to the outcome (pure, for tests).
 Approval approval_from_status(int wait_status) noexcept;
 

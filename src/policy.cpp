@@ -201,6 +201,11 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     out.writable_files.push_back("/dev/null");
     if (in.mode == Mode::ReadOnly) return Outcome::success();
 
+#ifndef _WIN32
+    if (auto o = roots::check_fd_headroom(); !o)
+        return fail(Err::SandboxUnavailable,
+                    sandbox_unavailable_text(to_string(in.mode)) + " Runner failure: " + o.message);
+#endif
     const std::string& root = out.workspace_root;
     if (root == "/")
         return fail(Err::InvalidRoot,

@@ -7,6 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#if defined(__linux__)
+#include "linux/probe_cache.hpp"
+#endif
+
 namespace dsh {
 
 ResolveEnv current_env() {
@@ -44,6 +48,65 @@ static PolicyInput policy_input(const Request& req, const Resolution& r, const R
     in.keep_fds = req.keep_fds;
     return in;
 }
+
+namespace {
+
+// One file of dsh-confine's own state: what decides a later run.
+struct StateFile {
+    std::string path;
+    const char* what;
+};
+
+bool under(std::string_view path, std::string_view root) {
+    if (root == "/") return true;
+    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
+           (path.size() == root.size() || path[root.size()] == '/');
+}
+
+std::vector<StateFile> own_state(const Request& req, const Resolution& r, const ResolveEnv& env) {
+    std::vector<StateFile> out;
+    for (auto& p : config_state_paths(req.config, [](const char* n) { return std::getenv(n); }))
+        out.push_back({std::move(p), "config"});
+    if (r.session_path) out.push_back({*r.session_path, "session log"});
+    if (r.settings.approver)
+        for (auto& p : approver_files(*r.settings.approver, env.cwd, std::getenv("PATH")))
+            out.push_back({std::move(p), "approver"});
+#if defined(__linux__)
+    if (auto p = probe_cache::state_path(); !p.empty()) out.push_back({std::move(p), "probe cache"});
+#endif
+    return out;
+}
+
+// A run must not be able to write what decides the next one: a config with a
+// runnerCommand planted under the workspace would run unconfined next time,
+// whatever its owner (the command runs as the caller). Each path counts
+// whether it exists or not, both as named and as it resolves now. Every
+// runner is refused alike (see docs/DECISIONS.md, "Own state").
+Outcome check_own_state(const Policy& p, const Request& req, const Resolution& r, const ResolveEnv& env) {
+    if (p.writable_roots.empty()) return Outcome::success();  // read-only: nothing to look at
+    const std::string& cwd = env.cwd;
+    for (const auto& f : own_state(req, r, env)) {
+        if (f.path.empty()) continue;
+        const std::string lex = lexically_normal(f.path[0] == '/' ? f.path : cwd + "/" + f.path);
+        const std::string canon = canonical_path(f.path, cwd);
+        for (const auto& root : p.writable_roots) {
+            if (!under(lex, root.path) && !under(canon, root.path)) continue;
+            // The fix depends on where the root came from; /tmp and $TMPDIR
+            // come with workspace-write, so only moving the file helps there.
+            std::string fix;
+            if (root.source == "workspace") fix = "choose a narrower --root, or ";
+            else if (root.source == "flag") fix = "drop that --writable, or ";
+            else if (root.source == "config") fix = "drop it from the config's writableRoots, or ";
+            return failf(Err::StateUnsafe,
+                         "the {} {} decides later runs, and this run could rewrite it: it is under the writable "
+                         "root {} ({}); {}move the {} out of it",
+                         f.what, f.path, root.path, root.source, fix, f.what);
+        }
+    }
+    return Outcome::success();
+}
+
+}  // namespace
 
 Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Resolution& out) {
     out = Resolution{};
@@ -100,7 +163,11 @@ Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Reso
         out.base_source = "config";
     }
 
-    if (!out.escalation_target) return build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy);
+    if (!out.escalation_target) {
+        if (auto o = build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy); !o)
+            return o;
+        return check_own_state(out.policy, req, out, env);
+    }
 
     // 5. Escalation. The policy is built for the target first, so a request
     // that could not run anyway (a missing root, a bad --writable) fails
@@ -118,7 +185,12 @@ Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Reso
     Policy probe_policy;
     if (wider) {
         if (auto o = build_policy(policy_input(req, out, env, target, "escalation"), probe_policy); !o) return o;
+        if (auto o = check_own_state(probe_policy, req, out, env); !o) return o;
         er.root = probe_policy.workspace_root;
+        // The approver decides this call: nobody else may have rewritten it.
+        if (s.approver)
+            if (auto o = check_approver_files(approver_files(*s.approver, env.cwd, std::getenv("PATH"))); !o)
+                return o;
     }
     std::unique_ptr<Approver> approver = make_approver(s.approver);
     if (ask == AskApprover::No) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -267,6 +268,42 @@ std::string forbidden(const Opened& r) {
     }
 #endif
     return {};
+}
+
+namespace {
+
+// Descriptors a confined start needs besides what is open: our pipes, bwrap's
+// own (eventfds, namespace fds, its libraries while loading), the stage's and
+// Landlock's rule fds. bwrap that runs out half way leaves its sandboxed child
+// waiting for ever (an orphan outside our process group), and the loader's
+// failure is an exit 127 that reads as the command's: so the floor is checked
+// before anything starts. 32 is several times what was seen to be needed.
+constexpr int kFdHeadroom = 32;
+
+}  // namespace
+
+Outcome check_fd_headroom() {
+    std::vector<int> fds;
+    fds.reserve(kFdHeadroom);
+    int e = 0;
+    const int base = ::open("/", O_PATH | O_CLOEXEC);
+    if (base < 0) e = errno;
+    else fds.push_back(base);
+    while (e == 0 && static_cast<int>(fds.size()) < kFdHeadroom) {
+        const int fd = ::fcntl(base, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) e = errno;
+        else fds.push_back(fd);
+    }
+    for (int fd : fds) ::close(fd);
+    if (e == 0) return Outcome::success();
+    struct rlimit rl {};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    if (e == EMFILE || e == ENFILE)
+        return failf(Err::SandboxUnavailable,
+                     "{} of the {} file descriptors the open-file limit allows are free, and setting up the "
+                     "sandbox needs {}; raise the limit (ulimit -n 1024) or close inherited descriptors",
+                     fds.size(), static_cast<unsigned long long>(rl.rlim_cur), kFdHeadroom);
+    return failf(Err::Internal, "cannot check the free file descriptors: {}", std::strerror(e));
 }
 
 }  // namespace dsh::roots

@@ -16,7 +16,14 @@
 #include <cstdint>
 #include <string>
 
+#include "errors.hpp"
+
 namespace dsh::roots {
+
+// Enough free descriptors for a confined start (the roots' descriptors, our
+// pipes, bwrap's, the stage's): counted before anything opens one, so a low
+// limit fails closed with its own message instead of half way through.
+Outcome check_fd_headroom();
 
 struct Opened {
     int fd = -1;        // O_PATH (O_RDONLY where there is none), close-on-exec; owned by the process

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config.hpp"  // kMaxJsonDepth, json_depth_within
+
 namespace dsh {
 
 namespace {
@@ -66,6 +68,9 @@ Outcome SessionFolder::line(std::string_view text) {
     auto bad = [&](const std::string& why) {
         return failf(Err::SessionInvalid, "session log {} line {}: {}", origin_, lineno_, why);
     };
+    if (text.size() > kMaxSessionLineBytes) return too_long(lineno_);
+    if (!json_depth_within(text, kMaxJsonDepth))
+        return bad(fmt::format("nested deeper than {} levels", kMaxJsonDepth));
     json ev;
     try {
         ev = json::parse(text.begin(), text.end());
@@ -101,17 +106,29 @@ Outcome SessionFolder::line(std::string_view text) {
     return Outcome::success();
 }
 
+Outcome SessionFolder::too_long(size_t lineno) {
+    return failf(Err::SessionInvalid, "session log {} line {}: longer than {} bytes; start a new log", origin_,
+                 lineno, kMaxSessionLineBytes);
+}
+
 Outcome SessionFolder::feed(std::string_view chunk) {
+    bytes_ += chunk.size();
+    if (bytes_ > kMaxSessionBytes)
+        return failf(Err::SessionInvalid, "session log {}: larger than {} bytes; start a new log", origin_,
+                     kMaxSessionBytes);
     size_t start = 0;
     for (size_t nl; (nl = chunk.find('\n', start)) != std::string_view::npos; start = nl + 1) {
         if (pending_.empty()) {
             if (auto o = line(chunk.substr(start, nl - start)); !o) return o;
         } else {
+            if (pending_.size() + (nl - start) > kMaxSessionLineBytes) return too_long(lineno_ + 1);
             pending_.append(chunk.substr(start, nl - start));
             if (auto o = line(pending_); !o) return o;
             pending_.clear();
         }
     }
+    // A line without its end yet: bounded here, so memory is too.
+    if (pending_.size() + (chunk.size() - start) > kMaxSessionLineBytes) return too_long(lineno_ + 1);
     pending_.append(chunk.substr(start));
     return Outcome::success();
 }
@@ -133,7 +150,10 @@ Outcome fold_session_log(std::string_view text, const std::string& origin, Sessi
 
 // The log opened (a regular file) and locked with `lock_op`; fd -1 on failure.
 static Outcome open_locked(const std::string& path, int flags, int lock_op, int& fd) {
-    if (auto o = open_regular_file(path, flags, Err::SessionInvalid, "session log", fd); !o) return o;
+    if (auto o = open_regular_file(path, flags, Err::SessionInvalid, "session log", fd,
+                                   OpenRules{/*follow_symlink=*/false, /*trusted=*/true});
+        !o)
+        return o;
     if (lock(fd, lock_op)) return Outcome::success();
     const int e = errno;
     ::close(fd);

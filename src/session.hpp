@@ -15,6 +15,12 @@
 
 namespace dsh {
 
+// Bounds on what a log may hold (see docs/DECISIONS.md): one event is well
+// under 200 bytes, so these leave room for years of set-mode calls while a
+// garbage file is refused instead of read into memory.
+inline constexpr size_t kMaxSessionLineBytes = 64 * 1024;
+inline constexpr size_t kMaxSessionBytes = 16 * 1024 * 1024;
+
 struct SessionState {
     std::optional<Mode> mode;      // the last sandbox/mode event's mode; none: no event
     std::string source;            // its data.source ("delegation"), empty when absent
@@ -39,8 +45,10 @@ public:
     const SessionState& state() const noexcept { return state_; }
 
 private:
+    Outcome too_long(size_t lineno);
     std::string origin_;
     size_t lineno_ = 0;
+    size_t bytes_ = 0;
     std::string pending_;
     SessionState state_;
 };
@@ -50,12 +58,17 @@ Outcome fold_session_log(std::string_view text, const std::string& origin, Sessi
 
 // Reads and folds the log at `path` under a shared lock (so an append in
 // progress is never half-seen). A missing file is an error: the caller named it.
+// The log decides the next run's mode, so it must be a regular file (not a
+// symlink, FIFO or device) that only the caller or root can write, in
+// directories only they can write (OpenRules::trusted).
 Outcome read_session(const std::string& path, SessionState& out);
 
 // The one event line set-mode appends, '\n' included.
 std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms);
 
-// Appends one sandbox/mode event: creates the file if needed, takes an
+// Appends one sandbox/mode event: creates the file if needed (mode 0644,
+// never through a symlink, only in a directory chain owned by the caller or
+// root and writable by nobody else), takes an
 // exclusive flock, folds what is there (a malformed log is refused, not
 // extended), writes the line with one O_APPEND write, fsyncs. A short write
 // or a failed fsync (a full disk) is undone by truncating back, and is an error.

@@ -223,6 +223,7 @@ Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
         }
     }
     if (!have_mode) return fail(Err::Usage, "stage: --mode is required");
+    if (out.record_fd < 3) return fail(Err::Usage, "stage: --record-fd is required");
     if (i >= args.size() || i + 1 >= args.size()) return fail(Err::Usage, "stage: no command after --");
     out.command_path = args[i];
     out.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());

@@ -38,7 +38,12 @@ struct ProfileOptions {
 std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions& opts);
 
 // The hidden argument that makes dsh-confine run as bwrap's child stage.
+// The word alone selects nothing: the stage also needs the launcher's memfd
+// (kStageFdName, passed as --record-fd), which a command line cannot carry,
+// so a harness that puts untrusted words first never reaches a stage that
+// might confine less than a normal run (see run_stage, docs/DECISIONS.md).
 inline constexpr const char* kStageArg = "__dsh_confine_stage_v1";
+inline constexpr const char* kStageFdName = "dsh-confine-stage";
 // The hidden argument of the probe's child: exits 0 only inside the mount
 // view bwrap was asked for (check_mount_view), so a "bwrap" that ignores its
 // options fails the probe and `auto` falls back instead of failing closed.
@@ -49,13 +54,13 @@ struct StageSpec {
     std::string self;       // how bwrap finds us: "/proc/self/fd/N"
     int landlock_abi = 0;   // 0: no Landlock layer (the kernel has none)
     int report_fd = -1;
-    int record_fd = -1;     // the confinement record to copy to the report after confining
+    int record_fd = -1;     // the launcher's memfd (kStageFdName): the record to copy to the report after confining
     std::string command_path;
     std::vector<std::string> argv;
 };
 
 // <self> __dsh_confine_stage_v1 --mode M [--landlock ABI] [--report-fd N]
-//        [--record-fd N] [--keep-fd N]... [--file PATH]... [--rw SOURCE PATH]... -- COMMAND_PATH ARGV...
+//        --record-fd N [--keep-fd N]... [--file PATH]... [--rw SOURCE PATH]... -- COMMAND_PATH ARGV...
 std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec);
 
 // bwrap_path, profile, "--", tail.
@@ -87,6 +92,7 @@ std::vector<std::string> stash_loader_env(const std::vector<std::string>& env);
 std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env);
 
 // The stage's own command line -> what it needs. Pure; errors are Err::Usage.
+// --record-fd is required (the launcher's memfd; run_stage checks what it is).
 struct StageRequest {
     Policy policy;
     int landlock_abi = 0;

@@ -74,15 +74,13 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
         return failf(Err::SandboxUnavailable, "cannot open our own binary for the bwrap stage: {}",
                      std::strerror(errno));
 
-    // The record travels to the stage in a memfd (see Launch::record_fd).
-    int record = -1;
-    if (report_fd >= 0) {
-        record = ::memfd_create("dsh-confine-record", MFD_CLOEXEC);
-        if (record < 0) {
-            const int e = errno;
-            ::close(self);
-            return failf(Err::SandboxUnavailable, "memfd_create: {}", std::strerror(e));
-        }
+    // The record travels to the stage in a memfd (see Launch::record_fd),
+    // always: it is also what tells the stage that we started it (kStageFdName).
+    int record = ::memfd_create(kStageFdName, MFD_CLOEXEC);
+    if (record < 0) {
+        const int e = errno;
+        ::close(self);
+        return failf(Err::SandboxUnavailable, "memfd_create: {}", std::strerror(e));
     }
 
     StageSpec spec;
@@ -116,9 +114,9 @@ Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
     l.exec_path = bwrap_path;
     l.exec_argv = std::move(argv);
     l.exec_is_runner = true;
-    l.inherit_fds = {self};
+    l.inherit_fds = {self, record};
     l.inherit_fds.insert(l.inherit_fds.end(), root_fds.begin(), root_fds.end());
-    if (report_fd >= 0) l.inherit_fds.insert(l.inherit_fds.end(), {report_fd, record});
+    if (report_fd >= 0) l.inherit_fds.push_back(report_fd);
     l.record_fd = record;
     std::vector<std::string> env;
     if (l.env) env = *l.env;
@@ -208,11 +206,42 @@ int run_probe_check() {
     return o.exit_status();
 }
 
+namespace {
+
+// Whether `fd` is the memfd the launcher made for this stage: a file with no
+// name on any file system (st_nlink 0, shmem: it has seals) that
+// /proc/self/fd shows as memfd:dsh-confine-stage. A command line cannot hand
+// one over; whoever can create one can run anything unconfined anyway.
+bool launcher_fd(int fd) {
+    if (fd < 3) return false;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 0) return false;
+    if (::fcntl(fd, F_GET_SEALS) < 0) return false;
+    char buf[256];
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+    return n > 0 && std::string_view(buf, static_cast<size_t>(n)) ==
+                        std::string("/memfd:") + kStageFdName + " (deleted)";
+}
+
+// The launcher's record is a few KiB (it holds the argv); anything near this
+// is not the launcher's.
+constexpr off_t kMaxRecordBytes = 64 << 20;
+
+}  // namespace
+
 int run_stage(int argc, const char* const* argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     StageRequest req;
     Report report;
-    if (auto o = parse_stage(args, req); !o) {
+    // The stage word from a command line (not from bwrap under us) is refused
+    // before anything else is read or opened.
+    if (!parse_stage(args, req) || !launcher_fd(req.record_fd)) {
+        const Outcome o = failf(Err::Usage,
+                                "{} is the internal entry of dsh-confine's bwrap stage and runs only when "
+                                "dsh-confine starts it; to run a command, put it after --: dsh-confine [OPTIONS] "
+                                "-- COMMAND",
+                                kStageArg);
         print_error(o.message);
         return o.exit_status();
     }
@@ -222,7 +251,10 @@ int run_stage(int argc, const char* const* argv) {
     }
     // The record the launcher prepared: read before the fd cleanup closes it.
     std::string record;
-    if (req.record_fd >= 0) {
+    struct stat rst {};
+    if (::fstat(req.record_fd, &rst) != 0 || rst.st_size > kMaxRecordBytes)
+        return stage_failed(report, fail(Err::Internal, "stage: the launcher's record is unreadable or too large"));
+    {
         char buf[65536];
         ssize_t n;
         off_t off = 0;
@@ -234,6 +266,11 @@ int run_stage(int argc, const char* const* argv) {
     }
     // Inside bwrap's mount view before anything else (see check_mount_view).
     Outcome entered = in_mount_view();
+    // Landlock is stacked whenever this kernel has it: a stage told less
+    // (a launcher that could not see it, a forged command line) refuses.
+    if (const int have = landlock::query_abi(); entered && req.landlock_abi < have)
+        entered = failf(Err::SandboxUnavailable, "the stage was planned with Landlock ABI {} but the kernel has {}",
+                        req.landlock_abi, have);
     if (entered) entered = seal_device_nodes();
     if (entered && req.landlock_abi > 0) {
         // The launcher planned for this ABI and said so in the report; a

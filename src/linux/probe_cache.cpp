@@ -92,6 +92,18 @@ std::string key_for(const std::string& bwrap_path) {
     return key;
 }
 
+std::string state_path() {
+    const char* rt = std::getenv("XDG_RUNTIME_DIR");
+    const char* xc = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    std::string base;
+    if (rt && rt[0] == '/' && safe_dir(rt)) base = rt;
+    else if (xc && xc[0] == '/') base = xc;
+    else if (home && home[0] == '/') base = std::string(home) + "/.cache";
+    else return {};
+    return base + "/dsh-confine/" + kFile;
+}
+
 std::string file_path(bool create_dir) {
     // $XDG_RUNTIME_DIR first: per user, 0700, a tmpfs that is rarely a
     // writable root of anybody's sandbox.

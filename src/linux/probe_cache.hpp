@@ -31,6 +31,12 @@ std::string key_for(const std::string& bwrap_path);
 // .cpp: $XDG_RUNTIME_DIR, $XDG_CACHE_HOME or ~/.cache, owned by us, 0700).
 std::string file_path(bool create_dir);
 
+// Where the cache file would be for this environment, whether or not it or
+// its directory exists, for the own-state check (a run must not be able to
+// write it): $XDG_RUNTIME_DIR's when that is a safe directory, else
+// $XDG_CACHE_HOME's, else ~/.cache's. Empty when there is none.
+std::string state_path();
+
 bool lookup(const std::string& key);
 void store(const std::string& key);  // best effort, atomic (rename)
 void forget();                        // drop a stale entry after a failed probe

@@ -97,9 +97,13 @@ class Scratch:
         self.ws = os.path.join(self.base, "ws")
         self.outside = os.path.join(self.base, "outside")
         self.tmpdir = os.path.join(self.base, "tmpdir")
-        self.home = os.path.join(self.base, "home")
-        for d in (self.ws, self.outside, self.tmpdir, self.home):
+        for d in (self.ws, self.outside, self.tmpdir):
             os.mkdir(d)
+        # $HOME holds dsh-confine's own state (~/.config/dsh-confine, ~/.cache):
+        # outside base, which is the default workspace root (the cwd), since
+        # a run whose writable roots hold that state is refused.
+        self.home = tempfile.mkdtemp(prefix="dsh-e2e-home-", dir="/var/tmp")
+        os.chmod(self.home, 0o755)
 
     def p(self, where, *parts):
         return os.path.join(getattr(self, where), *parts)
@@ -126,6 +130,7 @@ class Scratch:
             except OSError:
                 pass
         shutil.rmtree(self.base, onerror=onerror)
+        shutil.rmtree(self.home, onerror=onerror)
 
 
 class Result:

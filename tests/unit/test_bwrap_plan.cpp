@@ -84,13 +84,14 @@ TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
     spec.self = "/proc/self/fd/4";
     spec.landlock_abi = 7;
     spec.report_fd = 3;
+    spec.record_fd = 5;
     spec.command_path = "/usr/bin/sh";
     spec.argv = {"sh", "-c", "echo -- --mode x"};
     auto stage = bwrap::stage_args(p, spec);
     CHECK(stage == Args{"/proc/self/fd/4", "__dsh_confine_stage_v1", "--mode", "workspace-write", "--landlock", "7",
-                        "--report-fd", "3", "--keep-fd", "7", "--file", "/dev/null", "--rw", "workspace",
-                        "/tmp/my ws", "9", "--rw", "tmp", "/tmp", "-1", "--", "/usr/bin/sh", "sh", "-c",
-                        "echo -- --mode x"});
+                        "--report-fd", "3", "--record-fd", "5", "--keep-fd", "7", "--file", "/dev/null",
+                        "--rw", "workspace", "/tmp/my ws", "9", "--rw", "tmp", "/tmp", "-1", "--", "/usr/bin/sh",
+                        "sh", "-c", "echo -- --mode x"});
     auto argv = bwrap::wrap("/usr/bin/bwrap", bwrap::profile_args(p, {}), stage);
     CHECK(argv.front() == "/usr/bin/bwrap");
     CHECK(argv[argv.size() - stage.size() - 1] == "--");
@@ -124,6 +125,10 @@ TEST_CASE("bwrap stage: bad command lines are refused") {
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--rw", "tmp", "/tmp", "x", "--", "/x", "x"}, req));
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--rw", "tmp", "/tmp", "--", "/x", "x"}, req));
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--bogus", "--", "/x", "x"}, req));
+    // The launcher's memfd is not optional: without it nothing is the launcher's.
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--", "/bin/sh", "sh"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--record-fd", "1", "--", "/bin/sh", "sh"}, req));
+    CHECK(bwrap::parse_stage({"--mode", "read-only", "--record-fd", "3", "--", "/bin/sh", "sh"}, req));
 }
 
 TEST_CASE("bwrap: --json-status-fd goes right after the bwrap path") {

@@ -1,7 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../src/config.hpp"
 
@@ -224,4 +228,101 @@ TEST_CASE("config: load_config refuses a named file that is missing") {
     REQUIRE_FALSE(o);
     CHECK(o.err == Err::ConfigInvalid);
     CHECK_THAT(o.message, Catch::StartsWith("config /nonexistent/dsh/config.json: "));
+}
+
+TEST_CASE("config: nesting is bounded before parsing, so a deep value is an error, not a crash") {
+    auto deep = [](size_t n) { return std::string(n, '[') + std::string(n, ']'); };
+    CHECK(json_depth_within("{}", 1));
+    CHECK_FALSE(json_depth_within("{}", 0));
+    CHECK(json_depth_within(deep(64), 64));
+    CHECK_FALSE(json_depth_within(deep(65), 64));
+    // Brackets inside strings (escaped quotes included) do not count.
+    CHECK(json_depth_within("{\"a\":\"[[[[\\\"[[[[\"}", 1));
+    CHECK_FALSE(json_depth_within("{\"a\":\"\\\\\",\"b\":[[]]}", 2));
+    // The object itself is one level: 63 more fit, 64 do not.
+    Config c;
+    CHECK(err("{\"mode\":" + deep(63) + "}") == "config /etc/c.json: \"mode\" must be a string, not an array");
+    CHECK(err("{\"mode\":" + deep(64) + "}") == "config /etc/c.json: nested deeper than 64 levels");
+    CHECK(err("{\"mode\":" + deep(200000) + "}") == "config /etc/c.json: nested deeper than 64 levels");
+    CHECK(err("{\"x\":\"" + std::string(kMaxConfigBytes, 'a') + "\"}") ==
+          "config /etc/c.json: larger than 1048576 bytes");
+}
+
+TEST_CASE("config: every place a later run could read a config from counts as own state") {
+    std::map<std::string, std::string> env;
+    auto get = [&env](const char* n) -> const char* {
+        auto it = env.find(n);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    // The flag does not hide the others: they are the next run's config.
+    env["DSH_CONFINE_CONFIG"] = "/e.json";
+    env["XDG_CONFIG_HOME"] = "/x";
+    env["HOME"] = "/h";
+    CHECK(config_state_paths(std::string("f.json"), get) ==
+          std::vector<std::string>{"f.json", "/e.json", "/x/dsh-confine/config.json",
+                                   "/h/.config/dsh-confine/config.json", "/etc/dsh-confine/config.json"});
+    env.clear();
+    env["XDG_CONFIG_HOME"] = "relative";
+    CHECK(config_state_paths(std::nullopt, get) == std::vector<std::string>{"/etc/dsh-confine/config.json"});
+}
+
+namespace {
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/var/tmp/dsh-unit-config-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        path = tmpl;
+        ::chmod(path.c_str(), 0755);
+    }
+    ~TempDir() { (void)!std::system(("rm -rf '" + path + "'").c_str()); }
+    std::string write(const std::string& name, const std::string& text, mode_t mode = 0644) const {
+        const std::string p = path + "/" + name;
+        std::ofstream(p) << text;
+        ::chmod(p.c_str(), mode);
+        return p;
+    }
+};
+}  // namespace
+
+TEST_CASE("config: load_config reads only a file nobody else can rewrite") {
+    TempDir d;
+    Config c;
+    const std::string good = d.write("good.json", "{\"mode\":\"read-only\"}");
+    REQUIRE(load_config(good, c));
+    CHECK(c.mode == Mode::ReadOnly);
+
+    const std::string open = d.write("open.json", "{}", 0646);
+    Outcome o = load_config(open, c);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::ConfigInvalid);
+    CHECK(o.message == "config " + open + ": writable by group or others (mode 0646), so another user could change "
+                                          "what the next run does; chmod go-w " + open);
+
+    // A symlink (dotfile managers) to a trusted file is read, to an untrusted one refused.
+    const std::string link = d.path + "/link.json";
+    REQUIRE(::symlink(good.c_str(), link.c_str()) == 0);
+    REQUIRE(load_config(link, c));
+    ::unlink(link.c_str());
+    REQUIRE(::symlink(open.c_str(), link.c_str()) == 0);
+    CHECK_FALSE(load_config(link, c));
+
+    // Not a regular file: refused without blocking.
+    const std::string fifo = d.path + "/fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    o = load_config(fifo, c);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "config " + fifo + ": not a regular file");
+    o = load_config(d.path, c);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "config " + d.path + ": not a regular file");
+
+    // A directory above it writable by others without the sticky bit.
+    ::chmod(d.path.c_str(), 0777);
+    o = load_config(good, c);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "config " + good + ": directory " + d.path + " is writable by group or others (mode 0777) "
+                       "without the sticky bit, so another user could replace the file; chmod go-w " + d.path);
+    ::chmod(d.path.c_str(), 01777);  // sticky, like /tmp: fine
+    CHECK(load_config(good, c));
 }

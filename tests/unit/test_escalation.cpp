@@ -257,3 +257,18 @@ TEST_CASE("escalation: a terminal that cannot be written is unavailable") {
     CHECK(t.run() == Approval::Unavailable);
     CHECK(t.at == 0);
 }
+
+TEST_CASE("escalation: the files an approver command names") {
+    CHECK(approver_files("tty", "/cwd", "/bin").empty());
+    CHECK(approver_files("", "/cwd", "/bin").empty());
+    CHECK(approver_files("/opt/approve --quiet", "/cwd", "/bin") == std::vector<std::string>{"/opt/approve"});
+    CHECK(approver_files("sh './a b.sh' 2>/dev/null >log", "/cwd", "/nonexistent-a:/nonexistent-b") ==
+          std::vector<std::string>{"/cwd/./a", "/nonexistent-a/sh", "/nonexistent-b/sh"});
+    // A bare name: PATH's candidates up to the first that exists (the one sh runs).
+    CHECK(approver_files("sh -c true", "/cwd", "/nonexistent-a:/bin:/usr/bin") ==
+          std::vector<std::string>{"/nonexistent-a/sh", "/bin/sh"});
+    CHECK(approver_files("python3 \"$HOME/x.py\" /etc/approve.py", "/cwd", "/nonexistent") ==
+          std::vector<std::string>{"/etc/approve.py", "/nonexistent/python3"});
+    // Root-owned programs pass; a missing file runs nothing and is not an error here.
+    CHECK(check_approver_files({"/bin/sh", "/nonexistent/approve"}));
+}

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../src/session.hpp"
@@ -197,4 +198,80 @@ TEST_CASE("session: a missing log is an error") {
     Outcome o = read_session("/nonexistent/dsh/session.jsonl", s);
     REQUIRE_FALSE(o);
     CHECK(o.message == "session log /nonexistent/dsh/session.jsonl: cannot open: No such file or directory");
+}
+
+TEST_CASE("session: a deep or long line is a clean error, and the log size is bounded") {
+    auto deep = [](size_t n) { return std::string(n, '[') + std::string(n, ']'); };
+    CHECK(err(ev("read-only") + "{\"type\":\"x\",\"d\":" + deep(64) + "}\n") ==
+          "session log /s.jsonl line 2: nested deeper than 64 levels");
+    // A deep "mode" used to reach json::dump in the message: now refused before parsing.
+    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":" + deep(30000) + "}}\n") ==
+          "session log /s.jsonl line 1: nested deeper than 64 levels");
+    CHECK(err(ev("read-only") + "{\"type\":\"x\",\"d\":" + deep(200000) + "}\n") ==
+          "session log /s.jsonl line 2: longer than 65536 bytes; start a new log");
+    // Fed in pieces, a line without its end is bounded too (memory stays bounded).
+    SessionFolder f("/s.jsonl");
+    REQUIRE(f.feed(ev("read-only")));
+    Outcome o = Outcome::success();
+    for (int i = 0; i < 100 && o; ++i) o = f.feed(std::string(4096, ' '));
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "session log /s.jsonl line 2: longer than 65536 bytes; start a new log");
+    // The whole log: many fine lines beyond the bound are refused.
+    SessionFolder g("/s.jsonl");
+    const std::string line = ev("read-only");
+    o = Outcome::success();
+    for (size_t n = 0; n <= kMaxSessionBytes / line.size() + 1 && o; ++n) o = g.feed(line);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "session log /s.jsonl: larger than 16777216 bytes; start a new log");
+}
+
+TEST_CASE("session: a symlink, a FIFO or a file others can write is never read or appended to") {
+    TempFile f;
+    REQUIRE(append_mode_event(f.path, Mode::ReadOnly));
+    const std::string link = f.path + ".link";
+    REQUIRE(::symlink(f.path.c_str(), link.c_str()) == 0);
+    SessionState s;
+    Outcome o = read_session(link, s);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "session log " + link + ": is a symlink, which dsh-confine does not follow here; name the "
+                                               "file itself");
+    o = append_mode_event(link, Mode::DangerFullAccess);
+    REQUIRE_FALSE(o);
+    ::unlink(link.c_str());
+    // A dangling link: nothing is created at its target.
+    const std::string target = f.path + ".target";
+    REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+    CHECK_FALSE(append_mode_event(link, Mode::DangerFullAccess));
+    CHECK(::access(target.c_str(), F_OK) != 0);
+    ::unlink(link.c_str());
+    // The log is unchanged: read-only still.
+    REQUIRE(read_session(f.path, s));
+    CHECK(s.mode == Mode::ReadOnly);
+    CHECK(s.lines == 1);
+
+    const std::string fifo = f.path + ".fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    o = read_session(fifo, s);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "session log " + fifo + ": not a regular file");
+    CHECK_FALSE(append_mode_event(fifo, Mode::ReadOnly));
+    ::unlink(fifo.c_str());
+
+    ::chmod(f.path.c_str(), 0664);
+    o = read_session(f.path, s);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "session log " + f.path + ": writable by group or others (mode 0664), so another user could "
+                                                 "change what the next run does; chmod go-w " + f.path);
+}
+
+TEST_CASE("session: set-mode creates the log 0644 whatever the umask") {
+    TempFile f;
+    ::unlink(f.path.c_str());
+    const mode_t old = ::umask(0);
+    const Outcome o = append_mode_event(f.path, Mode::ReadOnly);
+    ::umask(old);
+    REQUIRE(o);
+    struct stat st {};
+    REQUIRE(::stat(f.path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0644);
 }

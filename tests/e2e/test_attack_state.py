@@ -1,0 +1,438 @@
+"""dsh-confine's own state and its own input under attack (issue 13, items 5 and 6), seen from outside.
+
+Own state decides the next run: a config (runnerCommand runs unconfined), a session log (its last
+mode wins), an approver (it says yes). A run whose writable roots hold any of it is refused, and a
+file another user could rewrite is refused. The launcher's input: deep JSON, FIFOs and symlinks where
+a file is expected, --keep-fd of the report fd, the stage word typed on a command line, a low fd limit.
+Each case checks the exit status, the one-line message, and that nothing ran or changed.
+"""
+import json
+import os
+import subprocess
+import time
+
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need_bwrap, need_landlock, sh, skip)
+
+RUNNERS = ("landlock", "bwrap")
+NO_XDG = {"XDG_CONFIG_HOME": None, "XDG_CACHE_HOME": None, "XDG_RUNTIME_DIR": None, "DSH_CONFINE_CONFIG": None}
+
+
+def _need_runners():
+    need_landlock()
+    need_bwrap()
+
+
+def _write(path, text, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+def _refused(r, code, message=None, prefix=None, status=125):
+    """Exit status, one stderr line, the error record's code."""
+    assert r.rc == status, r
+    assert r.err.count("\n") == 1 and r.err.startswith("dsh-confine: "), r
+    if message is not None:
+        assert r.err == "dsh-confine: %s\n" % message, r
+    if prefix is not None:
+        assert r.err.startswith("dsh-confine: " + prefix), r
+    if r.report:
+        assert [x["type"] for x in r.report] == ["error"] and r.report[0]["code"] == code, r
+
+
+def _state_msg(what, path, root, source):
+    fix = {"workspace": "choose a narrower --root, or ", "flag": "drop that --writable, or "}.get(source, "")
+    return ("the %s %s decides later runs, and this run could rewrite it: it is under the writable root %s (%s); "
+            "%smove the %s out of it" % (what, path, os.path.realpath(root), source, fix, what))
+
+
+def _custom_runner_config(s, path, marker):
+    """A config whose runnerCommand leaves `marker`: if it ever runs, the attack worked."""
+    runner = s.script("evil-runner", "#!/bin/sh\ntouch '%s'\nwhile [ \"$1\" != -- ]; do shift; done; shift\n"
+                                     "exec \"$@\"\n" % marker)
+    return _write(path, json.dumps({"runnerCommand": [runner], "runnerFailureSignatures": ["evil:"]}))
+
+
+# ---- item 5: own state under a writable root ---------------------------------------------------
+
+def test_config_under_the_root_is_refused_and_nothing_is_written(s):
+    _need_runners()
+    cfg = s.p("home", ".config", "dsh-confine", "config.json")
+    marker = s.p("outside", "runner-ran")
+    plant = ("mkdir -p '%s' && printf '%%s' '%s' > '%s'" %
+             (os.path.dirname(cfg), json.dumps({"runnerCommand": ["/bin/sh"], "runnerFailureSignatures": ["x"]}),
+              cfg))
+    for runner in RUNNERS:
+        for supervise in ([], ["--supervise"]):
+            # The repro: the workspace is $HOME, the command plants a config for the next run.
+            r = sh(plant, s, mode="workspace-write", root=s.home, runner=runner, extra=supervise, env=NO_XDG)
+            _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.home, "workspace"))
+            assert not os.path.exists(os.path.dirname(cfg)), "the command ran: %r" % r
+            # $XDG_CONFIG_HOME set elsewhere: the $HOME one is still a later run's config.
+            r = sh(plant, s, mode="workspace-write", root=s.home, runner=runner, extra=supervise,
+                   env=dict(NO_XDG, XDG_CONFIG_HOME=s.outside))
+            _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.home, "workspace"))
+            assert not os.path.exists(os.path.dirname(cfg))
+    # A root above the config directory's parent, and a --writable on the directory itself.
+    os.makedirs(os.path.dirname(cfg))
+    r = sh("true", s, mode="workspace-write", root=s.ws, extra=["--writable", os.path.dirname(cfg)], env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, os.path.dirname(cfg), "flag"))
+    # A dotfile manager's link from $HOME into the workspace: the target is what a later run reads.
+    dots = _write(s.p("ws", "dots", "dsh.json"), "{}")
+    os.symlink(dots, cfg)
+    r = sh("echo '{\"mode\": \"danger-full-access\"}' > '%s'" % dots, s, mode="workspace-write", root=s.ws,
+           env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.ws, "workspace"))
+    assert open(dots).read() == "{}"
+    os.unlink(cfg)
+    # An existing config planted by an earlier run: the next run under the same root is refused,
+    # the next run elsewhere reads it (the caller's own file) but cannot have been written by us.
+    _custom_runner_config(s, cfg, marker)
+    r = sh("true", s, mode="workspace-write", root=s.home, env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.home, "workspace"))
+    assert not os.path.exists(marker)
+
+
+def test_config_in_a_tmp_root_and_the_explicit_paths(s):
+    _need_runners()
+    cfg = s.p("tmpdir", "dsh.json")
+    plain = _write(s.p("outside", "plain.json"), "{}")
+    evil = json.dumps({"runnerCommand": ["/bin/sh"], "runnerFailureSignatures": ["x"]})
+    for runner in RUNNERS:
+        # $DSH_CONFINE_CONFIG under $TMPDIR (a default writable root): the caller's own file,
+        # which this run's command could rewrite.
+        _write(cfg, "{}")
+        r = sh("echo '%s' > '%s'" % (evil, cfg), s, mode="workspace-write", root=s.ws, runner=runner,
+               env=dict(NO_XDG, DSH_CONFINE_CONFIG=cfg))
+        _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.tmpdir, "tmpdir"))
+        assert open(cfg).read() == "{}"
+        # --config wins for this run, yet the environment's file is a later run's config:
+        # whether it exists or not, this run must not be able to write it.
+        os.unlink(cfg)
+        r = sh("echo '%s' > '%s'" % (evil, cfg), s, mode="workspace-write", root=s.ws, runner=runner,
+               extra=["--config", plain], env=dict(NO_XDG, DSH_CONFINE_CONFIG=cfg))
+        _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.tmpdir, "tmpdir"))
+        assert not os.path.exists(cfg)
+    # read-only grants no root: the same config is read and used.
+    _write(cfg, json.dumps({"mode": "read-only"}))
+    r = sh("true", s, runner="landlock", env=dict(NO_XDG, DSH_CONFINE_CONFIG=cfg))
+    assert r.rc == 0 and r.rec("confinement")["modeSource"] == "flag", r
+
+
+def test_untrusted_config_is_refused(s):
+    need_landlock()
+    marker = s.p("outside", "runner-ran")
+    cfg = _custom_runner_config(s, s.p("outside", "cfg", "config.json"), marker)
+    os.chmod(os.path.dirname(cfg), 0o755)
+    run = lambda: dsh(["--config", cfg, "--mode", "read-only", "--", "true"], s, env=NO_XDG)
+    # The file group- or world-writable.
+    for mode in (0o664, 0o646, 0o666):
+        os.chmod(cfg, mode)
+        r = run()
+        _refused(r, "CONFIG_INVALID", "config %s: writable by group or others (mode %04o), so another user could "
+                                      "change what the next run does; chmod go-w %s" % (cfg, mode, cfg))
+        assert not os.path.exists(marker)
+    os.chmod(cfg, 0o644)
+    # A directory above it group-writable without the sticky bit; with it (like /tmp) it is fine.
+    d = os.path.dirname(cfg)
+    os.chmod(d, 0o775)
+    r = run()
+    _refused(r, "CONFIG_INVALID", "config %s: directory %s is writable by group or others (mode 0775) without the "
+                                  "sticky bit, so another user could replace the file; chmod go-w %s" % (cfg, d, d))
+    assert not os.path.exists(marker)
+    os.chmod(d, 0o1777)
+    os.chmod(cfg, 0o644)
+    cfg2 = _write(s.p("outside", "cfg", "ro.json"), json.dumps({"mode": "read-only"}))
+    r = dsh(["--config", cfg2, "--", "true"], s, env=NO_XDG)
+    assert r.rc == 0, r
+    os.chmod(d, 0o755)
+    # A symlink (a dotfile manager's) owned by the caller to a trusted file is read; to an
+    # untrusted one it is refused.
+    link = s.p("outside", "cfg", "link.json")
+    os.symlink(cfg2, link)
+    r = dsh(["--config", link, "--", "true"], s, env=NO_XDG)
+    assert r.rc == 0 and r.rec("confinement")["modeSource"] == "config", r
+    os.chmod(cfg2, 0o666)
+    r = dsh(["--config", link, "--", "true"], s, env=NO_XDG)
+    _refused(r, "CONFIG_INVALID", prefix="config %s: writable by group or others" % link)
+    if is_root():
+        # Owned by another uid: refused although its modes are strict.
+        os.chmod(cfg, 0o644)
+        os.chown(cfg, 65534, 65534)
+        r = run()
+        _refused(r, "CONFIG_INVALID", "config %s: owned by uid 65534, neither you (uid 0) nor root, so another "
+                                      "user could change what the next run does; use a file you own" % cfg)
+        assert not os.path.exists(marker)
+        # A directory owned by another uid.
+        os.chown(cfg, 0, 0)
+        os.chown(d, 65534, 65534)
+        r = run()
+        _refused(r, "CONFIG_INVALID", prefix="config %s: directory %s is owned by uid 65534" % (cfg, d))
+        assert not os.path.exists(marker)
+
+
+def test_session_log_under_a_writable_root(s):
+    _need_runners()
+    for runner in RUNNERS:
+        for where, root, source in ((s.p("ws", "session.jsonl"), s.ws, "workspace"),
+                                    (s.p("tmpdir", "session.jsonl"), s.tmpdir, "tmpdir")):
+            r = dsh(["session", "set-mode", where, "workspace-write"], s, report=False)
+            assert r.rc == 0, r
+            before = open(where).read()
+            evil = json.dumps({"type": "sandbox/mode", "seq": 9, "time": 0, "data": {"mode": "danger-full-access"}})
+            r = dsh(["--session", where, "--root", s.ws, "--runner", runner, "--", "sh", "-c",
+                     "echo '%s' >> '%s'" % (evil, where)], s, env=NO_XDG)
+            _refused(r, "UNSAFE_STATE", _state_msg("session log", where, root, source))
+            assert open(where).read() == before
+            os.unlink(where)
+    # A --writable naming the log file itself.
+    log = s.p("outside", "s.jsonl")
+    assert dsh(["session", "set-mode", log, "read-only"], s, report=False).rc == 0
+    r = dsh(["--session", log, "--mode", "workspace-write", "--root", s.ws, "--writable", log, "--", "true"], s,
+            env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _state_msg("session log", log, log, "flag"))
+    # The same log read by a read-only run is fine: nothing is writable.
+    log = s.p("ws", "ro.jsonl")
+    assert dsh(["session", "set-mode", log, "read-only"], s, report=False).rc == 0
+    r = dsh(["--session", log, "--root", s.ws, "--", "true"], s, env=NO_XDG)
+    assert r.rc == 0 and r.rec("confinement")["modeSource"] == "session", r
+    # A log another user could write is refused, whatever it says.
+    os.chmod(log, 0o666)
+    r = dsh(["--session", log, "--", "true"], s, env=NO_XDG)
+    _refused(r, "SESSION_INVALID", prefix="session log %s: writable by group or others (mode 0666)" % log)
+
+
+def test_approver_under_a_writable_root_or_untrusted(s):
+    need_landlock()
+    marker = s.p("outside", "approver-ran")
+    body = "#!/bin/sh\ntouch '%s'\nexit 0\n" % marker
+    inside = _write(s.p("ws", "approve.sh"), body, 0o755)
+    # Under the root: refused even without an escalation (this run could rewrite it for the next).
+    r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "landlock", "--approver", inside, "--",
+             "sh", "-c", "echo 'exit 0' >> '%s'" % inside], s, env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _state_msg("approver", inside, s.ws, "workspace"))
+    assert open(inside).read() == body
+    # An escalation whose target root holds the approver: nobody is asked.
+    r = dsh(["--root", s.ws, "--runner", "landlock", "--escalate", "workspace-write", "--justification", "x",
+             "--approver", "sh '%s'" % inside, "--", "true"], s, env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _state_msg("approver", inside, s.ws, "workspace"))
+    assert not os.path.exists(marker)
+    # A bare name found on PATH: a PATH directory under the root could hold it next time.
+    r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "landlock", "--approver", "dsh-approve-x",
+             "--", "true"], s, env=dict(NO_XDG, PATH=s.p("ws", "bin") + ":/usr/bin:/bin"))
+    _refused(r, "UNSAFE_STATE", _state_msg("approver", s.p("ws", "bin", "dsh-approve-x"), s.ws, "workspace"))
+    # Outside the roots but writable by others: refused, not run.
+    outside = _write(s.p("outside", "approve.sh"), body, 0o757)
+    r = dsh(["--root", s.ws, "--runner", "landlock", "--escalate", "workspace-write", "--justification", "x",
+             "--approver", outside, "--", "true"], s, env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", "approver %s: writable by group or others (mode 0757), so another user could "
+                                "change what the next run does; chmod go-w %s" % (outside, outside))
+    assert not os.path.exists(marker)
+    # The same approver with strict modes is asked and its yes counts.
+    os.chmod(outside, 0o755)
+    r = dsh(["--root", s.ws, "--runner", "landlock", "--escalate", "workspace-write", "--justification", "x",
+             "--approver", outside, "--", "touch", s.p("ws", "made")], s, env=NO_XDG)
+    assert r.rc == 0 and os.path.exists(marker) and os.path.exists(s.p("ws", "made")), r
+
+
+# ---- item 6: the launcher's input ------------------------------------------------------------------
+
+def _deep(n):
+    return "[" * n + "]" * n
+
+
+def test_deep_json_is_a_clean_error(s):
+    for depth in (65, 30000, 200000):
+        cfg = _write(s.p("outside", "deep-%d.json" % depth), '{"mode": %s}' % _deep(depth))
+        r = dsh(["--config", cfg, "--", "true"], s, env=NO_XDG, timeout=30)
+        _refused(r, "CONFIG_INVALID", "config %s: %s" % (
+            cfg, "nested deeper than 64 levels" if depth < 200000 else "nested deeper than 64 levels"))
+        log = _write(s.p("outside", "deep-%d.jsonl" % depth),
+                     '{"type":"sandbox/mode","seq":1,"data":{"mode":%s}}\n' % _deep(depth))
+        r = dsh(["--session", log, "--", "true"], s, env=NO_XDG, timeout=30)
+        if depth * 2 + 60 > 65536:
+            _refused(r, "SESSION_INVALID", "session log %s line 1: longer than 65536 bytes; start a new log" % log)
+        else:
+            _refused(r, "SESSION_INVALID", "session log %s line 1: nested deeper than 64 levels" % log)
+        # set-mode folds the log first: the same error, nothing appended.
+        r = dsh(["session", "set-mode", log, "read-only"], s, report=False, timeout=30)
+        assert r.rc == 125 and r.err.count("\n") == 1, r
+        assert open(log).read().count("\n") == 1
+    # 64 deep is still JSON we read (and refuse for its meaning, not its shape).
+    cfg = _write(s.p("outside", "deep-64.json"), '{"mode": %s}' % _deep(63))
+    r = dsh(["--config", cfg, "--", "true"], s, env=NO_XDG)
+    _refused(r, "CONFIG_INVALID", 'config %s: "mode" must be a string, not an array' % cfg)
+    # An approver that prints deep JSON: its words are not parsed, its exit status decides.
+    appr = _write(s.p("outside", "deep-approver.sh"), "#!/bin/sh\nprintf '%s'\nexit 1\n" % _deep(5000), 0o755)
+    r = dsh(["--root", s.ws, "--escalate", "workspace-write", "--justification", "x", "--approver", appr, "--",
+             "true"], s, env=NO_XDG)
+    assert r.rc == 125 and r.rec("error")["code"] == "ESCALATION_REJECTED", r
+
+
+def test_fifo_at_the_config_and_session_paths_returns_promptly(s):
+    fifo = s.p("outside", "fifo")
+    os.mkfifo(fifo)
+    home_cfg = s.p("home", ".config", "dsh-confine", "config.json")
+    os.makedirs(os.path.dirname(home_cfg))
+    os.mkfifo(home_cfg)
+    cases = [
+        (["--config", fifo, "--", "true"], {}, "config %s: not a regular file" % fifo, "CONFIG_INVALID"),
+        (["--", "true"], {"DSH_CONFINE_CONFIG": fifo}, "config %s: not a regular file" % fifo, "CONFIG_INVALID"),
+        (["--", "true"], {}, "config %s: not a regular file" % home_cfg, "CONFIG_INVALID"),
+        (["--session", fifo, "--config", "/dev/null", "--", "true"], {}, None, "CONFIG_INVALID"),
+    ]
+    for args, env, msg, code in cases:
+        t = time.time()
+        r = dsh(args, s, env=dict(NO_XDG, **env), timeout=10)
+        assert time.time() - t < 5, r
+        _refused(r, code, msg)
+    os.unlink(home_cfg)
+    t = time.time()
+    r = dsh(["--session", fifo, "--", "true"], s, env=NO_XDG, timeout=10)
+    _refused(r, "SESSION_INVALID", "session log %s: not a regular file" % fifo)
+    r = dsh(["session", "set-mode", fifo, "read-only"], s, report=False, timeout=10)
+    assert r.rc == 125 and r.err == "dsh-confine: session log %s: not a regular file\n" % fifo, r
+    assert time.time() - t < 8
+
+
+def test_set_mode_never_follows_or_creates_through_a_symlink(s):
+    target = _write(s.p("outside", "victim"), "precious\n")
+    st = os.stat(target)
+    link = s.p("ws", "log")
+    os.symlink(target, link)
+    dangling = s.p("ws", "dangling")
+    os.symlink(s.p("outside", "created"), dangling)
+    for path in (link, dangling):
+        r = dsh(["session", "set-mode", path, "danger-full-access"], s, report=False)
+        assert r.rc == 125, r
+        assert r.err == ("dsh-confine: session log %s: is a symlink, which dsh-confine does not follow here; "
+                         "name the file itself\n" % path), r
+        r = dsh(["--session", path, "--", "true"], s, env=NO_XDG)
+        _refused(r, "SESSION_INVALID")
+    assert open(target).read() == "precious\n" and os.stat(target).st_mtime_ns == st.st_mtime_ns
+    assert not os.path.exists(s.p("outside", "created"))
+    # A new log is created 0644 whatever the umask, so it can be read back.
+    new = s.p("outside", "new.jsonl")
+    old = os.umask(0)
+    try:
+        assert dsh(["session", "set-mode", new, "read-only"], s, report=False).rc == 0
+    finally:
+        os.umask(old)
+    assert os.stat(new).st_mode & 0o777 == 0o644
+    assert dsh(["--session", new, "--", "true"], s, env=NO_XDG).rc == 0
+    if is_root():
+        # Root does not create a file in a directory another user owns.
+        d = s.p("outside", "theirs")
+        os.mkdir(d)
+        os.chown(d, 65534, 65534)
+        r = dsh(["session", "set-mode", os.path.join(d, "log"), "read-only"], s, report=False)
+        assert r.rc == 125 and "directory %s is owned by uid 65534" % d in r.err, r
+        assert os.listdir(d) == []
+
+
+def test_keep_fd_of_the_report_fd_or_a_closed_fd_is_refused(s):
+    need_landlock()
+    for runner in RUNNERS if os.access("/usr/bin/bwrap", os.X_OK) else ("landlock",):
+        r_fd, w_fd = os.pipe()
+        try:
+            forged = '{"type":"confinement","mode":"danger-full-access"}'
+            p = subprocess.run([DSH, "--report-fd", str(w_fd), "--keep-fd", str(w_fd), "--runner", runner,
+                                "--mode", "read-only", "--", "sh", "-c", "echo '%s' >&%d; touch '%s'"
+                                % (forged, w_fd, s.p("outside", "ran"))],
+                               pass_fds=(w_fd,), env=s.env(), capture_output=True, timeout=30)
+            os.close(w_fd)
+            w_fd = -1
+            report = os.read(r_fd, 65536).decode()
+        finally:
+            os.close(r_fd)
+            if w_fd >= 0:
+                os.close(w_fd)
+        msg = ("--keep-fd %s: that is the --report-fd, which the command must not write; pass the command "
+               "another fd" % p.args[2])
+        assert p.returncode == 125 and p.stderr.decode() == "dsh-confine: %s\n" % msg, p
+        assert [json.loads(x)["code"] for x in report.splitlines()] == ["USAGE"], report
+        assert not os.path.exists(s.p("outside", "ran"))
+        # An fd that is not open: a usage error naming it, not a sandbox failure.
+        r = dsh(["--keep-fd", "97", "--runner", runner, "--mode", "read-only", "--", "touch",
+                 s.p("outside", "ran")], s)
+        _refused(r, "USAGE", "--keep-fd 97: fd 97 is not open; open it before calling dsh-confine")
+        assert not os.path.exists(s.p("outside", "ran"))
+
+
+STAGE_REFUSED = ("__dsh_confine_stage_v1 is the internal entry of dsh-confine's bwrap stage and runs only when "
+                 "dsh-confine starts it; to run a command, put it after --: dsh-confine [OPTIONS] -- COMMAND")
+
+
+def test_stage_word_from_the_command_line_is_refused(s):
+    out = s.p("outside", "f")
+    cmd = ["--mode", "read-only", "--", "/bin/sh", "sh", "-c", "echo x > '%s'" % out]
+    # Typed first on a normal host, with and without a --record-fd of something else.
+    f = os.open(s.p("outside", "plain"), os.O_RDWR | os.O_CREAT, 0o600)
+    m = os.memfd_create("not-the-stage", 0)
+    try:
+        for extra, fds in (([], ()), (["--record-fd", str(f)], (f,)), (["--record-fd", str(m)], (m,)),
+                           (["--record-fd", "0"], ())):
+            p = subprocess.run([DSH, "__dsh_confine_stage_v1"] + extra + cmd, pass_fds=fds, env=s.env(),
+                               capture_output=True, timeout=30)
+            assert p.returncode == 125 and p.stderr.decode() == "dsh-confine: %s\n" % STAGE_REFUSED, p
+            assert not os.path.exists(out)
+    finally:
+        os.close(f)
+        os.close(m)
+    # The repro: a host whose / is read-only (bwrap's view, with one writable bind) used to run
+    # the command under seccomp alone. Refused; and a forged memfd of the right name is still
+    # refused there, because the stage then insists on the kernel's Landlock.
+    need_bwrap()
+    view = ["/usr/bin/bwrap", "--ro-bind", "/", "/", "--bind", s.outside, s.outside, "--dev", "/dev",
+            "--proc", "/proc", "--unshare-pid", "--die-with-parent", "--"]
+    p = subprocess.run(view + [DSH, "__dsh_confine_stage_v1"] + cmd, env=s.env(), capture_output=True, timeout=30)
+    assert p.returncode == 125 and p.stderr.decode() == "dsh-confine: %s\n" % STAGE_REFUSED, p
+    assert not os.path.exists(out)
+    need_landlock()
+    forge = ("import os,sys; m=os.memfd_create('dsh-confine-stage', 0); os.set_inheritable(m, True); "
+             "os.execv(sys.argv[1], [sys.argv[1], '__dsh_confine_stage_v1', '--record-fd', str(m)] + sys.argv[2:])")
+    p = subprocess.run(view + ["python3", "-c", forge, DSH] + cmd, env=s.env(), capture_output=True, timeout=30)
+    assert p.returncode == 125, p
+    assert "the stage was planned with Landlock ABI 0 but the kernel has" in p.stderr.decode(), p
+    assert not os.path.exists(out)
+
+
+def _processes_naming(token):
+    found = []
+    for n in os.listdir("/proc"):
+        if not n.isdigit() or int(n) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % n, "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(n))
+        except OSError:
+            pass
+    return found
+
+
+def test_low_fd_limit_fails_closed_without_orphans(s):
+    _need_runners()
+    if os.environ.get("ASAN_OPTIONS"):
+        # The sanitizer runtime opens descriptors of its own before main (see test_faults).
+        skip("low RLIMIT_NOFILE leaves no descriptor for the sanitizer runtime")
+    token = "fdlimit-%d-%s" % (os.getpid(), os.path.basename(s.base))
+    ran = s.p("outside", "ran")
+    for n in (8, 12, 16, 20, 34):
+        for runner in RUNNERS:
+            for supervise in ([], ["--supervise"]):
+                r = dsh(["--runner", runner, "--mode", "read-only"] + supervise +
+                        ["--", "sh", "-c", "touch '%s' # %s" % (ran, token)], s, report=False,
+                        pre=["prlimit", "--nofile=%d" % n, "--"], timeout=20)
+                assert r.rc == 125 and r.err.count("\n") == 1, r
+                assert r.err.startswith("dsh-confine: " + SANDBOX_UNAVAILABLE.format(mode="read-only") +
+                                        " Runner failure: "), r
+                assert "file descriptors the open-file limit allows are free" in r.err, r
+                assert not os.path.exists(ran)
+                assert _processes_naming(token) == [], "left behind: %r" % _processes_naming(token)
+
+
+if __name__ == "__main__":
+    main()
