@@ -43,21 +43,28 @@ std::string_view to_string(Enforcement e) noexcept {
     return "none";
 }
 
-std::string lexically_normal(std::string_view path) {
-    std::vector<std::string_view> parts;
+std::vector<std::string_view> path_names(std::string_view path) {
+    std::vector<std::string_view> out;
     size_t i = 0;
     while (i < path.size()) {
         while (i < path.size() && path[i] == '/') ++i;
         size_t j = i;
         while (j < path.size() && path[j] != '/') ++j;
-        std::string_view part = path.substr(i, j - i);
-        if (part.empty() || part == ".") {
+        if (j > i) out.push_back(path.substr(i, j - i));
+        i = j;
+    }
+    return out;
+}
+
+std::string lexically_normal(std::string_view path) {
+    std::vector<std::string_view> parts;
+    for (std::string_view part : path_names(path)) {
+        if (part == ".") {
         } else if (part == "..") {
             if (!parts.empty()) parts.pop_back();
         } else {
             parts.push_back(part);
         }
-        i = j;
     }
     std::string out;
     for (auto p : parts) {

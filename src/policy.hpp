@@ -52,6 +52,9 @@ struct Policy {
     std::vector<NotGranted> not_granted;       // implicit roots refused while building
 };
 
+// The names of a path, in order, without empty ones ("//a/./b" -> a . b).
+std::vector<std::string_view> path_names(std::string_view path);
+
 // Lexical normalisation of an absolute path: collapses "//", ".", ".." and a
 // trailing slash. ".." at "/" stays at "/".
 std::string lexically_normal(std::string_view absolute);

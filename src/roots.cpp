@@ -1,5 +1,7 @@
 #include "roots.hpp"
 
+#include "policy.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -29,14 +31,7 @@ constexpr int kOpenFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
 
 std::vector<std::string> split(const std::string& path) {
     std::vector<std::string> out;
-    size_t i = 0;
-    while (i < path.size()) {
-        while (i < path.size() && path[i] == '/') ++i;
-        size_t j = i;
-        while (j < path.size() && path[j] != '/') ++j;
-        if (j > i) out.emplace_back(path.substr(i, j - i));
-        i = j;
-    }
+    for (std::string_view name : path_names(path)) out.emplace_back(name);
     return out;
 }
 

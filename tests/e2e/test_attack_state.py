@@ -11,7 +11,8 @@ import os
 import subprocess
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need_bwrap, need_landlock, sh, skip)
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need_bwrap, need_landlock, processes_naming, sh,
+                     skip)
 
 RUNNERS = ("landlock", "bwrap")
 NO_XDG = {"XDG_CONFIG_HOME": None, "XDG_CACHE_HOME": None, "XDG_RUNTIME_DIR": None, "DSH_CONFINE_CONFIG": None}
@@ -399,18 +400,6 @@ def test_stage_word_from_the_command_line_is_refused(s):
     assert not os.path.exists(out)
 
 
-def _processes_naming(token):
-    found = []
-    for n in os.listdir("/proc"):
-        if not n.isdigit() or int(n) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % n, "rb") as f:
-                if token.encode() in f.read():
-                    found.append(int(n))
-        except OSError:
-            pass
-    return found
 
 
 def test_low_fd_limit_fails_closed_without_orphans(s):
@@ -431,7 +420,7 @@ def test_low_fd_limit_fails_closed_without_orphans(s):
                                         " Runner failure: "), r
                 assert "file descriptors the open-file limit allows are free" in r.err, r
                 assert not os.path.exists(ran)
-                assert _processes_naming(token) == [], "left behind: %r" % _processes_naming(token)
+                assert processes_naming(token) == [], "left behind: %r" % processes_naming(token)
 
 
 if __name__ == "__main__":

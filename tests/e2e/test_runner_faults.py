@@ -17,7 +17,8 @@ import signal
 import subprocess
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need, need_bwrap, need_landlock)
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need, need_bwrap, need_landlock,
+                     processes_naming)
 
 BWRAP = "/usr/bin/bwrap"
 UNAVAILABLE_WS = SANDBOX_UNAVAILABLE.format(mode="workspace-write")
@@ -276,19 +277,6 @@ def _comm(pid):
         return None
 
 
-def _holders(token):
-    # Host processes whose command line names the scratch: the sandbox's.
-    out = []
-    for n in os.listdir("/proc"):
-        if not n.isdigit() or int(n) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % n, "rb") as f:
-                if token.encode() in f.read():
-                    out.append(int(n))
-        except OSError:
-            pass
-    return out
 
 
 def _wait_for(pred, what, limit=30.0):
@@ -330,7 +318,7 @@ def _killed_mid_run(s, supervise):
             ready, _, _ = select.select([fd], [], [], 30)
             os.close(fd)
             assert ready, "a process of the sandbox survived bwrap: %r" % tree
-        _wait_for(lambda: not _holders(s.base), "the sandbox's processes to go: %r" % _holders(s.base))
+        _wait_for(lambda: not processes_naming(s.base), "the sandbox's processes to go: %r" % processes_naming(s.base))
     finally:
         if p.poll() is None:
             p.kill()
