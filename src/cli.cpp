@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string_view>
 
+#include <CLI/CLI.hpp>
+
 #include "version.hpp"
 
 namespace dsh {
@@ -295,21 +297,126 @@ std::vector<OptionName> option_names() {
     return out;
 }
 
-Outcome parse_cli(int argc, const char* const* argv, Request& r) {
+namespace {
+
+// Thrown from inside CLI11's parse by our callbacks: our one-line error, or
+// help/version (an Outcome that succeeded, with the Request filled). Thrown
+// at the word that causes it, so the first problem in argv order wins.
+struct Stop {
+    Outcome out;
+};
+
+void stop_if(Outcome out) {
+    if (!out) throw Stop{std::move(out)};
+}
+
+// One CLI::App per context, built from kOptions: each option is added to the
+// App of every context that accepts it, and stores its value through apply()
+// as soon as CLI11 reads it (trigger_on_parse), so errors come in the order
+// of the words.
+struct Parser {
+    CLI::App top{"", "dsh-confine"};
+    CLI::App* apps[7] = {};  // indexed by Ctx
+
+    explicit Parser(Request& r) {
+        top.set_help_flag();  // ours, from kOptions, rendered by help()
+        top.allow_extras(false);
+        apps[static_cast<unsigned>(Ctx::Top)] = &top;
+        for (const auto& s : kSubcommands) apps[static_cast<unsigned>(s.ctx)] = top.add_subcommand(std::string(s.name));
+        CLI::App* session = apps[static_cast<unsigned>(Ctx::Session)];
+        CLI::App* set_mode = session->add_subcommand("set-mode");
+        apps[static_cast<unsigned>(Ctx::SetMode)] = set_mode;
+        // Counted by the split (SetModeArgs), so not ->required(): CLI11 would
+        // answer a missing one in its own words.
+        set_mode->add_option("FILE", r.session_file)->expected(1);
+        set_mode->add_option("MODE", r.session_mode)->expected(1);
+        for (CLI::App* app : apps) {
+            app->allow_extras(false);
+            app->set_help_flag();
+        }
+
+        for (const auto& o : kOptions) {
+            const std::string names =
+                o.short_name.empty() ? std::string(o.name) : fmt::format("{},{}", o.short_name, o.name);
+            for (unsigned c = 0; c < 7; ++c) {
+                if (!(o.accepted & (1u << c))) continue;
+                const Ctx ctx = static_cast<Ctx>(c);
+                CLI::Option* opt = nullptr;
+                if (o.value.empty()) {
+                    opt = apps[c]->add_flag_callback(names, [&r, &o, ctx] { flag(o, ctx, r); });
+                } else {
+                    opt = apps[c]->add_option(names, [&r, &o](const CLI::results_t& res) {
+                        stop_if(apply(o, res.front(), r));
+                        return true;
+                    });
+                    // Exactly one value per occurrence, never split on ',' or
+                    // unpacked from "[a,b]".
+                    opt->expected(1)->allow_extra_args(false);
+                }
+                opt->trigger_on_parse();
+            }
+        }
+    }
+
+    // A flag: --help and --version end the parse; the others are stored.
+    static void flag(const OptionSpec& o, Ctx ctx, Request& r) {
+        if (o.id == Opt::Help) {
+            r = Request{};
+            r.action = Action::Help;
+            r.text = help(ctx);
+            throw Stop{Outcome::success()};
+        }
+        if (o.id == Opt::Version) {
+            r = Request{};
+            r.action = Action::Version;
+            r.text = fmt::format("dsh-confine {}\n", kVersion);
+            throw Stop{Outcome::success()};
+        }
+        stop_if(apply(o, {}, r));
+    }
+
+    // The deepest context CLI11 entered.
+    Ctx parsed_context() const {
+        Ctx ctx = Ctx::Top;
+        for (unsigned c = 0; c < 7; ++c)
+            if (c != static_cast<unsigned>(Ctx::Top) && apps[c]->parsed()) ctx = static_cast<Ctx>(c);
+        return ctx;  // SetMode's number is above Session's
+    }
+};
+
+// Where our words end, from the table: which words are options, which of
+// them take a value, and which words name a subcommand. The words that are
+// ours go to CLI11 as given (an empty `--name=` as `--name ""`, which CLI11
+// would otherwise answer by taking the next word); the first word that is
+// not ours starts the command. What CLI11 cannot say in our words is
+// checked here: an unknown option, an option of another subcommand, a
+// missing or unwanted value, a word where none belongs. Such a problem ends
+// our words there and waits: CLI11 first reads the words before it, so the
+// first problem in argv order is the one reported.
+struct Split {
+    std::vector<std::string> ours;
+    int command_from = 0;            // argv index of the command's first word
+    std::optional<Outcome> problem;  // found at the end of `ours`
     Ctx ctx = Ctx::Top;
+    size_t set_mode_args = 0;
+};
+
+Split split(int argc, const char* const* argv) {
+    Split s;
+    Ctx& ctx = s.ctx;
     // An option's value came before, where a command could stand: a word
     // like the command's (`--root ls -la`), so an unknown option after it
     // gets the hint to put the command after --.
     bool word_seen = false;
-    size_t set_mode_args = 0;
-    const auto usage = [](UsageText t, std::string_view a = {}, std::string_view b = {}) {
-        return fail(Err::Usage, usage_text(t, a, b));
+    const auto problem = [&](UsageText t, std::string_view a = {}, std::string_view b = {}) {
+        s.problem = fail(Err::Usage, usage_text(t, a, b));
+        return s;
     };
     int i = 1;
     for (; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--") {
-            if (ctx != Ctx::Top && ctx != Ctx::Explain) return usage(UsageText::TakesNoCommand, spec_of(ctx).name);
+            if (ctx != Ctx::Top && ctx != Ctx::Explain) return problem(UsageText::TakesNoCommand, spec_of(ctx).name);
             ++i;
             break;
         }
@@ -325,31 +432,32 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
             }
             const OptionSpec* o = find_option(name);
             if (!o) {
-                if (word_seen) return usage(UsageText::UnknownCommandOption, name);
-                return usage(UsageText::UnknownOption, name, help_command(ctx));
+                if (word_seen) return problem(UsageText::UnknownCommandOption, name);
+                return problem(UsageText::UnknownOption, name, help_command(ctx));
             }
-            if (!(o->accepted & bit(ctx))) return usage(UsageText::OptionNotHere, o->name, help_command(ctx));
+            if (!(o->accepted & bit(ctx))) return problem(UsageText::OptionNotHere, o->name, help_command(ctx));
             if (o->value.empty()) {
-                if (value) return usage(UsageText::TakesNoValue, o->name);
-            } else if (!value) {
+                if (value) return problem(UsageText::TakesNoValue, o->name);
+                s.ours.emplace_back(a);
+            } else if (value) {
+                if (value->empty()) {
+                    s.ours.emplace_back(name);
+                    s.ours.emplace_back();
+                } else {
+                    s.ours.emplace_back(a);
+                }
+            } else {
                 if (i + 1 >= argc || is_our_option_word(argv[i + 1]))
-                    return usage(UsageText::NeedsValue, o->name, o->value);
-                value = std::string_view(argv[++i]);
+                    return problem(UsageText::NeedsValue, o->name, o->value);
+                s.ours.emplace_back(a);
+                s.ours.emplace_back(argv[++i]);
                 word_seen = ctx == Ctx::Top || ctx == Ctx::Explain;
             }
-            if (o->id == Opt::Help) {
-                r = Request{};
-                r.action = Action::Help;
-                r.text = help(ctx);
-                return Outcome::success();
+            // Nothing after --help or --version is read.
+            if (o->id == Opt::Help || o->id == Opt::Version) {
+                s.command_from = argc;
+                return s;
             }
-            if (o->id == Opt::Version) {
-                r = Request{};
-                r.action = Action::Version;
-                r.text = fmt::format("dsh-confine {}\n", kVersion);
-                return Outcome::success();
-            }
-            if (auto out = apply(*o, value.value_or(std::string_view{}), r); !out) return out;
             continue;
         }
         // A word that is not an option.
@@ -358,31 +466,58 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
                 if (auto sub = subcommand_named(a)) {
                     ctx = *sub;
                     word_seen = false;
+                    s.ours.emplace_back(a);
                     continue;
                 }
                 break;  // the command
             case Ctx::Explain: break;  // the command to explain
             case Ctx::Session:
-                if (a != "set-mode") return usage(UsageText::SessionNeedsSetMode, a);
+                if (a != "set-mode") return problem(UsageText::SessionNeedsSetMode, a);
                 ctx = Ctx::SetMode;
+                s.ours.emplace_back(a);
                 continue;
             case Ctx::SetMode:
-                if (set_mode_args == 0) r.session_file = std::string(a);
-                else if (set_mode_args == 1) r.session_mode = std::string(a);
-                else return usage(UsageText::SetModeArgs);
-                ++set_mode_args;
+                if (s.set_mode_args == 2) return problem(UsageText::SetModeArgs);
+                // FILE and MODE are any words ("probe", "++", "-"): after
+                // "--" CLI11 reads them as positionals only.
+                if (s.set_mode_args == 0) s.ours.emplace_back("--");
+                s.ours.emplace_back(a);
+                ++s.set_mode_args;
                 continue;
             case Ctx::Probe:
             case Ctx::Check:
-            case Ctx::SelfTest: return usage(UsageText::TakesNoWord, spec_of(ctx).name, a);
+            case Ctx::SelfTest: return problem(UsageText::TakesNoWord, spec_of(ctx).name, a);
         }
         break;  // argv[i] is the first word of the command
     }
-    // Everything from here on is the command's, untouched.
-    for (; i < argc; ++i) r.argv.emplace_back(argv[i]);
+    s.command_from = i;
+    return s;
+}
 
+}  // namespace
+
+Outcome parse_cli(int argc, const char* const* argv, Request& r) {
+    const auto usage = [](UsageText t, std::string_view a = {}) { return fail(Err::Usage, usage_text(t, a)); };
+    Split s = split(argc, argv);
+    Parser parser(r);
+    try {
+        // CLI11 reads its input from the back.
+        std::vector<std::string> words(s.ours.rbegin(), s.ours.rend());
+        parser.top.parse(words);
+    } catch (Stop& stop) {
+        return std::move(stop.out);
+    } catch (const CLI::Error&) {
+        // The split hands CLI11 only words it reads without complaint; should
+        // one still fail, it fails closed with our text, never CLI11's.
+        return usage(UsageText::Unreadable);
+    }
+    if (s.problem) return std::move(*s.problem);
+    // Everything from here on is the command's, untouched.
+    for (int i = s.command_from; i < argc; ++i) r.argv.emplace_back(argv[i]);
+
+    const Ctx ctx = parser.parsed_context();
     if (ctx == Ctx::Session) return usage(UsageText::SessionNeedsSetMode);
-    if (ctx == Ctx::SetMode && set_mode_args != 2) return usage(UsageText::SetModeArgs);
+    if (ctx == Ctx::SetMode && s.set_mode_args != 2) return usage(UsageText::SetModeArgs);
     if (ctx == Ctx::Check && !r.check_write) return usage(UsageText::CheckNeedsWrite);
     r.action = action_of(ctx);
     if (r.action == Action::Run && r.dry_run) r.action = Action::Explain;

@@ -6,8 +6,9 @@
 // command (or a subcommand's name), and nothing after the command is ever read
 // as ours. Every option takes exactly one value (`--name VALUE` or
 // `--name=VALUE`) or none (a flag). One table (cli.cpp) says which is which;
-// the splitter, the help text and, through tests/packaging, the completions
-// and the man page all follow it.
+// the split (where our words end), the CLI11 App that parses them, the help
+// text and, through tests/packaging, the completions and the man page all
+// follow it.
 #pragma once
 
 #include <optional>

@@ -98,6 +98,7 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
                                            a);
         case UsageText::SetModeArgs: return "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE";
         case UsageText::CheckNeedsWrite: return "check needs the path to ask about: dsh-confine check --write PATH";
+        case UsageText::Unreadable: return "the options could not be read; Try 'dsh-confine --help'";
         case UsageText::UnknownMode:
             return fmt::format("unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", a);
         case UsageText::UnknownRunner:

@@ -76,6 +76,7 @@ enum class UsageText {
     SessionNeedsSetMode,  // a: the word given after "session", or empty
     SetModeArgs,          // session set-mode without FILE and MODE, or with more
     CheckNeedsWrite,      // check without --write
+    Unreadable,           // CLI11 refused words the split let through (not expected)
     UnknownMode,          // a: the mode
     UnknownRunner,        // a: the runner
 };

@@ -337,3 +337,57 @@ TEST_CASE("no option of the table is read after the command, in any spelling", "
         }
     }
 }
+
+TEST_CASE("values reach us as given: CLI11 neither splits, unpacks nor skips them", "[cli]") {
+    // CLI11 unpacks "[a,b]" into two values for options that take several,
+    // reads an empty --name= as "take the next word", and classifies a word
+    // like "++" or a subcommand's name by itself; none of it may change what
+    // we store.
+    Request r;
+    REQUIRE(parse({"--writable", "[/a,/b]", "--writable=/c,/d", "--setenv", "L=[x,y]", "--mode=", "--root", "probe",
+                   "--justification", "-x", "--approver", "--bogus", "--unsetenv", "++", "true"},
+                  r));
+    CHECK(r.writable == Words{"[/a,/b]", "/c,/d"});
+    CHECK(r.setenv == std::vector<std::pair<std::string, std::string>>{{"L", "[x,y]"}});
+    CHECK(*r.mode == "");
+    CHECK(*r.root == "probe");
+    CHECK(*r.justification == "-x");
+    CHECK(*r.approver == "--bogus");
+    CHECK(r.unsetenv == Words{"++"});
+    CHECK(r.action == Action::Run);
+    CHECK(r.argv == Words{"true"});
+
+    // session set-mode: FILE and MODE are any words, subcommand names included.
+    for (const char* file : {"probe", "++", "-", "set-mode", "session", "[a,b]"}) {
+        Request s;
+        REQUIRE(parse({"session", "set-mode", file, "explain"}, s));
+        CHECK(s.action == Action::SessionSetMode);
+        CHECK(s.session_file == file);
+        CHECK(s.session_mode == "explain");
+    }
+    CHECK(error_of({"session", "set-mode", "/log"}) ==
+          "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE");
+
+    // Flags take no value in any spelling CLI11 knows for flags.
+    CHECK(error_of({"--supervise=true", "x"}) == "option --supervise takes no value: give it alone");
+    CHECK(error_of({"--clearenv=0", "x"}) == "option --clearenv takes no value: give it alone");
+    // Short options are whole words: no bundling.
+    CHECK(error_of({"-hV"}) == "unknown option \"-hV\"; Try 'dsh-confine --help'");
+    CHECK(error_of({"-Vh"}) == "unknown option \"-Vh\"; Try 'dsh-confine --help'");
+}
+
+TEST_CASE("the first problem in the order of the words is the one reported", "[cli]") {
+    // Problems CLI11 finds (twice, a bad fd) and ones found before it (an
+    // unknown option, a missing value) are reported in argv order.
+    CHECK(error_of({"--mode", "a", "--mode", "b", "--bogus", "x"}) == "option --mode is given twice: give it once");
+    CHECK(error_of({"--bogus", "--mode", "a", "--mode", "b", "x"}) ==
+          "unknown option \"--bogus\"; Try 'dsh-confine --help'");
+    CHECK(error_of({"--report-fd", "x", "--report-fd", "3", "y"}).rfind("option --report-fd", 0) == 0);
+    CHECK(error_of({"--mode", "a", "probe", "--mode", "b"}) == "option --mode is given twice: give it once");
+    CHECK(error_of({"--supervise", "--supervise", "--writable"}) == "option --supervise is given twice: give it once");
+    // --help ends our words: what comes after it is not read, what comes before is.
+    Request h;
+    REQUIRE(parse({"--help", "--bogus", "--mode"}, h));
+    CHECK(h.action == Action::Help);
+    CHECK(error_of({"--mode", "a", "--mode", "b", "--help"}) == "option --mode is given twice: give it once");
+}
