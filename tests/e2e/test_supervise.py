@@ -12,7 +12,7 @@ import termios
 import threading
 import time
 
-from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need, need_bwrap, need_landlock, sh, skip
+from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need, need_bwrap, need_landlock, sh, skip, tool
 
 DENIAL_MARKER = "[sandbox: file access denied under {mode} mode]"
 HINT = ("[sandbox: escalation available \u2014 retry this exact command once with sandbox_permissions "
@@ -389,18 +389,17 @@ def case_danger_full_access_has_no_enforcement(s, runner):
 # ---- runner-independent ----------------------------------------------------------------------------------
 
 def test_landlock_setup_failure_is_a_runner_failure(s):
-    # A setup step inside the child fails (an --keep-fd that is not open): the
-    # exec pipe says the command never ran, so this is SANDBOX_UNAVAILABLE.
+    # A setup step inside the child fails (landlock_restrict_self refused by a
+    # seccomp filter the test installs; the parent's ABI query still works):
+    # the exec pipe says the command never ran, so this is SANDBOX_UNAVAILABLE.
     need_landlock()
-    r = dsh(["--supervise", "--markers", "--runner", "landlock", "--keep-fd", "9", "--", "sh", "-c",
-             "echo ran > '%s'" % s.p("ws", "ran")], s)
-    if r.rec("result") is None:
-        skip("--keep-fd is now validated before the child starts")
+    r = dsh(["--supervise", "--markers", "--runner", "landlock", "--", "sh", "-c",
+             "echo ran > '%s'" % s.p("ws", "ran")], s, pre=[tool("sysfault"), "EPERM", "446", "--"])
     assert r.rc == 125, r
     assert not os.path.exists(s.p("ws", "ran"))
     res = result_of(r)
     assert res["runnerFailed"] is True and res["denied"] is False, r
-    assert res["runnerFailure"] and "--keep-fd 9" in res["runnerFailure"], r
+    assert res["runnerFailure"] == "landlock_restrict_self: Operation not permitted", r
     assert res["evidence"] == "exec-pipe", r
     err = r.rec("error")
     assert err["code"] == "SANDBOX_UNAVAILABLE", r
