@@ -2,50 +2,20 @@
 // that cannot enforce a confined mode ends here with an error and no exec.
 #include "app.hpp"
 
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#if !defined(_WIN32)
-#include <fcntl.h>
-#endif
-#if defined(__linux__)
-#include <cerrno>
-#include <cstring>
-#include <sys/resource.h>
-#endif
-#include <unistd.h>
 
+#include "chain.hpp"
 #include "cli.hpp"
 #include "environment.hpp"
 #include "explain.hpp"
 #include "launch.hpp"
-#include "linux/landlock_runner.hpp"
-#if defined(_WIN32)
-#include "windows/acl_runner.hpp"
-namespace dsh::host_runner {
-using acl::prepare;
-inline constexpr std::string_view NAME = "windows-acl";
-}  // namespace dsh::host_runner
-#elif defined(__APPLE__)
-#include "darwin/seatbelt_runner.hpp"
-namespace dsh::host_runner {
-using seatbelt::prepare;
-inline constexpr std::string_view NAME = "seatbelt";
-}  // namespace dsh::host_runner
-#else
-#include "linux/bwrap_plan.hpp"
-#include "linux/bwrap_runner.hpp"
-#include "linux/chain.hpp"
-#include "linux/probe_cmd.hpp"
-#endif
 #include "policy.hpp"
-#include "roots.hpp"
 #include "report.hpp"
 #include "resolve.hpp"
 #include "runner.hpp"
 #include "selftest.hpp"
-#include "darwin/seatbelt_plan.hpp"
-#include "windows/acl_plan.hpp"
+#include "platforms.hpp"
 #include "session.hpp"
 #include "supervise.hpp"
 #include "version.hpp"
@@ -58,21 +28,13 @@ namespace {
 
 // Reports a failure: stderr, then the report's error record. Returns the exit status.
 int failed(const Report& report, const Outcome& o) {
-    print_error(o.message);
+    print_error(o.text());
     (void)report.write(error_record(o));
     return o.exit_status();
 }
 
-// A confined mode that cannot be enforced: the seed's text, with the runner's
-// own failure appended when it was found while setting up.
-[[maybe_unused]] Outcome unavailable(const Policy& p, const Outcome& cause, bool at_run_time) {
-    std::string text = sandbox_unavailable_text(to_string(p.mode));
-    if (at_run_time) text += " Runner failure: " + cause.message;
-    return fail(Err::SandboxUnavailable, std::move(text));
-}
-
 // The env flags -> l.env and the record's names. No flag: environ is not read.
-Outcome apply_environment(const Request& req, Launch& l) {
+Outcome apply_environment(const Request& req, Plan& l) {
     EnvRequest er{req.clearenv, req.setenv, req.unsetenv, req.scrub_secrets};
     if (!er.any()) return Outcome::success();
     std::vector<std::string> current;
@@ -83,33 +45,20 @@ Outcome apply_environment(const Request& req, Launch& l) {
     return Outcome::success();
 }
 
-#if defined(__linux__)
-// The runner chain's inputs: --runner, --probe-timeout, the build's bwrap path.
-Outcome chain_options(const Request& req, chain::Options& opts) {
-    if (req.runner) {
-        auto r = parse_runner(*req.runner);
-        if (!r) return fail(Err::Usage, usage_text(UsageText::UnknownRunner, *req.runner));
-        opts.runner = *r;
-    }
-    if (req.probe_timeout_ms) opts.probe_timeout_ms = *req.probe_timeout_ms;
-    opts.bwrap_path = kBwrapPath;
-    opts.report_fd = req.report_fd;
-    return Outcome::success();
+// The runners' inputs: the effective settings and the run's fds.
+RunnerEnv runner_env(const Config& settings, int report_fd) {
+    RunnerEnv env;
+    env.config = settings;
+    env.report_fd = report_fd;
+    env.probe_timeout_ms = settings.probe_timeout_ms.value_or(kDefaultProbeTimeoutMs);
+    return env;
 }
 
-// The config file's runner settings (flags already won in resolve).
-void config_chain_options(const Config& cfg, chain::Options& opts) {
-    if (cfg.bwrap_path) opts.bwrap_path = *cfg.bwrap_path;
-    opts.runner_command = cfg.runner_command;
-    opts.runner_failure_signatures = cfg.runner_failure_signatures;
-}
-#endif
-
-// Chooses the runner and fills the Launch: the report's record, the
-// in-process layers and what to exec. Runs nothing. Shared by run, explain
-// and supervise, so that what is shown is what runs.
-Outcome prepare_launch(const Request& req, Launch& l) {
-    Confinement& c = l.c;
+// Chooses the runner and fills the plan: the report's record, the in-process
+// layers and what to exec. Runs nothing. Shared by run, explain and
+// supervise, so that what is shown is what runs.
+Outcome prepare_plan(const Request& req, Plan& p) {
+    Confinement& c = p.c;
     const Policy& policy = c.policy;
     for (int fd : policy.keep_fds) {
         if (fd <= 2) return failf(Err::Usage, "--keep-fd {}: stdio is always passed through", fd);
@@ -117,66 +66,35 @@ Outcome prepare_launch(const Request& req, Launch& l) {
         if (fd == req.report_fd)
             return failf(Err::Usage, "--keep-fd {}: that is the --report-fd, which the command must not write; "
                                      "pass the command another fd", fd);
-#if !defined(_WIN32)
         // Said here, before any runner: found later it reads as a sandbox failure.
-        if (::fcntl(fd, F_GETFD) < 0)
+        if (!fd_is_open(fd))
             return failf(Err::Usage, "--keep-fd {}: fd {} is not open; open it before calling dsh-confine", fd, fd);
-#endif
     }
     // The command is looked up on its own final PATH, as execvp in it would.
-    if (auto o = apply_environment(req, l); !o) return o;
-    const char* path = l.env ? env_lookup(*l.env, "PATH") : std::getenv("PATH");
+    if (auto o = apply_environment(req, p); !o) return o;
+    const char* path = p.env ? env_lookup(*p.env, "PATH") : std::getenv("PATH");
     if (auto o = resolve_command(req.argv.front(), path, c.command_path); !o) return o;
     c.argv = req.argv;
-    l.exec_path = c.command_path;
-    l.exec_argv = req.argv;
+    p.exec_path = c.command_path;
+    p.exec_argv = req.argv;
     if (policy.mode == Mode::DangerFullAccess) {
         c.runner = RunnerKind::None;
         return Outcome::success();
     }
-
-#if defined(_WIN32) || defined(__APPLE__)
-    RunnerKind runner = RunnerKind::Auto;
-    if (req.runner) {
-        auto r = parse_runner(*req.runner);
-        if (!r) return fail(Err::Usage, usage_text(UsageText::UnknownRunner, *req.runner));
-        runner = *r;
-    }
-    // A chain of one (darwin: seatbelt; win32: windows-acl): taken without a probe.
-    if (auto o = host_runner::prepare(runner, l); !o) {
-        c.skipped.push_back({std::string(host_runner::NAME), o.message});
-        return unavailable(policy, o, false);
-    }
-    return Outcome::success();
-#else
-    // Workspace-write checked this before opening its roots (build_policy).
-    if (policy.mode == Mode::ReadOnly)
-        if (auto o = roots::check_fd_headroom(); !o) return unavailable(policy, o, true);
-    chain::Options opts;
-    if (auto o = chain_options(req, opts); !o) return o;
-    config_chain_options(l.config, opts);
-    // The seed: a configured runnerCommand skips the chain and every probe.
-    if (l.config.custom_runner() && opts.runner == RunnerKind::Auto) opts.runner = RunnerKind::Custom;
-    return chain::prepare(opts, l);
-#endif
+    return chain::choose(p.config.runner.value_or(RunnerKind::Auto), runner_env(p.config, req.report_fd), p);
 }
 
-// Resolution (config, session, escalation with approval) -> the launch.
+// Resolution (config, session, escalation with approval) -> the plan.
 // `ask` is No for explain: every check runs, nobody is asked, nothing runs.
-Outcome resolve_and_prepare(const Request& req, AskApprover ask, Resolution& res, Launch& l) {
+Outcome resolve_and_prepare(const Request& req, AskApprover ask, Resolution& res, Plan& p) {
     if (auto o = resolve(req, current_env(), ask, res); !o) return o;
-    l.c.policy = res.policy;
-    l.config = res.settings;
-    // The config's runner and probe timeout reach prepare_launch as if given
-    // on the command line (flags already won in resolve).
-    Request eff = req;
-    if (res.settings.runner) eff.runner = std::string(to_string(*res.settings.runner));
-    eff.probe_timeout_ms = res.settings.probe_timeout_ms;
-    return prepare_launch(eff, l);
+    p.c.policy = res.policy;
+    p.config = res.settings;
+    return prepare_plan(req, p);
 }
 
 int run_command(const Request& req, const Report& report) {
-    Launch l;
+    Plan l;
     if (req.markers && !req.supervise)
         return failed(report, fail(Err::Usage, "--markers needs --supervise: in exec mode nothing is left to "
                                                "write them once the command ends"));
@@ -184,7 +102,7 @@ int run_command(const Request& req, const Report& report) {
     if (auto o = resolve_and_prepare(req, AskApprover::Yes, res, l); !o) return failed(report, o);
     // Escalation is advertised when an approver is composed (flag or config).
     if (req.supervise) return supervise(l, report, {req.markers, res.settings.approver.has_value()});
-    return failed(report, enter_and_exec(l, report, true));
+    return failed(report, enter_and_exec(l, report));
 }
 
 int explain_command(const Request& req, const Report& report) {
@@ -200,24 +118,18 @@ int explain_command(const Request& req, const Report& report) {
         std::fputs(text.c_str(), stdout);
         return 0;
     }
-    if (req.platform && *req.platform != "linux") {
+    if (req.platform && *req.platform != host_platform()) {
         // Another system's plan, from the pure builders: shown, never run.
         Resolution res;
         const ResolveEnv env = current_env();
         if (auto o = resolve(req, env, AskApprover::No, res); !o) return failed(report, o);
         std::string text;
-        if (*req.platform == "darwin")
-            text = seatbelt::render_darwin_plan(res.policy, req.argv);
-        else if (*req.platform == "windows")
-            text = acl::render_windows_plan(res.policy, req.argv, env.tmpdir ? *env.tmpdir : "/tmp",
-                                            res.session_path.has_value());
-        else
-            return failed(report, failf(Err::Usage, "explain --platform {}: expected linux, darwin or windows",
-                                        *req.platform));
+        const ForeignPlanInput in{res.policy, req.argv, env.tmpdir ? *env.tmpdir : "/tmp", res.session_path.has_value()};
+        if (auto o = foreign_plan_text(*req.platform, in, text); !o) return failed(report, o);
         std::fputs(text.c_str(), stdout);
         return 0;
     }
-    Launch l;
+    Plan l;
     Resolution res;
     if (auto o = resolve_and_prepare(req, AskApprover::No, res, l); !o) return failed(report, o);
     std::string text = req.json ? plan_json(res, l).dump() + "\n" : plan_text(res, l);
@@ -241,21 +153,18 @@ int session_command(const Request& req) {
                   : fail(Err::SessionInvalid, "sandbox/mode carries unknown mode " +
                                                   nlohmann::json(req.session_mode).dump(-1, ' ', false,
                                                       nlohmann::json::error_handler_t::replace));
-    if (!o) print_error(o.message);
+    if (!o) print_error(o.text());
     return o.exit_status();
 }
 
 }  // namespace
 
 int run(int argc, const char* const* argv) {
-    // bwrap's child: the hidden stage that stacks Landlock inside the sandbox.
-#if defined(__linux__)
-    if (argc > 1 && std::string_view(argv[1]) == bwrap::kStageArg) return bwrap::run_stage(argc, argv);
-    if (argc == 2 && std::string_view(argv[1]) == bwrap::kProbeArg) return bwrap::run_probe_check();
-#endif
+    // A runner's own entry inside its sandbox (bwrap's stage), if this host has one.
+    if (auto rc = run_internal_entry(argc, argv)) return *rc;
     Request req;
     if (auto o = parse_cli(argc, argv, req); !o) {
-        print_error(o.message);
+        print_error(o.text());
         return o.exit_status();
     }
     switch (req.action) {
@@ -268,38 +177,21 @@ int run(int argc, const char* const* argv) {
         case Action::Explain:
         case Action::Check: break;
         case Action::Probe: {
-#if defined(__linux__)
-            // The same bwrap, custom runner and probe bound that a run would use.
-            chain::Options opts;
-            Config cfg;
-            Outcome o = chain_options(req, opts);
-            if (o) o = load_config(req.config, cfg);
-            if (!o) {
-                print_error(o.message);
+            // The same settings (runner paths, custom runner, probe bound) a run would use.
+            Config settings;
+            if (auto o = runner_settings(req, settings); !o) {
+                print_error(o.text());
                 return o.exit_status();
             }
-            config_chain_options(cfg, opts);
-            if (!req.probe_timeout_ms && cfg.probe_timeout_ms) opts.probe_timeout_ms = *cfg.probe_timeout_ms;
-            return probe_cmd::run(opts, req.json);
-#else
-            Outcome o = fail(Err::Usage, "probe is only built for Linux");
-            print_error(o.message);
-            return o.exit_status();
-#endif
+            RunnerEnv env = runner_env(settings, -1);
+            env.use_probe_cache = false;
+            return probe_command(env, req.json);
         }
-        case Action::SelfTest:
-#if defined(__linux__)
-            return selftest::run(req);
-#endif
-        {
-            Outcome o = fail(Err::Usage, "this subcommand is not built yet");
-            print_error(o.message);
-            return o.exit_status();
-        }
+        case Action::SelfTest: return selftest::run(req);
     }
     Report report;
     if (auto o = report.open(req.report_fd); !o) {
-        print_error(o.message);
+        print_error(o.text());
         return o.exit_status();
     }
     switch (req.action) {

@@ -11,7 +11,7 @@
 
 #include "errors.hpp"
 #include "policy.hpp"
-#include "runner.hpp"
+#include "confinement.hpp"
 
 namespace dsh {
 

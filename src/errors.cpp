@@ -65,6 +65,84 @@ std::string sandbox_unavailable_text(std::string_view mode) {
         mode);
 }
 
+Outcome unavailable(std::string_view mode, std::string runner_failure) {
+    Outcome o = fail(Err::SandboxUnavailable, {});
+    o.mode = std::string(mode);
+    o.runner_failure = std::move(runner_failure);
+    return o;
+}
+
+Err fault_code(const Fault& f) noexcept {
+    switch (f.step) {
+        case Step::CloseRange: return Err::SandboxUnavailable;
+        case Step::KeepFd: return Err::SandboxUnavailable;
+        case Step::RootFd: return Err::SandboxUnavailable;
+        case Step::NoNewPrivs: return Err::SandboxUnavailable;
+        case Step::RestrictSelf: return Err::SandboxUnavailable;
+        case Step::CapGet: return Err::SandboxUnavailable;
+        case Step::SecureBits: return Err::SandboxUnavailable;
+        case Step::CapBsetDrop: return Err::SandboxUnavailable;
+        case Step::CapBsetEndless: return Err::SandboxUnavailable;
+        case Step::AmbientClear: return Err::SandboxUnavailable;
+        case Step::CapSet: return Err::SandboxUnavailable;
+        case Step::CapsRemain: return Err::SandboxUnavailable;
+        case Step::RootBoundingSet: return Err::SandboxUnavailable;
+        case Step::Seccomp: return Err::SandboxUnavailable;
+        case Step::SeccompPrctl: return Err::SandboxUnavailable;
+        case Step::RecordHandOver: return Err::Internal;
+        case Step::ReportWrite: return Err::ReportWrite;
+        case Step::InheritFd: return Err::Internal;
+        case Step::SealMailbox: return Err::Internal;
+        case Step::PdeathSig: return Err::Internal;
+        case Step::Stdio: return Err::Internal;
+        case Step::Exec: return f.err == ENOENT ? Err::CommandNotFound : Err::CommandNotExecutable;
+    }
+    return Err::Internal;
+}
+
+Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
+    const char* why = f.err ? std::strerror(f.err) : "";
+    switch (f.step) {
+        case Step::CloseRange: return failf(fault_code(f), "close_range: {}", why);
+        case Step::KeepFd: return failf(fault_code(f), "--keep-fd {}: {}", f.arg, why);
+        case Step::RootFd:
+            return failf(fault_code(f), "a writable root's descriptor {} is not open: {}", f.arg, why);
+        case Step::NoNewPrivs: return failf(fault_code(f), "prctl(PR_SET_NO_NEW_PRIVS): {}", why);
+        case Step::RestrictSelf: return failf(fault_code(f), "landlock_restrict_self: {}", why);
+        case Step::CapGet: return failf(fault_code(f), "capget: {}", why);
+        case Step::SecureBits: return failf(fault_code(f), "prctl(PR_SET_SECUREBITS): {}", why);
+        case Step::CapBsetDrop: return failf(fault_code(f), "prctl(PR_CAPBSET_DROP, {}): {}", f.arg, why);
+        case Step::CapBsetEndless:
+            return fail(fault_code(f), "prctl(PR_CAPBSET_DROP): no end to the capabilities");
+        case Step::AmbientClear: return failf(fault_code(f), "prctl(PR_CAP_AMBIENT_CLEAR_ALL): {}", why);
+        case Step::CapSet: return failf(fault_code(f), "capset: {}", why);
+        case Step::CapsRemain: return fail(fault_code(f), "capabilities remain after dropping them");
+        case Step::RootBoundingSet:
+            return failf(fault_code(f),
+                         "running as uid 0 without CAP_SETPCAP: capability {} stays in the bounding set", f.arg);
+        case Step::Seccomp: return failf(fault_code(f), "seccomp(SECCOMP_SET_MODE_FILTER): {}", why);
+        case Step::SeccompPrctl: return failf(fault_code(f), "prctl(PR_SET_SECCOMP): {}", why);
+        case Step::RecordHandOver:
+            return failf(fault_code(f), "cannot hand the confinement record to the bwrap stage: {}", why);
+        case Step::ReportWrite: return failf(fault_code(f), "cannot write the report to fd {}: {}", f.arg, why);
+        case Step::InheritFd: return failf(fault_code(f), "cannot pass fd {} to the runner: {}", f.arg, why);
+        case Step::SealMailbox: return failf(fault_code(f), "cannot seal the bwrap stage's mailbox: {}", why);
+        case Step::PdeathSig: return failf(fault_code(f), "prctl(PR_SET_PDEATHSIG): {}", why);
+        case Step::Stdio: return failf(fault_code(f), "dup2: {}", why);
+        case Step::Exec:
+            if (f.err == ENOENT) return failf(fault_code(f), "{}: {}", exec_path, why);
+            return failf(fault_code(f), "{}: cannot execute: {}", exec_path, why);
+    }
+    return failf(fault_code(f), "an unknown step failed: {}", why);
+}
+
+std::string Outcome::text() const {
+    if (ok || err != Err::SandboxUnavailable || mode.empty()) return message;
+    std::string t = sandbox_unavailable_text(mode);
+    if (!runner_failure.empty()) t += " Runner failure: " + runner_failure;
+    return t;
+}
+
 std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
     switch (t) {
         case UsageText::NoCommand: return "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]";
@@ -105,6 +183,15 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
             return fmt::format("unknown runner \"{}\" (auto, bwrap, landlock, seatbelt, windows-acl or custom)", a);
     }
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
+}
+
+bool fd_is_open(int fd) noexcept {
+#ifdef _WIN32
+    struct _stat st {};
+    return ::_fstat(fd, &st) == 0;
+#else
+    return ::fcntl(fd, F_GETFD) >= 0;
+#endif
 }
 
 int write_whole(int fd, std::string_view data) noexcept {

@@ -50,6 +50,9 @@ std::string one_line(std::string_view message);
 // Returns 0 or the errno of the failed write.
 int write_whole(int fd, std::string_view data) noexcept;
 
+// Whether fd is an open descriptor of this process.
+bool fd_is_open(int fd) noexcept;
+
 // "dsh-confine: MESSAGE" as one line on stderr, best effort.
 void print_error(std::string_view message);
 
@@ -82,25 +85,79 @@ enum class UsageText {
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 
-// Outcome = status + reason. The first cause wins: callers return the first
-// failing Outcome unchanged.
+// Outcome = status + reason, as data: a code, a detail in our words and, for
+// a confined mode that cannot be enforced, the requested mode and the runner's
+// own failure (the cause). The one line the user and the report get is
+// rendered from these by text(), at the edge, never earlier: nothing parses
+// a message to learn what happened. The first cause wins: callers return the
+// first failing Outcome unchanged.
 struct Outcome {
     bool ok = true;
     Err err = Err::Internal;
-    std::string message;
+    std::string message;  // the detail (SandboxUnavailable: empty, or why a runner cannot be used)
+    std::string mode;     // SandboxUnavailable at the edge: the requested mode the seed's text names
+    std::string runner_failure;  // SandboxUnavailable: the runner's own failure, when it had one
 
     static Outcome success() { return {}; }
     explicit operator bool() const noexcept { return ok; }
     int exit_status() const noexcept { return ok ? 0 : info(err).exit_status; }
     std::string_view code() const noexcept { return info(err).code; }
+    // The seed's fail-closed text (+ " Runner failure: " + runner_failure)
+    // for SandboxUnavailable with a mode; the detail otherwise.
+    std::string text() const;
 };
 
-inline Outcome fail(Err e, std::string message) { return Outcome{false, e, std::move(message)}; }
+inline Outcome fail(Err e, std::string message) { return Outcome{false, e, std::move(message), {}, {}}; }
+
+// A confined mode (by name) that cannot be enforced: nothing runs.
+// runner_failure: what went wrong while setting up or starting the runner
+// (empty when no runner could be used at all; the report's skipped list says why).
+Outcome unavailable(std::string_view mode, std::string runner_failure = {});
 
 template <typename... Args>
 Outcome failf(Err e, fmt::format_string<Args...> f, Args&&... args) {
     return fail(e, fmt::format(f, std::forward<Args>(args)...));
 }
+
+// A step of entering confinement that failed, as data: what the process that
+// becomes the command (or its supervised child) can report without
+// allocating. The text is rendered from the one table by fault_outcome, in
+// the launcher. err: the errno (0 when there is none); arg: the fd or
+// capability the step names.
+enum class Step : unsigned char {
+    CloseRange,        // close_range over the inherited fds
+    KeepFd,            // making a --keep-fd inheritable
+    RootFd,            // a writable root's descriptor is not open
+    NoNewPrivs,
+    RestrictSelf,      // landlock_restrict_self
+    CapGet,
+    SecureBits,
+    CapBsetDrop,       // arg: the capability
+    CapBsetEndless,
+    AmbientClear,
+    CapSet,
+    CapsRemain,
+    RootBoundingSet,   // arg: the capability left in uid 0's bounding set
+    Seccomp,
+    SeccompPrctl,
+    RecordHandOver,    // pwrite of the record to the bwrap stage's memfd
+    ReportWrite,       // arg: the report fd
+    InheritFd,         // arg: the fd handed to the runner
+    SealMailbox,       // bwrap's stage: sealing the launcher's memfd before exec
+    PdeathSig,         // supervise's child
+    Stdio,             // supervise's child: dup2 of the stderr pipe
+    Exec,              // execve: 127 for ENOENT, else 126
+};
+struct Fault {
+    Step step = Step::Exec;
+    int err = 0;
+    int arg = -1;
+};
+// The code a fault stands for (no allocation: a child may call it).
+Err fault_code(const Fault& f) noexcept;
+// The Outcome a fault stands for: its code and detail. exec_path names the
+// file an Exec fault could not run.
+Outcome fault_outcome(const Fault& f, std::string_view exec_path = {});
 
 // How open_regular_file treats what it finds at `path`.
 struct OpenRules {

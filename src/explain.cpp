@@ -1,5 +1,9 @@
 #include "explain.hpp"
 
+#include <cstdio>
+
+#include "chain.hpp"
+
 #include <fmt/ranges.h>
 
 #include "report.hpp"
@@ -68,7 +72,7 @@ ordered_json escalation_json(const Resolution& r) {
 
 }  // namespace
 
-ordered_json plan_json(const Resolution& r, const Launch& l) {
+ordered_json plan_json(const Resolution& r, const Plan& l) {
     ordered_json j;
     j["type"] = "plan";
     j["version"] = 1;
@@ -76,23 +80,12 @@ ordered_json plan_json(const Resolution& r, const Launch& l) {
     j["escalation"] = escalation_json(r);
     j["probeTimeoutMs"] = r.settings.probe_timeout_ms.value_or(kDefaultProbeTimeoutMs);
     j["confinement"] = confinement_record(l.c);
-    if (l.landlock) {
-        ordered_json ll;
-        ll["abi"] = l.landlock->abi;
-        ll["handledAccessFs"] = landlock::right_names(l.landlock->handled_fs);
-        ordered_json rules = ordered_json::array();
-        for (const auto& rule : l.landlock->rules)
-            rules.push_back(ordered_json{{"path", rule.path},
-                                         {"access", landlock::right_names(rule.access)},
-                                         {"required", rule.required}});
-        ll["rules"] = std::move(rules);
-        j["landlock"] = std::move(ll);
-    }
+    if (l.in_process) j[l.in_process->name()] = l.in_process->explain();
     j["exec"] = ordered_json{{"path", l.exec_path}, {"argv", l.exec_argv}};
     return j;
 }
 
-std::string plan_text(const Resolution& r, const Launch& l) {
+std::string plan_text(const Resolution& r, const Plan& l) {
     const Policy& p = l.c.policy;
     std::string out;
     auto line = [&out](const std::string& k, const std::string& v) { out += fmt::format("{:<13}{}\n", k, v); };
@@ -131,13 +124,8 @@ std::string plan_text(const Resolution& r, const Launch& l) {
     for (const auto& s : l.c.skipped) line("skipped:", s.runner + ": " + s.reason);
     for (const auto& layer : l.c.layers) line("layer:", fmt::format("{} ({})", layer.name, to_string(layer.enforcement)));
     for (const auto& g : l.c.gaps()) line(g.own_effect ? "gap:" : "not covered:", g.effect + ": " + g.detail);
-    if (l.landlock) {
-        line("landlock:", fmt::format("ABI {}, handled {}", l.landlock->abi,
-                                      fmt::join(landlock::right_names(l.landlock->handled_fs), ",")));
-        for (const auto& rule : l.landlock->rules)
-            line("  rule:", fmt::format("{} {}{}", q(rule.path), fmt::join(landlock::right_names(rule.access), ","),
-                                        rule.required ? "" : " (if it exists)"));
-    }
+    if (l.in_process)
+        for (const auto& [label, text] : l.in_process->explain_lines()) line(label, text);
     line("exec:", q(l.exec_path) + " " + argv_text(l.exec_argv));
     out += "(nothing was run)\n";
     return out;
@@ -203,6 +191,43 @@ nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = r.policy.writable_files;
     return j;
+}
+
+int probe_command(const RunnerEnv& env, bool json) {
+    const ordered_json doc = chain::describe_all(env);
+    std::string out;
+    if (json) {
+        out = doc.dump() + "\n";
+    } else {
+        std::string names;
+        for (const auto& n : doc["chain"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+        out = fmt::format("platform {}, chain: {}; auto selects: {}\n", doc["platform"].get<std::string>(), names,
+                          doc["selected"].is_null() ? "nothing (a confined run fails closed)"
+                                                    : doc["selected"].get<std::string>());
+        for (const auto& r : doc["runners"]) {
+            const std::string name = r["runner"];
+            const bool usable = r["usable"].get<bool>();
+            std::string line = fmt::format("{:<9} {}", name, usable ? "usable" : "not usable");
+            if (r.contains("summary")) line += "  " + r["summary"].get<std::string>();
+            out += line + "\n";
+            // Per mode, for a runner that is usable or that can be installed.
+            if (r.contains("modes") && (usable || r.value("showModes", false))) {
+                for (auto it = r["modes"].begin(); it != r["modes"].end(); ++it) {
+                    std::string g;
+                    for (const auto& gap : it.value()["gaps"])
+                        if (gap["ownEffect"].get<bool>()) g += (g.empty() ? "" : ", ") + gap["effect"].get<std::string>();
+                    out += fmt::format("    {:<16} {}{}\n", it.key(), it.value()["enforcement"].get<std::string>(),
+                                       g.empty() ? "" : " (not governed: " + g + ")");
+                }
+            }
+            if (!r["reason"].is_null()) out += fmt::format("    why: {}\n", r["reason"].get<std::string>());
+            for (const char* note : {"lsmNote", "abiNote"})
+                if (r.contains(note)) out += fmt::format("    note: {}\n", r[note].get<std::string>());
+        }
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    return doc["selected"].is_null() ? 125 : 0;
 }
 
 }  // namespace dsh

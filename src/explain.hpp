@@ -13,8 +13,13 @@
 
 namespace dsh {
 
-std::string plan_text(const Resolution& r, const Launch& l);
-nlohmann::ordered_json plan_json(const Resolution& r, const Launch& l);
+std::string plan_text(const Resolution& r, const Plan& l);
+nlohmann::ordered_json plan_json(const Resolution& r, const Plan& l);
+
+// `dsh-confine probe`: every runner of this host, probed afresh, and what auto
+// would select; JSON or text on stdout. 0 when a confined run can start here,
+// else 125.
+int probe_command(const RunnerEnv& env, bool json);
 
 struct CheckAnswer {
     std::string path;            // as asked

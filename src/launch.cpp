@@ -1,6 +1,7 @@
 #include "launch.hpp"
 
-#include "linux/landlock_runner.hpp"
+#include "spawn.hpp"
+
 
 #include <cerrno>
 #include <cstring>
@@ -50,72 +51,89 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     return failf(Err::CommandNotFound, "{}: command not found", name);
 }
 
-// execve with `mask` in force only for the call itself.
-static int execve_masked(const char* path, char* const* argv, char* const* envp, const sigset_t* mask) {
-    if (!mask) {
-        ::execve(path, argv, envp);
-        return errno;
+Outcome prepare_entry(Plan& p, int report_fd, const std::string* record, const std::vector<int>& open_fds,
+                      Entry& e) {
+    e = Entry{};
+    if (p.in_process) {
+        std::vector<int> keep = open_fds;
+        if (report_fd >= 0) keep.push_back(report_fd);
+        if (p.record_fd >= 0) keep.push_back(p.record_fd);
+        // The layers cannot be made: a runner failure, whatever the step.
+        if (auto o = p.in_process->prepare(p.c, keep); !o)
+            return o.err == Err::SandboxUnavailable && o.mode.empty() ? unavailable(to_string(p.c.policy.mode), o.message)
+                                                                       : o;
+        e.layers = p.in_process.get();
     }
-    sigset_t all;
-    sigfillset(&all);
-    ::sigprocmask(SIG_SETMASK, mask, nullptr);
-    ::execve(path, argv, envp);
-    const int e = errno;
-    ::sigprocmask(SIG_SETMASK, &all, nullptr);
-    return e;
+    e.record = record ? *record
+                      : confinement_record(p.c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (!e.record.empty()) e.record += '\n';
+    e.record_fd = p.record_fd;
+    e.report_fd = report_fd;
+    if (e.record_fd >= 0 && !e.record.empty()) e.record.pop_back();  // the stage adds its own newline
+    e.inherit = p.inherit_fds;
+    e.path = p.exec_path.c_str();
+    e.argv = spawn::c_array(p.exec_argv);
+    // execvp's fallback for a file the kernel cannot exec: sh FILE ARGS...
+    e.sh_argv.push_back(const_cast<char*>("sh"));
+    e.sh_argv.push_back(const_cast<char*>(p.exec_path.c_str()));
+    for (size_t k = 1; k < p.exec_argv.size(); ++k) e.sh_argv.push_back(const_cast<char*>(p.exec_argv[k].c_str()));
+    e.sh_argv.push_back(nullptr);
+    if (p.env) e.envp = spawn::c_array(*p.env);
+    return Outcome::success();
 }
 
-Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv, char* const* envp,
-                     const ExecMask* exec_mask) {
-    std::vector<char*> args;
-    args.reserve(argv.size() + 2);
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    int e = execve_masked(resolved.c_str(), args.data(), envp, exec_mask);
-    if (e == ENOEXEC) {
-        std::vector<char*> sh;
-        sh.push_back(const_cast<char*>("sh"));
-        sh.push_back(const_cast<char*>(resolved.c_str()));
-        for (size_t k = 1; k < argv.size(); ++k) sh.push_back(const_cast<char*>(argv[k].c_str()));
-        sh.push_back(nullptr);
-        e = execve_masked("/bin/sh", sh.data(), envp, exec_mask);
-    }
-    if (e == ENOENT) return failf(Err::CommandNotFound, "{}: {}", resolved, std::strerror(e));
-    return failf(Err::CommandNotExecutable, "{}: cannot execute: {}", resolved, std::strerror(e));
-}
-
-Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
-#ifdef __linux__  // Landlock is Linux's; other hosts never fill l.landlock
-    if (l.landlock) {
-        if (auto o = landlock::enter(*l.landlock, l.c.policy, report.fd(), l.c.not_granted, l.status_fd); !o) {
-            std::string text = sandbox_unavailable_text(to_string(l.c.policy.mode));
-            return fail(Err::SandboxUnavailable, text + " Runner failure: " + o.message);
+bool enter(const void* entry, Fault& f) noexcept {
+    const Entry& e = *static_cast<const Entry*>(entry);
+    if (e.layers && !e.layers->apply(f)) return false;
+    if (!e.record.empty()) {
+        if (e.record_fd >= 0) {
+            const auto n = static_cast<ssize_t>(e.record.size());
+            if (::pwrite(e.record_fd, e.record.data(), e.record.size(), 0) != n) {
+                f = Fault{Step::RecordHandOver, errno, -1};
+                return false;
+            }
+        } else if (e.report_fd >= 0) {
+            if (const int err = write_whole(e.report_fd, e.record)) {
+                f = Fault{Step::ReportWrite, err, e.report_fd};
+                return false;
+            }
         }
     }
+    for (int fd : e.inherit) {
+        const int fl = ::fcntl(fd, F_GETFD);
+        if (fl < 0 || ::fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0) {
+            f = Fault{Step::InheritFd, errno, fd};
+            return false;
+        }
+    }
+#if defined(__linux__)
+    if (e.seal_fd >= 0 && ::fcntl(e.seal_fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) {
+        f = Fault{Step::SealMailbox, errno, e.seal_fd};
+        return false;
+    }
 #endif
-    if (write_record && l.record_fd >= 0) {
-        std::string line = confinement_record(l.c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-        if (::pwrite(l.record_fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()))
-            return failf(Err::Internal, "cannot hand the confinement record to the bwrap stage: {}",
-                         std::strerror(errno));
-    } else if (write_record) {
-        if (auto o = report.write(confinement_record(l.c)); !o) return o;
-    }
-    for (int fd : l.inherit_fds) {
-        int fl = ::fcntl(fd, F_GETFD);
-        if (fl < 0 || ::fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0)
-            return failf(Err::Internal, "cannot pass fd {} to the runner: {}", fd, std::strerror(errno));
-    }
-    std::vector<char*> envp;
-    if (l.env) {
-        envp.reserve(l.env->size() + 1);
-        for (auto& e : *l.env) envp.push_back(e.data());
-        envp.push_back(nullptr);
-    }
-    Outcome o = exec_command(l.exec_path, l.exec_argv, l.env ? envp.data() : environ, l.exec_mask);
-    if (o || !l.exec_is_runner) return o;
-    return fail(Err::SandboxUnavailable, sandbox_unavailable_text(to_string(l.c.policy.mode)) +
-                                             " Runner failure: cannot start the runner " + o.message);
+    char* const* envp = e.envp.empty() ? environ : e.envp.data();
+    if (e.exec_mask) ::sigprocmask(SIG_SETMASK, e.exec_mask, nullptr);
+    ::execve(e.path, e.argv.data(), envp);
+    if (errno == ENOEXEC) ::execve(e.sh.c_str(), e.sh_argv.data(), envp);
+    f = Fault{Step::Exec, errno, -1};
+    return false;
+}
+
+Outcome entry_failure(const Plan& p, const Fault& f) {
+    Outcome o = fault_outcome(f, p.exec_path);
+    const std::string mode(to_string(p.c.policy.mode));
+    if (f.step == Step::Exec && p.exec_is_runner) return unavailable(mode, "cannot start the runner " + o.message);
+    if (o.err == Err::SandboxUnavailable) return unavailable(mode, o.message);
+    return o;
+}
+
+Outcome enter_and_exec(Plan& p, const Report& report) {
+    Entry e;
+    if (auto o = prepare_entry(p, report.fd(), nullptr, {}, e); !o) return o;
+    Fault f;
+    enter(&e, f);
+    return entry_failure(p, f);
 }
 
 }  // namespace dsh

@@ -10,65 +10,51 @@
 
 #include "config.hpp"
 #include "errors.hpp"
-#include "linux/landlock.hpp"
 #include "report.hpp"
 #include "runner.hpp"
 
 namespace dsh {
-
-#if defined(_WIN32)
-using ExecMask = int;  // no signals to mask: Windows has its own launcher (platform_win.cpp)
-#else
-using ExecMask = sigset_t;
-#endif
 
 // execvp's search: a name with a '/' is taken as is; otherwise each PATH entry
 // (empty = current directory; PATH unset = "/usr/local/bin:/usr/bin:/bin").
 // Not found: 127. Found but a directory or not executable: 126.
 Outcome resolve_command(const std::string& name, const char* path_env, std::string& resolved);
 
-// execve(resolved, argv, environ); a file the kernel cannot exec (ENOEXEC) is
-// handed to /bin/sh as execvp does. Returns only on failure (126/127).
-// exec_mask: the signal mask to set just around each execve, with every
-// signal blocked otherwise (supervise's child shares the parent's memory and
-// must not die inside malloc).
-Outcome exec_command(const std::string& resolved, const std::vector<std::string>& argv,
-                     char* const* envp, const ExecMask* exec_mask = nullptr);
-
-// Everything needed to start the confined command from this process: the
-// record for the report, the in-process layers to apply, and what to exec.
-struct Launch {
-    Confinement c;
-    Config config;  // the effective settings: config file with the flags merged in
-    std::optional<landlock::Plan> landlock;  // applied in this process before exec
-    std::string exec_path;                   // the command, or the runner (bwrap)
-    // exec_path is a runner (bwrap, a custom runner), not the command: its
-    // failing to start is a runner failure (125, SANDBOX_UNAVAILABLE with
-    // " Runner failure: ..."), never the command's 126/127.
-    bool exec_is_runner = false;
-    std::vector<std::string> exec_argv;
-    // The command's environment when an env flag was given ("K=V" entries);
-    // nullopt: it inherits this process's environment unchanged.
-    std::optional<std::vector<std::string>> env;
-    // Supervise: the child's end of the exec pipe (close-on-exec). The fd
-    // cleanup keeps it open so that its closing at exec tells the parent.
-    int status_fd = -1;
-    // Supervise: the command's signal mask, set only around execve (see exec_command).
-    const ExecMask* exec_mask = nullptr;
-    // fds the runner needs across the exec (bwrap's stage: our own binary and
-    // the report); made inheritable just before it.
-    std::vector<int> inherit_fds;
-    // bwrap: an fd (memfd) the stage reads the confinement record from and
-    // writes it to the report once it has confined itself, just before exec,
-    // as the in-process runners do. -1: the record goes to the report here.
-    int record_fd = -1;
+#if !defined(_WIN32)
+// The prepared entry: what the process that becomes the command does, as data
+// (see spawn.hpp): apply the plan's in-process layers, write the record, make
+// the runner's fds inheritable, exec (execvp's /bin/sh fallback for ENOEXEC).
+struct Entry {
+    const InProcess* layers = nullptr;
+    std::string record;  // the line with its newline; empty: none
+    int record_fd = -1;  // the record goes here at offset 0 (bwrap's stage) ...
+    int report_fd = -1;  // ... or here
+    std::vector<int> inherit;
+    int seal_fd = -1;    // bwrap's stage: its mailbox, sealed just before exec
+    std::string sh = "/bin/sh";
+    std::vector<char*> argv, sh_argv, envp;
+    const char* path = nullptr;
+    const sigset_t* exec_mask = nullptr;  // the signal mask to exec with; null: as it is
 };
 
-// Applies the in-process layers, writes the confinement record (when
-// `write_record`), and execs. Returns only on failure: a setup failure is
-// SANDBOX_UNAVAILABLE with " Runner failure: ..." (the process may be half
-// confined; never exec after it), an exec failure is 126/127. The command
-// gets `l.env` when set, else this process's environ.
-Outcome enter_and_exec(Launch& l, const Report& report, bool write_record);
+// Makes the entry for the plan: the layers' kernel objects first (they may
+// add to the record's notGranted), then the record (`record`, or the plan's
+// own when null), then the arrays. open_fds: ours to keep open through the
+// layers' fd cleanup (supervise's exec pipe). Runs nothing.
+Outcome prepare_entry(Plan& p, int report_fd, const std::string* record, const std::vector<int>& open_fds,
+                      Entry& e);
+
+// System calls on the entry only (spawn::EnterFn); returns only on failure.
+bool enter(const void* entry, Fault& f) noexcept;
+#endif
+
+// A failed entry as the user sees it: a layer that could not be applied is
+// SANDBOX_UNAVAILABLE with the runner failure; an exec failure is 126/127,
+// or a runner failure when what was exec'd is the runner.
+Outcome entry_failure(const Plan& p, const Fault& f);
+
+// Exec mode: prepares the entry and enters it. Returns only on failure (the
+// process may then be half confined: never exec after it).
+Outcome enter_and_exec(Plan& p, const Report& report);
 
 }  // namespace dsh

@@ -156,8 +156,7 @@ Outcome grant(Policy& out, const std::string& given, const char* source, Need ne
     if (!roots::open_root(given, r, why, refusal, error)) {
         // Out of descriptors or memory: the sandbox cannot be set up, whatever the root.
         if (refusal == roots::Refusal::System && (error == EMFILE || error == ENFILE || error == ENOMEM))
-            return fail(Err::SandboxUnavailable, sandbox_unavailable_text(to_string(out.mode)) +
-                                                     fmt::format(" Runner failure: cannot open {}: {}", given, why));
+            return unavailable(to_string(out.mode), fmt::format("cannot open {}: {}", given, why));
         const bool system = refusal == roots::Refusal::System;
         if (need == Need::Optional) {
             out.not_granted.push_back({given, (system ? "not granted: " : "not granted: it ") + why});
@@ -206,13 +205,11 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     out.keep_fds = in.keep_fds;
     if (in.mode == Mode::DangerFullAccess) return Outcome::success();
     out.writable_files.push_back("/dev/null");
-    if (in.mode == Mode::ReadOnly) return Outcome::success();
-
 #ifndef _WIN32
-    if (auto o = roots::check_fd_headroom(); !o)
-        return fail(Err::SandboxUnavailable,
-                    sandbox_unavailable_text(to_string(in.mode)) + " Runner failure: " + o.message);
+    // Before any root is opened: a run short of descriptors fails closed here.
+    if (auto o = roots::check_fd_headroom(); !o) return unavailable(to_string(in.mode), o.message);
 #endif
+    if (in.mode == Mode::ReadOnly) return Outcome::success();
     const std::string& root = out.workspace_root;
     if (root == "/")
         return fail(Err::InvalidRoot,

@@ -184,8 +184,9 @@ ordered_json error_record(const Outcome& o) {
     j["type"] = "error";
     j["version"] = 1;
     j["code"] = o.code();
-    j["message"] = o.message;
+    j["message"] = o.text();
     j["exitStatus"] = o.exit_status();
+    if (!o.runner_failure.empty()) j["runnerFailure"] = o.runner_failure;
     return j;
 }
 

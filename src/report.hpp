@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "errors.hpp"
-#include "runner.hpp"
+#include "confinement.hpp"
 
 namespace dsh {
 

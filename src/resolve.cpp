@@ -108,6 +108,28 @@ Outcome check_own_state(const Policy& p, const Request& req, const Resolution& r
 
 }  // namespace
 
+namespace {
+
+// --runner and --probe-timeout over the config's, and the default timeout.
+Outcome merge_runner_flags(const Request& req, Config& s) {
+    if (req.runner) {
+        auto r = parse_runner(*req.runner);
+        if (!r) return fail(Err::Usage, usage_text(UsageText::UnknownRunner, *req.runner));
+        s.runner = *r;
+    }
+    if (req.probe_timeout_ms) s.probe_timeout_ms = *req.probe_timeout_ms;
+    if (!s.probe_timeout_ms) s.probe_timeout_ms = kDefaultProbeTimeoutMs;
+    return Outcome::success();
+}
+
+}  // namespace
+
+Outcome runner_settings(const Request& req, Config& out) {
+    out = Config{};
+    if (auto o = load_config(req.config, out); !o) return o;
+    return merge_runner_flags(req, out);
+}
+
 Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Resolution& out) {
     out = Resolution{};
     // 1. The escalation's own arguments: checked before anything is read or run.
@@ -126,18 +148,10 @@ Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Reso
     if (auto o = load_config(req.config, out.settings); !o) return o;
     Config& s = out.settings;
     if (s.runner) out.runner_source = "config";
-    if (req.runner) {
-        auto r = parse_runner(*req.runner);
-        if (!r) return fail(Err::Usage, usage_text(UsageText::UnknownRunner, *req.runner));
-        s.runner = *r;
-        out.runner_source = "flag";
-    }
     if (s.probe_timeout_ms) out.probe_timeout_source = "config";
-    if (req.probe_timeout_ms) {
-        s.probe_timeout_ms = *req.probe_timeout_ms;
-        out.probe_timeout_source = "flag";
-    }
-    if (!s.probe_timeout_ms) s.probe_timeout_ms = kDefaultProbeTimeoutMs;
+    if (auto o = merge_runner_flags(req, s); !o) return o;
+    if (req.runner) out.runner_source = "flag";
+    if (req.probe_timeout_ms) out.probe_timeout_source = "flag";
     if (s.approver) out.approver_source = "config";
     if (req.approver) {
         s.approver = *req.approver;

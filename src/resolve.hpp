@@ -55,6 +55,10 @@ enum class AskApprover { Yes, No };
 // for check --write (the seed's fs fence says operation).
 Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Resolution& out);
 
+// The runners' settings alone (config file, then runner and probe-timeout
+// flags over it), for `probe`, which resolves no policy.
+Outcome runner_settings(const Request& req, Config& out);
+
 // Builds the approver an escalation goes to: "tty", or a command. Empty: none.
 std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec);
 

@@ -1,63 +1,145 @@
-// The one interface every runner fills: what was asked (the policy), what each
-// layer enforces, and the argv that will run. The report is written from this.
+// The runner seam. A runner is one folder (src/<os>/...) and one line in its
+// host's registry (src/<os>/registry.cpp); nothing else in the program asks
+// which runner it is talking to. A runner answers three questions:
+//
+//   probe  can it confine here, and if not, why (a real run where one is needed)
+//   plan   Policy + command -> Plan: the record, what to exec, the fds to pass,
+//          the layers this process applies to itself before exec, and how
+//          supervise reads the run's end (its Watch)
+//   describe  its row of `dsh-confine probe`
+//
+// The chain (chain.hpp) walks the registry for run, explain, probe and the
+// self-test alike.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "environment.hpp"
-#include "policy.hpp"
+#include "classify.hpp"
+#include "config.hpp"
+#include "confinement.hpp"
+#include "errors.hpp"
 
 namespace dsh {
 
-enum class RunnerKind { Auto, Bwrap, Landlock, Seatbelt, WindowsAcl, Custom, None };
-std::string_view to_string(RunnerKind r) noexcept;
-std::optional<RunnerKind> parse_runner(std::string_view s) noexcept;
-
-// An effect the runner does not govern on this host. `own_effect` is true for
-// the command's own file effects (these make enforcement partial); false for
-// ways out through someone else (a host daemon, a signal), listed for honesty.
-struct Gap {
-    std::string effect;
-    std::string detail;
-    bool own_effect = true;
+// What a runner may know besides the policy: the effective settings (config
+// with the flags merged in) and the run's fds.
+struct RunnerEnv {
+    Config config;
+    int report_fd = -1;
+    int probe_timeout_ms = 5000;
+    bool use_probe_cache = true;  // `probe` itself always runs the probe
 };
 
-struct Layer {
-    std::string name;  // "landlock", "bwrap", "seccomp", ...
-    Enforcement enforcement = Enforcement::Full;
-    std::vector<Gap> gaps;
-    nlohmann::json details = nlohmann::json::object();
+struct Verdict {
+    enum Kind { Usable, Unusable, NotCandidate } kind = Unusable;
+    std::string reason;  // Unusable: why (goes to the record's `skipped`)
+    std::string how;     // Usable: how it was found ("ran", "cached", "forced"; empty when nothing ran)
 };
 
-struct Skipped {
-    std::string runner;
-    std::string reason;
+// Layers applied in the process that becomes the command, just before exec
+// (Landlock and the common hardening). Split so that a supervised child only
+// makes system calls: prepare() runs in the launcher and makes every kernel
+// object and array the layers need (it may allocate, fail with a message and
+// add to the record's notGranted); apply() is system calls on that data only.
+class InProcess {
+public:
+    virtual ~InProcess() = default;
+    // open_fds: ours, close-on-exec, to keep open through the fd cleanup (the
+    // report, supervise's exec pipe).
+    virtual Outcome prepare(Confinement& c, const std::vector<int>& open_fds) = 0;
+    virtual bool apply(Fault& f) const noexcept = 0;
+    // For explain: the member name ("landlock"), what is applied as JSON, and
+    // the same as labelled text lines.
+    virtual std::string name() const = 0;
+    virtual nlohmann::ordered_json explain() const = 0;
+    virtual std::vector<std::pair<std::string, std::string>> explain_lines() const = 0;
 };
 
-struct Confinement {
-    Policy policy;
-    RunnerKind runner = RunnerKind::None;
-    std::vector<Layer> layers;
-    std::vector<Skipped> skipped;     // runners passed over by the chain, and why
-    std::vector<Skipped> not_granted; // optional writable paths that could not be granted
-    std::vector<std::string> denial_signatures;
-    nlohmann::json runner_failure_rules = nlohmann::json::array();
-    std::vector<std::string> argv;       // the command's argv, as given
-    std::vector<std::string> exec_argv;  // what is finally exec'd (runner prefix + command); empty: argv
-    std::string command_path;       // the resolved COMMAND
-    std::vector<std::string> hardening;  // e.g. "no-new-privs", "capabilities-dropped"
-    EnvChanges environment;              // names changed by the env flags (never values)
+struct Plan;
 
-    // The overall verdict: the strongest claim every own effect supports.
-    Enforcement enforcement() const;
-    std::vector<Gap> gaps() const;  // union over layers, own effects first
+// How supervise reads the end of a run whose exec'd program is not the
+// command (bwrap's sandbox). Without a Watch the command is supervise's own
+// child: its wait status is the command's, the exec pipe tells whether an
+// in-process layer failed, and the record's runnerFailureRules read stderr.
+class Watch {
+public:
+    virtual ~Watch() = default;
+    // Before the spawn: pipes, argv, fds to inherit.
+    virtual Outcome arm(Plan& p) = 0;
+    // The child goes into a process group of its own (the terminal's signals
+    // then reach the command only through supervise's forwarding).
+    virtual bool own_process_group() const noexcept = 0;
+    // After the spawn, in the parent: close the child's ends.
+    virtual void spawned() = 0;
+    // An fd to poll (-1: none) and what to do when it is readable.
+    virtual int fd() const noexcept = 0;
+    virtual void readable() = 0;
+    // Looks for the command. Returns its pidfd once found (then never called
+    // again), -1 while looking, -2 when it cannot be found (signals go to
+    // the child instead). `poll_ms`: how soon to look again.
+    virtual int find_command(int& poll_ms) = 0;
+    // The child is reaped: the command's own wait status where it can be
+    // known better than the child's, and the run's classification from the
+    // runner's evidence. `evidence` names it for the result record.
+    virtual void ended(int command_pidfd, int& status) = 0;
+    virtual Classification classify(const Plan& p, std::optional<int> exit_code, const std::string& tail,
+                                    const char*& evidence) = 0;
 };
 
-// Gaps that no layer closes: an effect is closed when any layer in the stack
-// does not list it.
-std::vector<Gap> open_gaps(const std::vector<Layer>& layers);
+// Everything needed to start the confined command: the record, what this
+// process applies to itself, and what to exec. Filled by the runner's plan().
+struct Plan {
+    Confinement c;
+    Config config;                          // the effective settings
+    std::unique_ptr<InProcess> in_process;  // applied here before exec; null: none
+    std::unique_ptr<Watch> watch;           // supervise's evidence; null: the generic one
+    std::string exec_path;                  // the command, or the runner (bwrap, sandbox-exec)
+    // exec_path is a runner, not the command: its failing to start is a
+    // runner failure (125), never the command's 126/127.
+    bool exec_is_runner = false;
+    std::vector<std::string> exec_argv;
+    // The command's environment when an env flag (or the runner) changed it;
+    // nullopt: it inherits this process's environment unchanged.
+    std::optional<std::vector<std::string>> env;
+    // fds the runner needs across the exec (bwrap's stage: our own binary,
+    // the roots, the report); made inheritable just before it.
+    std::vector<int> inherit_fds;
+    // The record goes here (pwrite at 0) instead of the report: bwrap's
+    // stage reads it and writes it to the report once it has confined
+    // itself. -1: the record goes to the report from this process.
+    int record_fd = -1;
+};
+
+class Runner {
+public:
+    virtual ~Runner() = default;
+    virtual RunnerKind kind() const noexcept = 0;
+    // Only for auto: forced runners are planned without a probe.
+    virtual Verdict probe(const RunnerEnv& env) const = 0;
+    // Fills the plan (p.c.policy, argv and command_path are set). A failure
+    // with Err::SandboxUnavailable and no mode is "this runner cannot be
+    // used" (the chain records it and goes on); anything else ends the run.
+    virtual Outcome plan(const RunnerEnv& env, const Verdict& v, Plan& p) const = 0;
+    // The runner's row for `dsh-confine probe` (runs its probe afresh).
+    virtual nlohmann::ordered_json describe(const RunnerEnv& env) const = 0;
+};
+
+// This host's runners, in auto's order, and its name ("linux", "darwin",
+// "windows"): src/<os>/registry.cpp.
+const std::vector<const Runner*>& registry();
+std::string_view host_platform() noexcept;
+// A runner's own entry into this binary from inside its sandbox (bwrap's
+// stage and probe check): its exit status, or nullopt for a normal command line.
+std::optional<int> run_internal_entry(int argc, const char* const* argv);
+
+// For describe(): the enforcement and open gaps of a stack of layers, per
+// confined mode (chain.cpp).
+nlohmann::ordered_json per_mode(const std::function<std::vector<Layer>(const Policy&)>& layers_for);
 
 }  // namespace dsh

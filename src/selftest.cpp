@@ -28,6 +28,8 @@
 
 #include "cli.hpp"
 #include "policy.hpp"
+#include "runner.hpp"
+#include "spawn.hpp"
 
 extern char** environ;
 
@@ -56,11 +58,7 @@ struct Spawn {
     int timeout_ms = 30000;
 };
 
-long now_ms() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
+long now_ms() { return static_cast<long>(spawn::now_ms()); }
 
 // Moves an fd out of the way of 0..4 (where the child puts things), close-on-exec.
 int high(int fd) {
@@ -102,38 +100,27 @@ Proc spawn(const Spawn& s) {
     int in = s.stdin_fd >= 0 ? ::fcntl(s.stdin_fd, F_DUPFD_CLOEXEC, 10) : -1;
     int leak = s.leak_fd >= 0 ? ::fcntl(s.leak_fd, F_DUPFD_CLOEXEC, 10) : -1;
 
-    std::vector<char*> argv, envp;
-    for (const auto& a : s.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const auto& e : s.env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        // Child: only async-signal-safe calls from here to exec.
-        if (s.pty) {
-            ::setsid();
-            int sl = ::open(slave_name.c_str(), O_RDWR);
-            if (sl < 0 || ::ioctl(sl, TIOCSCTTY, 0) != 0) ::_exit(120);
-            ::dup2(sl, 0);
-            ::dup2(sl, 1);
-            ::dup2(sl, 2);
-            if (sl > 2) ::close(sl);
-        } else {
-            ::setpgid(0, 0);
-            if (in < 0) in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-            ::dup2(in, 0);
-            ::dup2(out[1], 1);
-            ::dup2(err[1], 2);
-        }
-        ::dup2(rep[1], 3);
-        if (leak >= 0) ::dup2(leak, 4);
-        // Everything else this process holds is close-on-exec or closed here.
-        ::syscall(SYS_close_range, leak >= 0 ? 5U : 4U, ~0U, 0U);
-        if (!s.cwd.empty() && ::chdir(s.cwd.c_str()) != 0) ::_exit(121);
-        ::execve(argv[0], argv.data(), envp.data());
-        ::_exit(127);
+    auto argv = spawn::c_array(s.argv);
+    auto envp = spawn::c_array(s.env);
+    if (!s.pty && in < 0) in = high(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    const int pass[2] = {rep[1], leak};
+    spawn::Child child;
+    child.path = argv[0];
+    child.argv = argv.data();
+    child.envp = envp.data();
+    if (s.pty) {
+        child.terminal = slave_name.c_str();
+    } else {
+        child.new_group = true;
+        child.stdin_fd = in;
+        child.stdout_fd = out[1];
+        child.stderr_fd = err[1];
     }
+    child.pass_fds = pass;
+    child.n_pass = leak >= 0 ? 2 : 1;
+    child.close_others = true;
+    child.cwd = s.cwd.empty() ? nullptr : s.cwd.c_str();
+    const pid_t pid = spawn::start(child);
     for (int fd : {out[1], err[1], rep[1], in, leak})
         if (fd >= 0) ::close(fd);
     if (pid < 0) {
@@ -683,7 +670,11 @@ int run(const Request& req) {
     c.config = req.config;
     std::vector<std::string> runners;
     if (req.runner) runners.push_back(*req.runner);
-    else runners = {"landlock", "bwrap"};
+    else
+        // Every runner of this host that auto could take (a custom runner
+        // only when configured), in auto's order.
+        for (const Runner* r : registry())
+            if (r->probe(RunnerEnv{}).kind != Verdict::NotCandidate) runners.emplace_back(to_string(r->kind()));
 
     std::string why;
     auto base = make_scratch(why);

@@ -17,6 +17,6 @@ struct SuperviseOptions {
 // the confinement record and execs, exactly as exec mode does), waits for it
 // and returns dsh-confine's exit status: the command's own, 128+n for death
 // by signal n, 125 for a runner failure, 126/127 when exec failed.
-int supervise(Launch& l, const Report& report, const SuperviseOptions& opts);
+int supervise(Plan& p, const Report& report, const SuperviseOptions& opts);
 
 }  // namespace dsh

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "../runner.hpp"
+#include "../confinement.hpp"
 
 namespace dsh::seatbelt {
 

@@ -12,10 +12,10 @@
 
 namespace dsh::seatbelt {
 
-Outcome prepare(RunnerKind requested, Launch& l) {
+namespace {
+
+Outcome plan_sandbox_exec(dsh::Plan& l) {
     Confinement& c = l.c;
-    if (requested != RunnerKind::Auto && requested != RunnerKind::Seatbelt)
-        return failf(Err::SandboxUnavailable, "runner {} is not available on this platform", to_string(requested));
     const std::string exe(SANDBOX_EXEC);
     struct stat st {};
     if (::stat(exe.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(exe.c_str(), X_OK) != 0)
@@ -51,6 +51,29 @@ Outcome prepare(RunnerKind requested, Launch& l) {
     }
     c.policy.writable_roots = std::move(roots);
     return Outcome::success();
+}
+
+class Runner final : public dsh::Runner {
+public:
+    RunnerKind kind() const noexcept override { return RunnerKind::Seatbelt; }
+    // A chain of one, taken without a probe: sandbox-exec's own start is the test.
+    Verdict probe(const RunnerEnv&) const override { return {Verdict::Usable, {}, {}}; }
+    Outcome plan(const RunnerEnv&, const Verdict&, dsh::Plan& p) const override { return plan_sandbox_exec(p); }
+    nlohmann::ordered_json describe(const RunnerEnv&) const override {
+        const std::string exe(SANDBOX_EXEC);
+        struct stat st {};
+        const bool usable = ::stat(exe.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(exe.c_str(), X_OK) == 0;
+        return {{"runner", "seatbelt"}, {"usable", usable}, {"summary", exe},
+                {"reason", usable ? nlohmann::ordered_json(nullptr)
+                                  : nlohmann::ordered_json(exe + " is missing or not executable")}};
+    }
+};
+
+}  // namespace
+
+const dsh::Runner& runner() {
+    static const Runner r;
+    return r;
 }
 
 }  // namespace dsh::seatbelt

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../policy.hpp"
-#include "../runner.hpp"
+#include "../confinement.hpp"
 
 namespace dsh::bwrap {
 

@@ -1,19 +1,18 @@
-// The thin part of the bwrap runner, and the stage that runs as bwrap's child.
 #include "bwrap_runner.hpp"
 
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "../spawn.hpp"
+#include "../version.hpp"
 #include "bwrap_plan.hpp"
-#include "harden.hpp"
 #include "landlock_runner.hpp"
+#include "probe_cache.hpp"
 
 extern char** environ;
 
@@ -28,283 +27,281 @@ Outcome check_binary(const std::string& path) {
     return Outcome::success();
 }
 
-Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l) {
-    Confinement& c = l.c;
-    if (auto o = check_binary(bwrap_path); !o) return o;
+namespace {
 
-    // The roots were opened when the policy was built (optional ones that
-    // could not be are already in not_granted). Work on a copy: nothing of
-    // the launch changes unless bwrap is taken.
-    Policy p = c.policy;
-    std::vector<int> root_fds;
-    for (auto& r : p.writable_roots) {
-        // bwrap puts a fresh tmpfs on /tmp: what is written there is gone
-        // when the sandbox ends. Roots under it are bound from the host.
-        // The stage's Landlock rule for it is then on that tmpfs, by path
-        // (the host's /tmp descriptor names another inode).
-        if (r.source == "tmp") {
-            r.persists = false;
-            r.fd = -1;
-            continue;
-        }
-        // Bound by bwrap from the descriptor, and the stage's Landlock rule.
-        if (r.fd < 0) return failf(Err::SandboxUnavailable, "the writable root {} was not opened", r.path);
-        root_fds.push_back(r.fd);
+using ojson = nlohmann::ordered_json;
+
+std::string bwrap_path(const RunnerEnv& env) { return env.config.bwrap_path ? *env.config.bwrap_path : kBwrapPath; }
+
+// This process's environment, with the loader's variables stashed (see
+// stash_loader_env): bwrap is dynamic and nothing is confined yet.
+std::vector<std::string> stashed_environ() {
+    std::vector<std::string> e;
+    for (char** p = environ; p && *p; ++p) e.emplace_back(*p);
+    return stash_loader_env(e);
+}
+
+// The first "bwrap: " line of the probe's stderr, else its first line.
+std::string first_line(const std::string& err) {
+    std::string first;
+    size_t i = 0;
+    while (i < err.size()) {
+        size_t j = err.find('\n', i);
+        if (j == std::string::npos) j = err.size();
+        std::string line = err.substr(i, j - i);
+        if (line.rfind("bwrap: ", 0) == 0) return line;
+        if (first.empty() && !line.empty()) first = line;
+        i = j + 1;
     }
+    return first;
+}
 
-    // Landlock inside, where the kernel has it: it closes what a read-only
-    // bind leaves open (FIFOs, reopening inherited files via /proc/self/fd).
-    const int abi = landlock::query_abi();
-    Layer bl = layer(p, bwrap_path);
-    std::vector<Layer> layers;
-    if (abi > 0) {
-        landlock::Plan plan = landlock::plan(p, abi, p.mode == Mode::ReadOnly);
-        layers = {bl, plan.layer};
+struct ProbeResult {
+    bool usable = false;
+    bool cached = false;
+    std::string reason;  // why not, when not usable
+    long elapsed_ms = 0;
+};
+
+// A real run of bwrap's read-only profile that execs our own binary inside
+// (the path the runner uses), bounded by timeout_ms; a hang, a failure or a
+// spawn error is "not usable". With use_cache, a cached "usable" verdict for
+// this exact key is taken without a run, and a fresh "usable" is stored.
+ProbeResult probe_bwrap(const std::string& path, int timeout_ms, bool use_cache) {
+    const double t0 = spawn::now_ms();
+    ProbeResult r;
+    auto elapsed = [&] { return static_cast<long>(spawn::now_ms() - t0); };
+    if (auto o = check_binary(path); !o) {
+        r.reason = o.message;
+        return r;
+    }
+    const std::string key = use_cache ? probe_cache::key_for(path) : std::string();
+    if (use_cache && probe_cache::lookup(key)) {
+        r.usable = r.cached = true;
+        r.elapsed_ms = elapsed();
+        return r;
+    }
+    Policy ro;
+    ro.mode = Mode::ReadOnly;
+    ro.writable_files = {"/dev/null"};
+    ProfileOptions popts;
+    popts.stage_keeps_setpcap = ::geteuid() == 0;
+    const auto argv = wrap(path, profile_args(ro, popts), {"/proc/self/fd/3", kProbeArg});
+    int self = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (self < 0) {
+        r.reason = fmt::format("cannot open our own binary for the bwrap probe: {}", std::strerror(errno));
+        return r;
+    }
+    spawn::Result run = spawn::run_bounded(path, argv, stashed_environ(), timeout_ms, self, false);
+    ::close(self);
+    r.elapsed_ms = elapsed();
+    if (!run.started) {
+        r.reason = run.error;
+    } else if (run.timed_out) {
+        r.reason = fmt::format("the bwrap probe did not finish within {} ms (--probe-timeout)", timeout_ms);
+    } else if (WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) {
+        r.usable = true;
     } else {
-        bl.details["landlockStage"] = landlock::describe_unavailable(abi);
-        layers = {bl};
+        const std::string line = first_line(run.err);
+        const std::string how = WIFEXITED(run.status) ? fmt::format("exit status {}", WEXITSTATUS(run.status))
+                                                      : fmt::format("signal {}", WTERMSIG(run.status));
+        r.reason = line.empty() ? fmt::format("the bwrap probe failed ({})", how)
+                                : fmt::format("the bwrap probe failed ({}): {}", how, line);
+    }
+    if (use_cache) {
+        if (r.usable) probe_cache::store(key);
+        else probe_cache::forget();
+    }
+    return r;
+}
+
+// Why user namespaces may be refused to this user: the sysctls that say so.
+std::string read_trimmed(const char* path) {
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    char buf[64];
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    std::string s(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+std::vector<std::string> userns_hints() {
+    std::vector<std::string> h;
+    if (::geteuid() == 0) return h;  // bwrap as real root needs no user namespace
+    if (read_trimmed("/proc/sys/kernel/unprivileged_userns_clone") == "0")
+        h.push_back("user namespaces are disabled for unprivileged users (kernel.unprivileged_userns_clone=0)");
+    if (read_trimmed("/proc/sys/user/max_user_namespaces") == "0")
+        h.push_back("user namespaces are disabled (user.max_user_namespaces=0)");
+    if (read_trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1")
+        h.push_back("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): "
+                    "load an AppArmor profile for bwrap (bwrap-userns-restrict) or set the sysctl to 0");
+    return h;
+}
+
+std::string bwrap_version(const std::string& path) {
+    auto r = spawn::run_bounded(path, {path, "--version"}, stashed_environ(), 2000, -1, true);
+    if (!r.started || r.timed_out || !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) return {};
+    std::string v = r.out;
+    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+    return v;
+}
+
+class Runner final : public dsh::Runner {
+public:
+    RunnerKind kind() const noexcept override { return RunnerKind::Bwrap; }
+
+    Verdict probe(const RunnerEnv& env) const override {
+        ProbeResult pr = probe_bwrap(bwrap_path(env), env.probe_timeout_ms, env.use_probe_cache);
+        if (!pr.usable) return {Verdict::Unusable, pr.reason, {}};
+        return {Verdict::Usable, {}, pr.cached ? "cached" : "ran"};
     }
 
-    // The stage is our own binary, handed to bwrap as an inherited fd and
-    // exec'd as /proc/self/fd/N inside: the path we were started from may be
-    // hidden (under /tmp, behind the tmpfs) or replaced by the time bwrap
-    // execs it. Deliberately not close-on-exec; the stage closes it.
-    int self = ::open("/proc/self/exe", O_RDONLY);
-    if (self < 0)
-        return failf(Err::SandboxUnavailable, "cannot open our own binary for the bwrap stage: {}",
-                     std::strerror(errno));
+    Outcome plan(const RunnerEnv& env, const Verdict& v, dsh::Plan& p) const override {
+        Confinement& c = p.c;
+        const std::string path = bwrap_path(env);
+        if (auto o = check_binary(path); !o) return o;
 
-    // The record travels to the stage in a memfd (see Launch::record_fd),
-    // always: it is also what tells the stage that we started it (kStageFdName).
-    int record = ::memfd_create(kStageFdName, MFD_CLOEXEC);
-    if (record < 0) {
-        const int e = errno;
-        ::close(self);
-        return failf(Err::SandboxUnavailable, "memfd_create: {}", std::strerror(e));
-    }
-
-    StageSpec spec;
-    spec.self = "/proc/self/fd/" + std::to_string(self);
-    spec.record_fd = record;
-    spec.landlock_abi = abi > 0 ? abi : 0;
-    spec.report_fd = report_fd;
-    spec.command_path = c.command_path;
-    spec.argv = c.argv;
-    ProfileOptions opts;
-    opts.stage_keeps_setpcap = ::geteuid() == 0;
-    auto argv = wrap(bwrap_path, profile_args(p, opts), stage_args(p, spec));
-
-    c.policy = std::move(p);
-    c.runner = RunnerKind::Bwrap;
-    c.layers = std::move(layers);
-    // Both dialects: EROFS from the mount view, EACCES from Landlock.
-    c.denial_signatures = {"read-only file system", "permission denied"};
-    // The stage's seccomp layer refuses metadata calls with EPERM in read-only.
-    if (c.policy.mode == Mode::ReadOnly) c.denial_signatures.push_back("operation not permitted");
-    c.runner_failure_rules = nlohmann::json::array(
-        {{{"fatalSignatures", {"bwrap: "}}},
-         {{"allowedExitCodes", {125}}, {"fatalSignatures", {"dsh-confine: "}}}});
-    c.hardening = {"new-session", "die-with-parent", "pid-namespace", "proc-sys-read-only", "inherited-fds-closed",
-                   "ipc-namespace", "no-new-privs", "capabilities-dropped", "seccomp-tiocsti-tioclinux",
-                   "seccomp-io-uring", "seccomp-keyrings", "seccomp-unknown-syscalls"};
-    if (c.policy.mode == Mode::ReadOnly) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
-    if (opts.stage_keeps_setpcap) c.hardening.push_back("device-nodes-read-only");  // root's stage remounts them
-    c.exec_argv = argv;
-    l.landlock.reset();
-    l.exec_path = bwrap_path;
-    l.exec_argv = std::move(argv);
-    l.exec_is_runner = true;
-    l.inherit_fds = {self, record};
-    l.inherit_fds.insert(l.inherit_fds.end(), root_fds.begin(), root_fds.end());
-    if (report_fd >= 0) l.inherit_fds.push_back(report_fd);
-    l.record_fd = record;
-    std::vector<std::string> env;
-    if (l.env) env = *l.env;
-    else
-        for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-    auto stashed = stash_loader_env(env);
-    if (stashed != env) l.env = std::move(stashed);
-    return Outcome::success();
-}
-
-namespace {
-
-int stage_failed(const Report& report, const Outcome& o) {
-    print_error(o.message);
-    (void)report.write(error_record(o));
-    return o.exit_status();
-}
-
-// Common hardening when the kernel has no Landlock: the same steps as
-// landlock::enter without the ruleset.
-Outcome harden_only(const Policy& policy, int report_fd) {
-    if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd); !o) return o;
-    if (auto o = harden::set_no_new_privs(); !o) return o;
-    if (auto o = harden::drop_capabilities(); !o) return o;
-    return harden::install_seccomp({policy.mode == Mode::ReadOnly, false});
-}
-
-}  // namespace
-
-namespace {
-
-// Inside bwrap's mount view? (see check_mount_view)
-Outcome in_mount_view() {
-    struct statvfs root {};
-    if (::statvfs("/", &root) != 0) return failf(Err::SandboxUnavailable, "statvfs /: {}", std::strerror(errno));
-    return check_mount_view((root.f_flag & ST_RDONLY) != 0);
-}
-
-}  // namespace
-
-namespace {
-
-// bwrap's --dev binds the host's device nodes into its /dev read-write: null,
-// zero, full, random, urandom, tty, and the caller's terminal as console when
-// stdin is one. Root owns them, so a root command could chmod, chown or touch
-// the host's /dev/null. A read-only bind keeps them working (the kernel skips
-// the read-only check when a device node is opened for writing) and answers
-// EROFS to metadata changes. bwrap's --remount-ro would add nodev, which makes
-// them unusable, so the stage remounts them itself with the CAP_SYS_ADMIN the
-// profile hands a root caller's stage (dropped with every other capability
-// before the command). Other callers do not own these nodes (a terminal
-// they own, reached through an inherited fd, is the bwrap layer's "metadata"
-// gap in workspace-write).
-constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/full",   "/dev/random",
-                                          "/dev/urandom", "/dev/tty",  "/dev/console"};
-
-Outcome seal_device_nodes() {
-    if (::geteuid() != 0) return Outcome::success();
-    for (const char* node : kBwrapDevNodes) {
-        struct statvfs st {};
-        if (::statvfs(node, &st) != 0) {
-            if (errno == ENOENT && std::strcmp(node, "/dev/console") == 0) continue;  // no terminal on stdin
-            return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
+        // The roots were opened when the policy was built (optional ones that
+        // could not be are already in not_granted). Work on a copy: nothing of
+        // the plan changes unless bwrap is taken.
+        Policy pol = c.policy;
+        std::vector<int> root_fds;
+        for (auto& r : pol.writable_roots) {
+            // bwrap puts a fresh tmpfs on /tmp: what is written there is gone
+            // when the sandbox ends. Roots under it are bound from the host.
+            // The stage's Landlock rule for it is then on that tmpfs, by path
+            // (the host's /tmp descriptor names another inode).
+            if (r.source == "tmp") {
+                r.persists = false;
+                r.fd = -1;
+                continue;
+            }
+            // Bound by bwrap from the descriptor, and the stage's Landlock rule.
+            if (r.fd < 0) return failf(Err::SandboxUnavailable, "the writable root {} was not opened", r.path);
+            root_fds.push_back(r.fd);
         }
-        // The bind's other flags stay as they are (some may be locked, in a
-        // user namespace); read-only is added.
-        unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
-        for (auto [st_flag, ms_flag] : {std::pair<unsigned long, unsigned long>{ST_NOSUID, MS_NOSUID},
-                                        {ST_NODEV, MS_NODEV},
-                                        {ST_NOEXEC, MS_NOEXEC},
-                                        {ST_NOATIME, MS_NOATIME},
-                                        {ST_NODIRATIME, MS_NODIRATIME},
-                                        {ST_RELATIME, MS_RELATIME}})
-            if (st.f_flag & st_flag) flags |= ms_flag;
-        if (::mount(nullptr, node, nullptr, flags, nullptr) != 0)
-            return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
-    }
-    return Outcome::success();
-}
 
-}  // namespace
-
-int run_probe_check() {
-    Outcome o = in_mount_view();
-    if (o) return 0;
-    print_error(o.message);
-    return o.exit_status();
-}
-
-namespace {
-
-// Whether `fd` is the memfd the launcher made for this stage: a file with no
-// name on any file system (st_nlink 0, shmem: it has seals) that
-// /proc/self/fd shows as memfd:dsh-confine-stage. A command line cannot hand
-// one over; whoever can create one can run anything unconfined anyway.
-bool launcher_fd(int fd) {
-    if (fd < 3) return false;
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 0) return false;
-    if (::fcntl(fd, F_GET_SEALS) < 0) return false;
-    char buf[256];
-    const std::string link = "/proc/self/fd/" + std::to_string(fd);
-    const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
-    return n > 0 && std::string_view(buf, static_cast<size_t>(n)) ==
-                        std::string("/memfd:") + kStageFdName + " (deleted)";
-}
-
-// The launcher's record is a few KiB (it holds the argv); anything near this
-// is not the launcher's.
-constexpr off_t kMaxRecordBytes = 64 << 20;
-
-}  // namespace
-
-int run_stage(int argc, const char* const* argv) {
-    std::vector<std::string> args(argv + 2, argv + argc);
-    StageRequest req;
-    Report report;
-    // The stage word from a command line (not from bwrap under us) is refused
-    // before anything else is read or opened.
-    if (!parse_stage(args, req) || !launcher_fd(req.record_fd)) {
-        const Outcome o = failf(Err::Usage,
-                                "{} is the internal entry of dsh-confine's bwrap stage and runs only when "
-                                "dsh-confine starts it; to run a command, put it after --: dsh-confine [OPTIONS] "
-                                "-- COMMAND",
-                                kStageArg);
-        print_error(o.message);
-        return o.exit_status();
-    }
-    if (auto o = report.open(req.report_fd); !o) {
-        print_error(o.message);
-        return o.exit_status();
-    }
-    // The record the launcher prepared: read before the fd cleanup closes it.
-    std::string record;
-    struct stat rst {};
-    if (::fstat(req.record_fd, &rst) != 0 || rst.st_size > kMaxRecordBytes)
-        return stage_failed(report, fail(Err::Internal, "stage: the launcher's record is unreadable or too large"));
-    {
-        char buf[65536];
-        ssize_t n;
-        off_t off = 0;
-        while ((n = ::pread(req.record_fd, buf, sizeof buf, off)) > 0) {
-            record.append(buf, static_cast<size_t>(n));
-            off += n;
-        }
-        ::close(req.record_fd);
-    }
-    // Inside bwrap's mount view before anything else (see check_mount_view).
-    Outcome entered = in_mount_view();
-    // Landlock is stacked whenever this kernel has it: a stage told less
-    // (a launcher that could not see it, a forged command line) refuses.
-    if (const int have = landlock::query_abi(); entered && req.landlock_abi < have)
-        entered = failf(Err::SandboxUnavailable, "the stage was planned with Landlock ABI {} but the kernel has {}",
-                        req.landlock_abi, have);
-    if (entered) entered = seal_device_nodes();
-    if (entered && req.landlock_abi > 0) {
-        // The launcher planned for this ABI and said so in the report; a
-        // kernel that offers less cannot keep that promise.
+        // Landlock inside, where the kernel has it: it closes what a read-only
+        // bind leaves open (FIFOs, reopening inherited files via /proc/self/fd).
         const int abi = landlock::query_abi();
-        if (abi < req.landlock_abi) {
-            entered = abi <= 0 ? fail(Err::SandboxUnavailable, landlock::describe_unavailable(abi))
-                               : failf(Err::SandboxUnavailable, "Landlock ABI {} is below the planned {}", abi,
-                                       req.landlock_abi);
+        Layer bl = layer(pol, path);
+        bl.details["probe"] = v.how;
+        std::vector<Layer> layers;
+        if (abi > 0) {
+            layers = {bl, landlock::plan(pol, abi, pol.mode == Mode::ReadOnly).layer};
         } else {
-            landlock::Plan plan = landlock::plan(req.policy, req.landlock_abi, req.policy.mode == Mode::ReadOnly);
-            plan.host_namespaces = false;  // bwrap's IPC and PID namespaces
-            std::vector<Skipped> not_granted;
-            entered = landlock::enter(plan, req.policy, report.fd(), not_granted);
+            bl.details["landlockStage"] = landlock::describe_unavailable(abi);
+            layers = {bl};
         }
-    } else if (entered) {
-        entered = harden_only(req.policy, report.fd());
+
+        // The stage is our own binary, handed to bwrap as an inherited fd and
+        // exec'd as /proc/self/fd/N inside: the path we were started from may
+        // be hidden (under /tmp, behind the tmpfs) or replaced by the time
+        // bwrap execs it. Close-on-exec until the entry passes it on.
+        int self = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        if (self < 0)
+            return failf(Err::SandboxUnavailable, "cannot open our own binary for the bwrap stage: {}",
+                         std::strerror(errno));
+        // The record travels to the stage in a memfd (Plan::record_fd),
+        // always: it is also what tells the stage that we started it
+        // (kStageFdName), and the mailbox its failure comes back in.
+        int record = ::memfd_create(kStageFdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (record < 0) {
+            const int e = errno;
+            ::close(self);
+            return failf(Err::SandboxUnavailable, "memfd_create: {}", std::strerror(e));
+        }
+
+        StageSpec spec;
+        spec.self = "/proc/self/fd/" + std::to_string(self);
+        spec.record_fd = record;
+        spec.landlock_abi = abi > 0 ? abi : 0;
+        spec.report_fd = env.report_fd;
+        spec.command_path = c.command_path;
+        spec.argv = c.argv;
+        ProfileOptions opts;
+        opts.stage_keeps_setpcap = ::geteuid() == 0;
+        auto argv = wrap(path, profile_args(pol, opts), stage_args(pol, spec));
+
+        c.policy = std::move(pol);
+        c.runner = RunnerKind::Bwrap;
+        c.layers = std::move(layers);
+        // Both dialects: EROFS from the mount view, EACCES from Landlock.
+        c.denial_signatures = {"read-only file system", "permission denied"};
+        // The stage's seccomp layer refuses metadata calls with EPERM in read-only.
+        if (c.policy.mode == Mode::ReadOnly) c.denial_signatures.push_back("operation not permitted");
+        c.runner_failure_rules = nlohmann::json::array(
+            {{{"fatalSignatures", {"bwrap: "}}},
+             {{"allowedExitCodes", {125}}, {"fatalSignatures", {"dsh-confine: "}}}});
+        c.hardening = {"new-session",       "die-with-parent",          "pid-namespace",
+                       "proc-sys-read-only", "inherited-fds-closed",    "ipc-namespace",
+                       "no-new-privs",      "capabilities-dropped",     "seccomp-tiocsti-tioclinux",
+                       "seccomp-io-uring",  "seccomp-keyrings",         "seccomp-unknown-syscalls"};
+        if (c.policy.mode == Mode::ReadOnly)
+            c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
+        if (opts.stage_keeps_setpcap) c.hardening.push_back("device-nodes-read-only");  // root's stage remounts them
+        c.exec_argv = argv;
+        p.in_process.reset();
+        p.exec_path = path;
+        p.exec_argv = std::move(argv);
+        p.exec_is_runner = true;
+        p.inherit_fds = {self, record};
+        p.inherit_fds.insert(p.inherit_fds.end(), root_fds.begin(), root_fds.end());
+        if (env.report_fd >= 0) p.inherit_fds.push_back(env.report_fd);
+        p.record_fd = record;
+        std::vector<std::string> current;
+        if (p.env) current = *p.env;
+        else
+            for (char** e = environ; e && *e; ++e) current.emplace_back(*e);
+        if (auto stashed = stash_loader_env(current); stashed != current) p.env = std::move(stashed);
+        p.watch = make_watch(record, v.how == "cached");
+        return Outcome::success();
     }
-    if (!entered) {
-        std::string text = sandbox_unavailable_text(to_string(req.policy.mode));
-        return stage_failed(report, fail(Err::SandboxUnavailable, text + " Runner failure: " + entered.message));
+
+    ojson describe(const RunnerEnv& env) const override {
+        const std::string path = bwrap_path(env);
+        const int abi = landlock::query_abi();
+        ojson bw;
+        bw["runner"] = "bwrap";
+        bw["path"] = path;
+        ProbeResult pr = probe_bwrap(path, env.probe_timeout_ms, false);
+        if (pr.usable) probe_cache::store(probe_cache::key_for(path));
+        else probe_cache::forget();
+        bw["usable"] = pr.usable;
+        const std::string version = check_binary(path) ? bwrap_version(path) : "";
+        bw["bwrapVersion"] = version.empty() ? ojson(nullptr) : ojson(version);
+        bw["probeMs"] = pr.elapsed_ms;
+        bw["probeTimeoutMs"] = env.probe_timeout_ms;
+        bw["stackedWith"] = abi > 0 ? ojson::array({"landlock"}) : ojson::array();
+        bw["modes"] = per_mode([&](const Policy& p) {
+            std::vector<Layer> ls{layer(p, path)};
+            if (abi > 0) ls.push_back(landlock::plan(p, abi, p.mode == Mode::ReadOnly).layer);
+            return ls;
+        });
+        if (pr.usable) {
+            bw["reason"] = nullptr;
+        } else {
+            std::string reason = pr.reason;
+            for (const auto& h : userns_hints()) reason += "; " + h;
+            bw["reason"] = reason;
+        }
+        // The probe's text: where, which, and stacked with what; the modes
+        // are shown even when unusable (installing bwrap would give them).
+        bw["summary"] = path + (version.empty() ? "" : " (" + version + ")") + (abi > 0 ? ", stacked with landlock" : "");
+        bw["showModes"] = true;
+        bw["cacheFile"] = probe_cache::file_path(false);
+        bw["cacheKey"] = probe_cache::key_for(path);
+        return bw;
     }
-    // One line, as the launcher rendered it (no newline inside: JSON escapes it).
-    if (!record.empty() && record.find('\n') == std::string::npos)
-        if (auto o = report.write_line(std::move(record)); !o) return stage_failed(report, o);
-    // Loader variables stashed for the trip through bwrap go back for the
-    // command alone (see stash_loader_env).
-    std::vector<std::string> env;
-    for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-    env = unstash_loader_env(env);
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    return stage_failed(report, exec_command(req.command_path, req.argv, envp.data()));
+};
+
+}  // namespace
+
+const dsh::Runner& runner() {
+    static const Runner r;
+    return r;
 }
 
 }  // namespace dsh::bwrap

@@ -1,19 +1,17 @@
 // The bubblewrap runner, stacked with Landlock: bwrap builds the mount view
 // (read-only host, tmpfs /tmp, writable roots bound), and its child is
-// dsh-confine itself in a hidden stage that applies the same Landlock ruleset
-// and the common hardening, then execs the command.
+// dsh-confine itself in a hidden stage (bwrap_stage.cpp) that applies the
+// Landlock runner's layers and the common hardening, then execs the command.
 #pragma once
 
 #include <string>
 
-#include "../launch.hpp"
+#include "../runner.hpp"
 
 namespace dsh::bwrap {
 
-// Checks the binary, drops roots that do not exist (bwrap would refuse to
-// bind them; recorded as not granted), opens our own binary for the stage and
-// fills the launch. Runs nothing. Fails closed (SANDBOX_UNAVAILABLE detail).
-Outcome prepare(const std::string& bwrap_path, int report_fd, Launch& l);
+// The runner (registry entry).
+const dsh::Runner& runner();
 
 // Whether `path` names an executable regular file; the reason when not.
 Outcome check_binary(const std::string& path);
@@ -25,5 +23,15 @@ int run_stage(int argc, const char* const* argv);
 // The probe's child: argv[1] is kProbeArg. 0 inside bwrap's mount view; else
 // the reason on stderr and 125.
 int run_probe_check();
+
+// Supervise's evidence for a bwrap run (bwrap_watch.cpp). record_fd: the
+// stage's mailbox (the launcher's memfd), where a stage that fails leaves its
+// error record; probe_cached: the plan rests on a cached probe verdict.
+std::unique_ptr<Watch> make_watch(int record_fd, bool probe_cached);
+
+// A stage that fails leaves its error record in the mailbox and seals it
+// (bwrap_stage.cpp); one that execs the command seals it as it is. Only a
+// sealed mailbox is read: nothing the command does can write one.
+inline constexpr unsigned kMailboxSeals = 0x0001 | 0x0002 | 0x0004 | 0x0008;  // F_SEAL_SEAL|SHRINK|GROW|WRITE
 
 }  // namespace dsh::bwrap

@@ -23,43 +23,51 @@
 
 namespace dsh::harden {
 
-Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd, int status_fd,
-                            const std::vector<int>& transient) {
-    std::vector<int> spare(keep);
-    if (report_fd > 2) spare.push_back(report_fd);
-    if (status_fd > 2) spare.push_back(status_fd);
-    for (int fd : transient) {
-        if (fd <= 2) continue;
-        int flags = ::fcntl(fd, F_GETFD);
-        if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
-            return failf(Err::SandboxUnavailable, "a writable root's descriptor {} is not open: {}", fd,
-                         std::strerror(errno));
-        spare.push_back(fd);
-    }
-    std::sort(spare.begin(), spare.end());
-    spare.erase(std::unique(spare.begin(), spare.end()), spare.end());
-    unsigned first = 3;
-    for (int fd : spare) {
-        if (fd < 3) continue;
-        if (static_cast<unsigned>(fd) > first &&
-            ::syscall(SYS_close_range, first, static_cast<unsigned>(fd) - 1, 0U) != 0)
-            return failf(Err::Internal, "close_range: {}", std::strerror(errno));
-        first = static_cast<unsigned>(fd) + 1;
-    }
-    if (::syscall(SYS_close_range, first, ~0U, 0U) != 0)
-        return failf(Err::Internal, "close_range: {}", std::strerror(errno));
-    for (int fd : keep) {
-        int flags = ::fcntl(fd, F_GETFD);
-        if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0)
-            return failf(Err::Usage, "--keep-fd {}: {}", fd, std::strerror(errno));
-    }
-    return Outcome::success();
+namespace {
+bool failed(Fault& f, Step step, int err = 0, int arg = -1) noexcept {
+    f = Fault{step, err, arg};
+    return false;
+}
+}  // namespace
+
+FdCleanup FdCleanup::make(const std::vector<int>& keep, const std::vector<int>& open_fds,
+                          const std::vector<int>& transient) {
+    FdCleanup c;
+    c.keep = keep;
+    for (int fd : transient)
+        if (fd > 2) c.transient.push_back(fd);
+    c.spare = keep;
+    c.spare.insert(c.spare.end(), open_fds.begin(), open_fds.end());
+    c.spare.insert(c.spare.end(), c.transient.begin(), c.transient.end());
+    c.spare.erase(std::remove_if(c.spare.begin(), c.spare.end(), [](int fd) { return fd <= 2; }), c.spare.end());
+    std::sort(c.spare.begin(), c.spare.end());
+    c.spare.erase(std::unique(c.spare.begin(), c.spare.end()), c.spare.end());
+    return c;
 }
 
-Outcome set_no_new_privs() {
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-        return failf(Err::SandboxUnavailable, "prctl(PR_SET_NO_NEW_PRIVS): {}", std::strerror(errno));
-    return Outcome::success();
+bool close_inherited_fds(const FdCleanup& c, Fault& f) noexcept {
+    for (int fd : c.transient) {
+        int flags = ::fcntl(fd, F_GETFD);
+        if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) return failed(f, Step::RootFd, errno, fd);
+    }
+    unsigned first = 3;
+    for (int fd : c.spare) {
+        if (static_cast<unsigned>(fd) > first &&
+            ::syscall(SYS_close_range, first, static_cast<unsigned>(fd) - 1, 0U) != 0)
+            return failed(f, Step::CloseRange, errno);
+        first = static_cast<unsigned>(fd) + 1;
+    }
+    if (::syscall(SYS_close_range, first, ~0U, 0U) != 0) return failed(f, Step::CloseRange, errno);
+    for (int fd : c.keep) {
+        int flags = ::fcntl(fd, F_GETFD);
+        if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) return failed(f, Step::KeepFd, errno, fd);
+    }
+    return true;
+}
+
+bool set_no_new_privs(Fault& f) noexcept {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return failed(f, Step::NoNewPrivs, errno);
+    return true;
 }
 
 // Capability numbers run from 0 to the kernel's last one; past it the
@@ -69,11 +77,11 @@ Outcome set_no_new_privs() {
 // and also covers capabilities newer than our headers' CAP_LAST_CAP.
 constexpr int kCapLimit = 1024;  // a bound for the walk, far above any kernel's
 
-Outcome drop_capabilities() {
+bool drop_capabilities(Fault& f) noexcept {
     __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[2] = {};
     if (::syscall(SYS_capget, &hdr, data) != 0)
-        return failf(Err::Internal, "capget: {}", std::strerror(errno));
+        return failed(f, Step::CapGet, errno);
     const bool have_setpcap = (data[CAP_TO_INDEX(CAP_SETPCAP)].effective & CAP_TO_MASK(CAP_SETPCAP)) != 0;
     if (have_setpcap) {
         // An exec as uid 0 would otherwise refill the permitted set from the
@@ -82,7 +90,7 @@ Outcome drop_capabilities() {
         const unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
                                    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
         if (::prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0)
-            return failf(Err::SandboxUnavailable, "prctl(PR_SET_SECUREBITS): {}", std::strerror(errno));
+            return failed(f, Step::SecureBits, errno);
         // Every drop up to EINVAL succeeded, or we fail here: a successful
         // PR_CAPBSET_DROP is the kernel clearing that bit, so the bounding
         // set is then known to be empty without reading it back.
@@ -90,38 +98,36 @@ Outcome drop_capabilities() {
         for (; cap < kCapLimit; ++cap) {
             if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
             if (errno == EINVAL && cap > 0) break;
-            return failf(Err::SandboxUnavailable, "prctl(PR_CAPBSET_DROP, {}): {}", cap, std::strerror(errno));
+            return failed(f, Step::CapBsetDrop, errno, cap);
         }
         if (cap == kCapLimit)
-            return fail(Err::SandboxUnavailable, "prctl(PR_CAPBSET_DROP): no end to the capabilities");
+            return failed(f, Step::CapBsetEndless);
     }
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
-        return failf(Err::SandboxUnavailable, "prctl(PR_CAP_AMBIENT_CLEAR_ALL): {}", std::strerror(errno));
+        return failed(f, Step::AmbientClear, errno);
     __user_cap_data_struct zero[2] = {};
     if (::syscall(SYS_capset, &hdr, zero) != 0)
-        return failf(Err::SandboxUnavailable, "capset: {}", std::strerror(errno));
+        return failed(f, Step::CapSet, errno);
     // Verify: nothing permitted, effective or inheritable is left; and where
     // the bounding set could matter (uid 0) and was not emptied above, it is
     // empty.
     if (::syscall(SYS_capget, &hdr, data) != 0)
-        return failf(Err::Internal, "capget: {}", std::strerror(errno));
+        return failed(f, Step::CapGet, errno);
     for (const auto& d : data)
         if (d.effective || d.permitted || d.inheritable)
-            return fail(Err::SandboxUnavailable, "capabilities remain after dropping them");
+            return failed(f, Step::CapsRemain);
     if (!have_setpcap && (::getuid() == 0 || ::geteuid() == 0)) {
         for (int cap = 0; cap < kCapLimit; ++cap) {
             const int in_set = ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
             if (in_set < 0) break;  // EINVAL: past the kernel's last capability
             if (in_set == 1)
-                return failf(Err::SandboxUnavailable,
-                             "running as uid 0 without CAP_SETPCAP: capability {} stays in the bounding set",
-                             cap);
+                return failed(f, Step::RootBoundingSet, 0, cap);
         }
     }
-    return Outcome::success();
+    return true;
 }
 
-Outcome install_seccomp(const SeccompOptions& opts) {
+bool install_seccomp(const SeccompOptions& opts, Fault& f) noexcept {
     // The BPF libseccomp made at build time (seccomp_filters.h); loaded as
     // libseccomp's seccomp_load would: seccomp(2) without flags, and
     // prctl(PR_SET_SECCOMP) where the kernel has no seccomp(2).
@@ -129,11 +135,10 @@ Outcome install_seccomp(const SeccompOptions& opts) {
     sock_fprog prog{};
     prog.len = p.len;
     prog.filter = const_cast<sock_filter*>(p.filter);
-    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &prog) == 0) return Outcome::success();
-    if (errno != ENOSYS)
-        return failf(Err::SandboxUnavailable, "seccomp(SECCOMP_SET_MODE_FILTER): {}", std::strerror(errno));
-    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0) return Outcome::success();
-    return failf(Err::SandboxUnavailable, "prctl(PR_SET_SECCOMP): {}", std::strerror(errno));
+    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &prog) == 0) return true;
+    if (errno != ENOSYS) return failed(f, Step::Seccomp, errno);
+    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0) return true;
+    return failed(f, Step::SeccompPrctl, errno);
 }
 
 }  // namespace dsh::harden

@@ -9,21 +9,32 @@
 
 namespace dsh::harden {
 
-// close_range over everything above 2 except `keep` (made inheritable),
-// `report_fd` (already close-on-exec, kept for a late error record) and
-// `status_fd` (close-on-exec; supervise's exec pipe, whose closing at exec is
-// how the parent learns that exec happened). `transient` fds (the writable
-// roots' descriptors, needed for the Landlock rules that come after) stay
-// open but are made close-on-exec, so they never reach the command.
-Outcome close_inherited_fds(const std::vector<int>& keep, int report_fd, int status_fd = -1,
-                            const std::vector<int>& transient = {});
+// Every step returns a Fault only through `f` and false; true: done. System
+// calls on prepared data only: callable in a child that shares nothing it
+// may allocate in (see spawn.hpp).
 
-Outcome set_no_new_privs();
+// Which fds survive the cleanup, decided in the launcher (FdCleanup::make).
+struct FdCleanup {
+    std::vector<int> keep;       // --keep-fd: made inheritable
+    std::vector<int> spare;      // sorted, unique, > 2: kept open (keep, report, status, transient)
+    std::vector<int> transient;  // kept for steps that follow (the roots' descriptors), made close-on-exec
+
+    // keep: --keep-fd; open_fds: fds of ours that must stay open through the
+    // cleanup, already close-on-exec (the report, supervise's exec pipe);
+    // transient: see above.
+    static FdCleanup make(const std::vector<int>& keep, const std::vector<int>& open_fds,
+                          const std::vector<int>& transient);
+};
+
+// close_range over everything above 2 except the spare fds.
+bool close_inherited_fds(const FdCleanup& c, Fault& f) noexcept;
+
+bool set_no_new_privs(Fault& f) noexcept;
 
 // Clears the bounding, ambient, inheritable, permitted and effective sets and
 // locks SECBIT_NOROOT so that an exec as uid 0 grants nothing back. Verifies
 // the result; any capability left is a failure.
-Outcome drop_capabilities();
+bool drop_capabilities(Fault& f) noexcept;
 
 struct SeccompOptions {
     bool block_metadata = false;   // read-only mode: metadata calls and inode ioctls refused
@@ -33,6 +44,6 @@ struct SeccompOptions {
 // libseccomp at build time, after a guard that answers ENOSYS to system calls
 // newer than the filter). The ioctl command is compared in its low 32 bits, as
 // the kernel reads it (CVE-2019-10063).
-Outcome install_seccomp(const SeccompOptions& opts);
+bool install_seccomp(const SeccompOptions& opts, Fault& f) noexcept;
 
 }  // namespace dsh::harden

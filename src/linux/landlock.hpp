@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../runner.hpp"
+#include "../confinement.hpp"
 
 namespace dsh::landlock {
 
@@ -82,6 +82,7 @@ std::string describe_unavailable(int negative_errno);
 // `skipped` (granting less, never more).
 Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped);
 // landlock_restrict_self; no_new_privs must already be set.
-Outcome restrict_self(int ruleset_fd);
+// System calls only (see harden.hpp); the ruleset fd stays open.
+bool restrict_self(int ruleset_fd, Fault& f) noexcept;
 
 }  // namespace dsh::landlock

@@ -103,14 +103,12 @@ Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped) 
     return Outcome::success();
 }
 
-Outcome restrict_self(int ruleset_fd) {
+bool restrict_self(int ruleset_fd, Fault& f) noexcept {
     if (::syscall(SYS_landlock_restrict_self, ruleset_fd, 0U) != 0) {
-        const int e = errno;
-        ::close(ruleset_fd);
-        return failf(Err::SandboxUnavailable, "landlock_restrict_self: {}", std::strerror(e));
+        f = Fault{Step::RestrictSelf, errno, -1};
+        return false;
     }
-    ::close(ruleset_fd);
-    return Outcome::success();
+    return true;
 }
 
 }  // namespace dsh::landlock

@@ -1,49 +1,142 @@
-// The native Landlock runner: dsh-confine restricts itself, then execs the
-// command. No extra process, nothing left behind.
 #include "landlock_runner.hpp"
 
-#include "harden.hpp"
+#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace dsh::landlock {
 
-Outcome prepare(const Policy& policy, Confinement& c, Plan& plan) {
-    const int abi = query_abi();
-    if (abi <= 0) return fail(Err::SandboxUnavailable, describe_unavailable(abi));
-    // In read-only mode the seccomp layer refuses metadata calls outright, so
-    // Landlock's metadata gap is closed; in workspace-write they must keep
-    // working inside the roots, and seccomp cannot tell paths apart.
-    plan = landlock::plan(policy, abi, policy.mode == Mode::ReadOnly);
-    c.runner = RunnerKind::Landlock;
-    c.layers.push_back(plan.layer);
-    c.denial_signatures = {"permission denied"};
-    // The seccomp layer's own dialect: in read-only it refuses metadata calls
-    // with EPERM, and such a refusal is a denial like any other (issue 16).
-    if (policy.mode == Mode::ReadOnly) c.denial_signatures.push_back("operation not permitted");
-    c.runner_failure_rules = nlohmann::json::array();
-    c.hardening = {"inherited-fds-closed", "no-new-privs",       "capabilities-dropped", "seccomp-tiocsti-tioclinux",
-                   "seccomp-io-uring",     "seccomp-keyrings",   "seccomp-unknown-syscalls", "seccomp-ipc",
-                   "seccomp-other-processes"};
-    if (policy.mode == Mode::ReadOnly) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
+Layers::~Layers() {
+    if (ruleset_ >= 0) ::close(ruleset_);
+}
+
+Outcome Layers::prepare(Confinement& c, const std::vector<int>& open_fds) {
+    std::vector<int> keep_open = open_fds;
+    if (plan_.abi > 0) {
+        if (auto o = build_ruleset(plan_, ruleset_, c.not_granted); !o) return o;
+        keep_open.push_back(ruleset_);  // close-on-exec, like every fd landlock_create_ruleset makes
+    }
+    std::vector<int> root_fds;
+    for (const auto& r : plan_.rules)
+        if (r.fd >= 0) root_fds.push_back(r.fd);
+    fds_ = harden::FdCleanup::make(c.policy.keep_fds, keep_open, root_fds);
     return Outcome::success();
 }
 
-Outcome enter(const Plan& plan, const Policy& policy, int report_fd, std::vector<Skipped>& not_granted,
-              int status_fd) {
-    // Order matters: fds first (Landlock does not govern fds opened before
-    // it), then no_new_privs (required by both restrict_self and seccomp for
-    // an unprivileged caller), then the ruleset, then capabilities (as root,
-    // opening rule paths may need them), then seccomp last, so that its
-    // filter does not get in the way of the setup calls above.
-    int ruleset = -1;
-    std::vector<int> root_fds;
-    for (const auto& r : plan.rules)
-        if (r.fd >= 0) root_fds.push_back(r.fd);
-    if (auto o = harden::close_inherited_fds(policy.keep_fds, report_fd, status_fd, root_fds); !o) return o;
-    if (auto o = harden::set_no_new_privs(); !o) return o;
-    if (auto o = build_ruleset(plan, ruleset, not_granted); !o) return o;
-    if (auto o = restrict_self(ruleset); !o) return o;
-    if (auto o = harden::drop_capabilities(); !o) return o;
-    return harden::install_seccomp({policy.mode == Mode::ReadOnly, plan.host_namespaces});
+bool Layers::apply(Fault& f) const noexcept {
+    if (!harden::close_inherited_fds(fds_, f) || !harden::set_no_new_privs(f)) return false;
+    if (ruleset_ >= 0 && !restrict_self(ruleset_, f)) return false;
+    return harden::drop_capabilities(f) && harden::install_seccomp({read_only_, plan_.host_namespaces}, f);
+}
+
+nlohmann::ordered_json Layers::explain() const {
+    nlohmann::ordered_json ll;
+    ll["abi"] = plan_.abi;
+    ll["handledAccessFs"] = right_names(plan_.handled_fs);
+    nlohmann::ordered_json rules = nlohmann::ordered_json::array();
+    for (const auto& rule : plan_.rules)
+        rules.push_back({{"path", rule.path}, {"access", right_names(rule.access)}, {"required", rule.required}});
+    ll["rules"] = std::move(rules);
+    return ll;
+}
+
+std::vector<std::pair<std::string, std::string>> Layers::explain_lines() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    out.emplace_back("landlock:",
+                     fmt::format("ABI {}, handled {}", plan_.abi, fmt::join(right_names(plan_.handled_fs), ",")));
+    for (const auto& rule : plan_.rules)
+        out.emplace_back("  rule:", fmt::format("{} {}{}", nlohmann::json(rule.path).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), fmt::join(right_names(rule.access), ","),
+                                                rule.required ? "" : " (if it exists)"));
+    return out;
+}
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// The file's text without trailing whitespace; nullopt when it cannot be read.
+std::optional<std::string> read_text(const char* path) {
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n < 0) return std::nullopt;
+    std::string s(buf, static_cast<size_t>(n));
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+class Runner final : public dsh::Runner {
+public:
+    RunnerKind kind() const noexcept override { return RunnerKind::Landlock; }
+
+    Verdict probe(const RunnerEnv&) const override {
+        const int abi = query_abi();
+        if (abi <= 0) return {Verdict::Unusable, describe_unavailable(abi), {}};
+        return {Verdict::Usable, {}, {}};
+    }
+
+    Outcome plan(const RunnerEnv&, const Verdict&, dsh::Plan& p) const override {
+        Confinement& c = p.c;
+        const int abi = query_abi();
+        if (abi <= 0) return fail(Err::SandboxUnavailable, describe_unavailable(abi));
+        // In read-only mode the seccomp layer refuses metadata calls outright,
+        // so Landlock's metadata gap is closed; in workspace-write they must
+        // keep working inside the roots, and seccomp cannot tell paths apart.
+        const bool ro = c.policy.mode == Mode::ReadOnly;
+        Plan plan = landlock::plan(c.policy, abi, ro);
+        c.runner = RunnerKind::Landlock;
+        c.layers.push_back(plan.layer);
+        c.denial_signatures = {"permission denied"};
+        // The seccomp layer's own dialect: in read-only it refuses metadata
+        // calls with EPERM, and such a refusal is a denial like any other.
+        if (ro) c.denial_signatures.push_back("operation not permitted");
+        c.runner_failure_rules = nlohmann::json::array();
+        c.hardening = {"inherited-fds-closed", "no-new-privs",     "capabilities-dropped",
+                       "seccomp-tiocsti-tioclinux", "seccomp-io-uring", "seccomp-keyrings",
+                       "seccomp-unknown-syscalls",  "seccomp-ipc",      "seccomp-other-processes"};
+        if (ro) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
+        p.in_process = std::make_unique<Layers>(std::move(plan), ro);
+        return Outcome::success();
+    }
+
+    ojson describe(const RunnerEnv&) const override {
+        const int abi = query_abi();
+        ojson ll;
+        ll["runner"] = "landlock";
+        ll["usable"] = abi > 0;
+        ll["abi"] = abi > 0 ? ojson(abi) : ojson(nullptr);
+        if (abi > 0) ll["summary"] = fmt::format("ABI {}", abi);
+        std::vector<std::string> reasons;
+        if (abi <= 0) reasons.push_back(describe_unavailable(abi));
+        if (auto lsm = read_text("/sys/kernel/security/lsm")) {
+            ll["lsm"] = *lsm;
+            if (("," + *lsm + ",").find(",landlock,") == std::string::npos)
+                reasons.push_back("landlock is not in the kernel's active LSM list (/sys/kernel/security/lsm: " +
+                                  *lsm + "); add it to the lsm= boot parameter");
+        } else {
+            ll["lsm"] = nullptr;
+            ll["lsmNote"] = "/sys/kernel/security/lsm cannot be read (securityfs not mounted?); the verdict rests "
+                            "on the landlock_create_ruleset ABI query";
+        }
+        if (abi > 0 && abi < FULL_ABI)
+            ll["abiNote"] = fmt::format("ABI {} is older than {}: some own file effects are not governed (see gaps)",
+                                        abi, FULL_ABI);
+        if (abi > 0)
+            ll["modes"] = per_mode([&](const Policy& p) {
+                return std::vector<Layer>{landlock::plan(p, abi, p.mode == Mode::ReadOnly).layer};
+            });
+        ll["reason"] = reasons.empty() ? ojson(nullptr) : ojson(fmt::format("{}", fmt::join(reasons, "; ")));
+        return ll;
+    }
+};
+
+}  // namespace
+
+const dsh::Runner& runner() {
+    static const Runner r;
+    return r;
 }
 
 }  // namespace dsh::landlock

@@ -1,17 +1,42 @@
+// The native Landlock runner: dsh-confine restricts itself, then execs the
+// command. No extra process, nothing left behind. Its in-process layers are
+// also what bwrap's stage applies inside the sandbox.
 #pragma once
 
+#include "../runner.hpp"
+#include "harden.hpp"
 #include "landlock.hpp"
 
 namespace dsh::landlock {
 
-// Negotiates the ABI and fills the confinement record. Fails closed
-// (SANDBOX_UNAVAILABLE) when the kernel has no usable Landlock.
-Outcome prepare(const Policy& policy, Confinement& c, Plan& plan);
+// Fds, no_new_privs, the ruleset, capabilities, seccomp: in that order. Fds
+// first (Landlock does not govern fds opened before it), then no_new_privs
+// (required by both restrict_self and seccomp for an unprivileged caller),
+// then the ruleset, then capabilities, then seccomp last, so that its filter
+// does not get in the way of the calls above. The ruleset is built by
+// prepare(), in the launcher (as root, opening rule paths may need
+// capabilities; it confines nobody until restrict_self). A plan with ABI 0
+// (the bwrap stage on a kernel without Landlock) applies the rest alone.
+class Layers final : public InProcess {
+public:
+    Layers(Plan plan, bool read_only) : plan_(std::move(plan)), read_only_(read_only) {}
+    ~Layers() override;
+    Layers(const Layers&) = delete;
+    Layers& operator=(const Layers&) = delete;
+    Outcome prepare(Confinement& c, const std::vector<int>& open_fds) override;
+    bool apply(Fault& f) const noexcept override;
+    std::string name() const override { return "landlock"; }
+    nlohmann::ordered_json explain() const override;
+    std::vector<std::pair<std::string, std::string>> explain_lines() const override;
 
-// Confines the calling process: fds, no_new_privs, ruleset, capabilities,
-// seccomp. On failure the process may be half-confined: never exec after it.
-// status_fd: a close-on-exec fd to keep open through the fd cleanup (supervise).
-Outcome enter(const Plan& plan, const Policy& policy, int report_fd, std::vector<Skipped>& not_granted,
-              int status_fd = -1);
+private:
+    Plan plan_;
+    bool read_only_;
+    harden::FdCleanup fds_;
+    int ruleset_ = -1;
+};
+
+// The runner (registry entry).
+const dsh::Runner& runner();
 
 }  // namespace dsh::landlock

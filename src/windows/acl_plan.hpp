@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../runner.hpp"
+#include "../confinement.hpp"
 
 namespace dsh::acl {
 

@@ -1,13 +1,12 @@
 // The windows-acl runner inside dsh-confine.exe: finds the helper next to the
-// executable, builds its argv (acl_plan.hpp) and fills the Launch. Runs nothing.
+// executable, builds its argv (acl_plan.hpp) and fills the plan. Runs nothing.
 #pragma once
 
-#include "../launch.hpp"
+#include "../runner.hpp"
 
 namespace dsh::acl {
 
-// requested: --runner (Auto or WindowsAcl are usable here). Any failure means
-// the runner cannot be used: the caller fails closed.
-Outcome prepare(RunnerKind requested, Launch& l);
+// The runner (registry entry; platform_win.cpp).
+const dsh::Runner& runner();
 
 }  // namespace dsh::acl

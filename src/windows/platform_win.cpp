@@ -14,6 +14,7 @@
 #include "../launch.hpp"
 #include "../policy.hpp"
 #include "../report.hpp"
+#include "../selftest.hpp"
 #include "../supervise.hpp"
 #include "acl_plan.hpp"
 #include "acl_runner.hpp"
@@ -179,13 +180,11 @@ Outcome exec_command(const std::string& resolved, const std::vector<std::string>
     return spawn_wait_exit(resolved, argv, env);
 }
 
-Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
-    if (write_record)
-        if (auto o = report.write(confinement_record(l.c)); !o) return o;
+Outcome enter_and_exec(Plan& l, const Report& report) {
+    if (auto o = report.write(confinement_record(l.c)); !o) return o;
     if (auto o = spawn_wait_exit(l.exec_path, l.exec_argv, l.env); !o) {
         if (l.c.runner == RunnerKind::WindowsAcl) {
-            std::string text = sandbox_unavailable_text(to_string(l.c.policy.mode));
-            return fail(Err::SandboxUnavailable, text + " Runner failure: " + o.message);
+            return unavailable(to_string(l.c.policy.mode), o.message);
         }
         return o;
     }
@@ -194,19 +193,20 @@ Outcome enter_and_exec(Launch& l, const Report& report, bool write_record) {
 
 // --supervise on Windows is not built yet: refuse rather than run differently
 // from what was asked.
-int supervise(Launch&, const Report& report, const SuperviseOptions&) {
+int supervise(Plan&, const Report& report, const SuperviseOptions&) {
     Outcome o = fail(Err::Usage, "--supervise is not built for Windows yet");
-    std::fprintf(stderr, "dsh-confine: %s\n", o.message.c_str());
+    std::fprintf(stderr, "dsh-confine: %s\n", o.text().c_str());
     (void)report.write(error_record(o));
     return o.exit_status();
 }
 
 namespace acl {
 
-Outcome prepare(RunnerKind requested, Launch& l) {
+namespace {
+
+// Fills the plan for the helper, or says why it cannot be used.
+Outcome plan_helper(Plan& l) {
     Confinement& c = l.c;
-    if (requested != RunnerKind::Auto && requested != RunnerKind::WindowsAcl)
-        return failf(Err::SandboxUnavailable, "runner {} is not available on this platform", to_string(requested));
     for (const auto& r : c.policy.writable_roots)
         if (r.source == "flag" || r.source == "config")
             return failf(Err::SandboxUnavailable,
@@ -252,5 +252,43 @@ Outcome prepare(RunnerKind requested, Launch& l) {
     return Outcome::success();
 }
 
+class Runner final : public dsh::Runner {
+public:
+    RunnerKind kind() const noexcept override { return RunnerKind::WindowsAcl; }
+    // A chain of one, taken without a probe: whether the helper can start is
+    // only known by starting it.
+    Verdict probe(const RunnerEnv&) const override { return {Verdict::Usable, {}, {}}; }
+    Outcome plan(const RunnerEnv&, const Verdict&, Plan& p) const override { return plan_helper(p); }
+    nlohmann::ordered_json describe(const RunnerEnv&) const override {
+        return {{"runner", "windows-acl"}, {"usable", true}, {"reason", nullptr},
+                {"note", "not probed: the helper's start is the test"}};
+    }
+};
+
+}  // namespace
+
+const dsh::Runner& runner() {
+    static const Runner r;
+    return r;
+}
+
 }  // namespace acl
+
+const std::vector<const Runner*>& registry() {
+    static const std::vector<const Runner*> runners = {&acl::runner()};
+    return runners;
+}
+
+std::string_view host_platform() noexcept { return "windows"; }
+
+std::optional<int> run_internal_entry(int, const char* const*) { return std::nullopt; }
+
+namespace selftest {
+int run(const Request&) {
+    Outcome o = fail(Err::Usage, "self-test is not built for Windows yet");
+    print_error(o.text());
+    return o.exit_status();
+}
+}  // namespace selftest
+
 }  // namespace dsh

@@ -134,13 +134,15 @@ def test_probe_reports_the_bwrap_and_runner_a_run_would_use(s):
     r = dsh(["--config", _config(s, bwrapPath=missing, probeTimeoutMs=1234), "probe", "--json"], s, report=False)
     assert r.rc == 0, r
     doc = json.loads(r.out)
-    bw = doc["runners"][0]
+    rows = {x["runner"]: x for x in doc["runners"]}
+    assert doc["chain"] == [x["runner"] for x in doc["runners"]] == ["custom", "bwrap", "landlock"], doc
+    bw = rows["bwrap"]
     assert (bw["runner"], bw["path"], bw["usable"], bw["probeTimeoutMs"]) == ("bwrap", missing, False, 1234), doc
     assert bw["reason"] == "bwrap is not usable: %s: No such file or directory" % missing, bw
     assert doc["selected"] == "landlock", doc
     custom = _config(s, runnerCommand=["/bin/sh", "-c", 'exec "$@"', "x"], runnerFailureSignatures=["bwrap:"])
     doc = json.loads(dsh(["--config", custom, "probe", "--json"], s, report=False).out)
-    assert doc["selected"] == "custom" and doc["runners"][2]["usable"] is True, doc
+    assert doc["selected"] == "custom" and {x["runner"]: x for x in doc["runners"]}["custom"]["usable"] is True, doc
     # A bad config is the run's error, and no verdict.
     r = dsh(["--config", _config(s, bwrapPath=3), "probe"], s, report=False)
     assert r.rc == 125 and r.out == "", r

@@ -1,0 +1,87 @@
+#include "chain.hpp"
+
+namespace dsh::chain {
+
+const Runner* find(RunnerKind kind, const Runners& runners) noexcept {
+    for (const Runner* r : runners)
+        if (r->kind() == kind) return r;
+    return nullptr;
+}
+
+namespace {
+
+// A runner's "cannot be used here" (recorded, the chain goes on) as opposed
+// to a failure that ends the run (a usage error, a runner that failed with
+// the fail-closed text already rendered).
+bool passed_over(const Outcome& o) { return o.err == Err::SandboxUnavailable && o.mode.empty(); }
+
+}  // namespace
+
+Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runners& runners) {
+    Confinement& c = p.c;
+    const std::string mode(to_string(c.policy.mode));
+    if (requested != RunnerKind::Auto) {
+        const Runner* r = find(requested, runners);
+        if (!r) {
+            c.skipped.push_back({std::string(to_string(requested)), "not available on this platform"});
+            return unavailable(mode);
+        }
+        Verdict forced{Verdict::Usable, {}, "forced"};
+        Outcome o = r->plan(env, forced, p);
+        if (o || !passed_over(o)) return o;
+        c.skipped.push_back({std::string(to_string(requested)), o.message});
+        return unavailable(mode);
+    }
+    for (const Runner* r : runners) {
+        Verdict v = r->probe(env);
+        if (v.kind == Verdict::NotCandidate) continue;
+        if (v.kind == Verdict::Usable) {
+            Outcome o = r->plan(env, v, p);
+            if (o || !passed_over(o)) return o;
+            v.reason = o.message;
+        }
+        c.skipped.push_back({std::string(to_string(r->kind())), v.reason});
+    }
+    return unavailable(mode);
+}
+
+nlohmann::ordered_json describe_all(const RunnerEnv& env, const Runners& runners) {
+    using ojson = nlohmann::ordered_json;
+    ojson doc;
+    doc["type"] = "probe";
+    doc["version"] = 1;
+    doc["platform"] = host_platform();
+    ojson names = ojson::array(), rows = ojson::array();
+    ojson selected = nullptr;
+    for (const Runner* r : runners) {
+        ojson row = r->describe(env);
+        names.push_back(to_string(r->kind()));
+        if (selected.is_null() && row.value("usable", false)) selected = to_string(r->kind());
+        rows.push_back(std::move(row));
+    }
+    doc["chain"] = std::move(names);
+    doc["selected"] = std::move(selected);
+    doc["runners"] = std::move(rows);
+    return doc;
+}
+
+}  // namespace dsh::chain
+
+namespace dsh {
+
+nlohmann::ordered_json per_mode(const std::function<std::vector<Layer>(const Policy&)>& layers_for) {
+    using ojson = nlohmann::ordered_json;
+    ojson m = ojson::object();
+    for (Mode mode : {Mode::ReadOnly, Mode::WorkspaceWrite}) {
+        Confinement c;
+        c.policy.mode = mode;
+        c.layers = layers_for(c.policy);
+        ojson gaps = ojson::array();
+        for (const auto& g : c.gaps())
+            gaps.push_back({{"effect", g.effect}, {"detail", g.detail}, {"ownEffect", g.own_effect}});
+        m[std::string(to_string(mode))] = {{"enforcement", to_string(c.enforcement())}, {"gaps", std::move(gaps)}};
+    }
+    return m;
+}
+
+}  // namespace dsh

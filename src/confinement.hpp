@@ -1,0 +1,64 @@
+// The confinement record: what was asked (the policy), what each layer
+// enforces, and the argv that will run. The report is written from this;
+// every runner fills it (runner.hpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "environment.hpp"
+#include "policy.hpp"
+
+namespace dsh {
+
+enum class RunnerKind { Auto, Bwrap, Landlock, Seatbelt, WindowsAcl, Custom, None };
+std::string_view to_string(RunnerKind r) noexcept;
+std::optional<RunnerKind> parse_runner(std::string_view s) noexcept;
+
+// An effect the runner does not govern on this host. `own_effect` is true for
+// the command's own file effects (these make enforcement partial); false for
+// ways out through someone else (a host daemon, a signal), listed for honesty.
+struct Gap {
+    std::string effect;
+    std::string detail;
+    bool own_effect = true;
+};
+
+struct Layer {
+    std::string name;  // "landlock", "bwrap", "seccomp", ...
+    Enforcement enforcement = Enforcement::Full;
+    std::vector<Gap> gaps;
+    nlohmann::json details = nlohmann::json::object();
+};
+
+struct Skipped {
+    std::string runner;
+    std::string reason;
+};
+
+struct Confinement {
+    Policy policy;
+    RunnerKind runner = RunnerKind::None;
+    std::vector<Layer> layers;
+    std::vector<Skipped> skipped;     // runners passed over by the chain, and why
+    std::vector<Skipped> not_granted; // optional writable paths that could not be granted
+    std::vector<std::string> denial_signatures;
+    nlohmann::json runner_failure_rules = nlohmann::json::array();
+    std::vector<std::string> argv;       // the command's argv, as given
+    std::vector<std::string> exec_argv;  // what is finally exec'd (runner prefix + command); empty: argv
+    std::string command_path;       // the resolved COMMAND
+    std::vector<std::string> hardening;  // e.g. "no-new-privs", "capabilities-dropped"
+    EnvChanges environment;              // names changed by the env flags (never values)
+
+    // The overall verdict: the strongest claim every own effect supports.
+    Enforcement enforcement() const;
+    std::vector<Gap> gaps() const;  // union over layers, own effects first
+};
+
+// Gaps that no layer closes: an effect is closed when any layer in the stack
+// does not list it.
+std::vector<Gap> open_gaps(const std::vector<Layer>& layers);
+
+}  // namespace dsh

@@ -1,0 +1,193 @@
+// Supervise's evidence for a bwrap run. Our child is bwrap, whose child
+// (reported on --json-status-fd as "child-pid") is its PID-namespace init,
+// whose child is our stage, which execs the command (same pid). bwrap does
+// not forward signals (a SIGTERM kills bwrap, and --die-with-parent then
+// SIGKILLs the command) and reports a death by signal n as exit 128+n. So the
+// watch finds the command (/proc/<init>/task/<init>/children) for supervise
+// to hold a pidfd to and signal, and reads its exact wait status with
+// PIDFD_GET_INFO / PIDFD_INFO_EXIT (6.15) once it is gone. Where either is
+// missing, bwrap's own status stands.
+//
+// How a run ended, in the order the evidence is trusted:
+// 1. the stage's mailbox (the launcher's memfd), sealed: a stage that failed
+//    left its error record there (a structured record, never a message);
+// 2. bwrap's status: no {"exit-code":..} means bwrap never exec'd the stage,
+//    so bwrap itself failed (its own `bwrap: ` line says why);
+// 3. otherwise the command ran, and only denials are read from stderr.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "bwrap_plan.hpp"
+#include "bwrap_runner.hpp"
+#include "probe_cache.hpp"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+namespace dsh::bwrap {
+
+namespace {
+
+// The raw wait status of a process that is not our child, once it is gone
+// (PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux 6.15). The struct is the
+// uapi's first version (64 bytes); the kernel takes the size from the ioctl.
+struct PidfdInfo {
+    uint64_t mask;
+    uint64_t cgroupid;
+    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+    int32_t exit_code;
+};
+static_assert(sizeof(PidfdInfo) == 64, "PIDFD_INFO_SIZE_VER0");
+constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfo);
+constexpr uint64_t kPidfdInfoExit = 1ULL << 3;
+
+std::optional<int> exit_status_of(int pidfd) {
+    PidfdInfo info{};
+    info.mask = kPidfdInfoExit;
+    if (::ioctl(pidfd, kPidfdGetInfo, &info) != 0 || !(info.mask & kPidfdInfoExit)) return std::nullopt;
+    return info.exit_code;
+}
+
+// The first child of `pid` (its main thread's), or 0.
+pid_t first_child(pid_t pid) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[64] = {};
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    return n > 0 ? static_cast<pid_t>(std::atoi(buf)) : 0;
+}
+
+// The stage's error record, when it left one in a sealed mailbox.
+std::optional<nlohmann::json> mailbox_error(int fd) {
+    if (fd < 0) return std::nullopt;
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (static_cast<unsigned>(seals) & kMailboxSeals) != kMailboxSeals) return std::nullopt;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size > 65536) return std::nullopt;
+    std::string text(static_cast<size_t>(st.st_size), '\0');
+    if (::pread(fd, text.data(), text.size(), 0) != st.st_size) return std::nullopt;
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object() || j.value("type", "") != "error") return std::nullopt;
+    return j;
+}
+
+class BwrapWatch final : public Watch {
+public:
+    BwrapWatch(int record_fd, bool probe_cached) : record_fd_(record_fd), probe_cached_(probe_cached) {}
+    ~BwrapWatch() override {
+        for (int fd : {json_[0], json_[1]})
+            if (fd >= 0) ::close(fd);
+    }
+
+    Outcome arm(Plan& p) override {
+        if (::pipe2(json_, O_CLOEXEC) != 0) return failf(Err::Internal, "pipe2: {}", std::strerror(errno));
+        add_json_status_fd(p.exec_argv, json_[1]);
+        p.c.exec_argv = p.exec_argv;
+        p.inherit_fds.push_back(json_[1]);
+        return Outcome::success();
+    }
+
+    // bwrap in its own process group: the terminal's Ctrl-C would otherwise
+    // kill bwrap, and with it the command by SIGKILL, before the command (in
+    // bwrap's new session) could see the signal, which supervise forwards.
+    bool own_process_group() const noexcept override { return true; }
+
+    void spawned() override {
+        ::close(json_[1]);
+        json_[1] = -1;
+        ::fcntl(json_[0], F_SETFL, ::fcntl(json_[0], F_GETFL) | O_NONBLOCK);
+    }
+
+    int fd() const noexcept override { return json_[0]; }
+
+    void readable() override {
+        char buf[4096];
+        while (json_[0] >= 0) {
+            ssize_t n = ::read(json_[0], buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && errno == EAGAIN) return;
+            if (n <= 0) {
+                ::close(json_[0]);
+                json_[0] = -1;
+                return;
+            }
+            if (status_.size() < 65536) status_.append(buf, static_cast<size_t>(n));
+        }
+    }
+
+    int find_command(int& poll_ms) override {
+        poll_ms = init_ ? 1 : 5;
+        if (!init_) {
+            const size_t at = status_.find("\"child-pid\"");
+            if (at == std::string::npos) return -1;
+            const size_t colon = status_.find(':', at);
+            if (colon == std::string::npos) return -1;
+            init_ = static_cast<pid_t>(std::atoi(status_.c_str() + colon + 1));
+            if (init_ <= 0) return -2;
+        }
+        const pid_t cmd = first_child(init_);
+        if (cmd <= 0) return -1;
+        const int fd = static_cast<int>(::syscall(SYS_pidfd_open, cmd, 0));
+        return fd >= 0 ? fd : -2;
+    }
+
+    void ended(int command_pidfd, int& status) override {
+        readable();
+        if (command_pidfd >= 0)
+            if (auto st = exit_status_of(command_pidfd)) status = *st;
+    }
+
+    Classification classify(const Plan& p, std::optional<int> exit_code, const std::string& tail,
+                            const char*& evidence) override {
+        Classification c;
+        evidence = "json-status-fd";
+        if (auto rec = mailbox_error(record_fd_)) {
+            evidence = "stage-record";
+            c.runner_failed = true;
+            const auto& detail = rec->contains("runnerFailure") ? (*rec)["runnerFailure"] : (*rec)["message"];
+            c.runner_failure = detail.is_string() ? detail.get<std::string>() : std::string("the bwrap stage failed");
+        } else if (status_.find("\"exit-code\"") == std::string::npos && exit_code && *exit_code != 0) {
+            // bwrap never exec'd the stage: its setup (or exec) failed, and its
+            // own line on stderr says why.
+            FailureRule own;
+            own.fatal_signatures = {"bwrap: "};
+            c.runner_failed = true;
+            c.runner_failure = match_runner_failure({own}, exit_code, tail);
+            if (!c.runner_failure)
+                c.runner_failure = fmt::format("bwrap exited with status {} before starting the command", *exit_code);
+        } else {
+            // The stage exec'd the command: a `bwrap: ` line now is the
+            // command's, not bwrap's.
+            c = dsh::classify({}, p.c.denial_signatures, exit_code, tail);
+        }
+        // A run that failed on a verdict taken from the probe cache: the entry
+        // is stale (or forged), so the next run probes again.
+        if (c.runner_failed && probe_cached_) probe_cache::forget();
+        return c;
+    }
+
+private:
+    int record_fd_;
+    bool probe_cached_;
+    int json_[2] = {-1, -1};
+    std::string status_;
+    pid_t init_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Watch> make_watch(int record_fd, bool probe_cached) {
+    return std::make_unique<BwrapWatch>(record_fd, probe_cached);
+}
+
+}  // namespace dsh::bwrap

@@ -1,0 +1,80 @@
+#include "custom_runner.hpp"
+
+#include <cstdlib>
+
+#include "../launch.hpp"
+#include "bwrap_plan.hpp"
+
+namespace dsh::custom {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+class Runner final : public dsh::Runner {
+public:
+    RunnerKind kind() const noexcept override { return RunnerKind::Custom; }
+
+    // Configured: auto takes it, without a probe; otherwise auto never asks.
+    Verdict probe(const RunnerEnv& env) const override {
+        if (!env.config.custom_runner()) return {Verdict::NotCandidate, {}, {}};
+        return {Verdict::Usable, {}, {}};
+    }
+
+    Outcome plan(const RunnerEnv& env, const Verdict&, dsh::Plan& p) const override {
+        Confinement& c = p.c;
+        const auto& command = env.config.runner_command;
+        if (command.empty())
+            return fail(Err::Usage,
+                        "--runner custom needs runnerCommand (and runnerFailureSignatures) in the config file");
+        std::string resolved;
+        // The seed: a runner that cannot be spawned is SANDBOX_UNAVAILABLE with
+        // the runner failure.
+        if (auto o = resolve_command(command.front(), std::getenv("PATH"), resolved); !o)
+            return unavailable(to_string(c.policy.mode), "cannot start the runner " + o.message);
+        auto argv = bwrap::custom_argv(command, c.policy, c.argv);
+        Layer layer;
+        layer.name = "custom";
+        layer.enforcement = Enforcement::Full;  // asserted by the operator (seed: runnerCommand)
+        layer.details["asserted"] = true;
+        c.runner = RunnerKind::Custom;
+        c.layers = {layer};
+        c.denial_signatures = {"read-only file system", "permission denied"};
+        c.runner_failure_rules =
+            nlohmann::json::array({{{"fatalSignatures", env.config.runner_failure_signatures}}});
+        c.hardening.clear();
+        c.exec_argv = argv;
+        p.in_process.reset();
+        p.exec_path = resolved;
+        p.exec_argv = std::move(argv);
+        p.exec_is_runner = true;
+        return Outcome::success();
+    }
+
+    ojson describe(const RunnerEnv& env) const override {
+        const auto& command = env.config.runner_command;
+        ojson cu;
+        cu["runner"] = "custom";
+        cu["usable"] = !command.empty();
+        // As a run does: a configured runnerCommand is what auto takes.
+        cu["selectedBy"] = command.empty() ? "--runner custom" : "auto (runnerCommand is configured)";
+        if (command.empty()) {
+            cu["reason"] = "not configured (runnerCommand in the config file)";
+        } else {
+            cu["runnerCommand"] = command;
+            cu["enforcement"] = "full";
+            cu["note"] = "asserted by the operator; not probed";
+            cu["reason"] = nullptr;
+        }
+        return cu;
+    }
+};
+
+}  // namespace
+
+const dsh::Runner& runner() {
+    static const Runner r;
+    return r;
+}
+
+}  // namespace dsh::custom

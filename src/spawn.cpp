@@ -1,0 +1,196 @@
+#include "spawn.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#endif
+
+#include <fmt/format.h>
+
+namespace dsh::spawn {
+
+namespace {
+
+// Closes every fd from `first` up; close_range where the kernel has it.
+void close_from(int first) noexcept {
+#if defined(__linux__) && defined(SYS_close_range)
+    if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, 0U) == 0) return;
+#endif
+    const long max = ::sysconf(_SC_OPEN_MAX);
+    for (long fd = first; fd < (max > 0 ? max : 1024); ++fd) ::close(static_cast<int>(fd));
+}
+
+[[noreturn]] void child_fails(const Child& c, Fault f) noexcept {
+    if (c.fault_fd >= 0) (void)!::write(c.fault_fd, &f, sizeof f);
+    ::_exit(f.step == Step::Exec && c.exec_is_runner ? info(Err::SandboxUnavailable).exit_status
+                                                     : info(fault_code(f)).exit_status);
+}
+
+[[noreturn]] void run_child(const Child& c, pid_t parent) noexcept {
+    for (int i = 0; i < c.n_reset; ++i) ::sigaction(c.reset_signals[i], &c.reset_actions[i], nullptr);
+#if defined(__linux__)
+    if (c.pdeathsig) {
+        if (::prctl(PR_SET_PDEATHSIG, c.pdeathsig, 0, 0, 0) != 0) child_fails(c, Fault{Step::PdeathSig, errno, -1});
+        // The parent died before that took effect: nobody is left to
+        // report to, and nothing must outlive it.
+        if (::getppid() != parent) ::_exit(125);
+    }
+#else
+    (void)parent;
+#endif
+    if (c.terminal) {
+        const int tty = ::setsid() < 0 ? -1 : ::open(c.terminal, O_RDWR);
+        if (tty < 0 || ::ioctl(tty, TIOCSCTTY, 0) != 0) child_fails(c, Fault{Step::Stdio, errno, 0});
+        for (int i = 0; i < 3; ++i)
+            if (::dup2(tty, i) < 0) child_fails(c, Fault{Step::Stdio, errno, i});
+        if (tty > 2) ::close(tty);
+    }
+    if (c.new_group) (void)::setpgid(0, 0);
+    const int std_fds[3] = {c.stdin_fd, c.stdout_fd, c.stderr_fd};
+    for (int i = 0; i < 3; ++i)
+        if (std_fds[i] >= 0 && ::dup2(std_fds[i], i) < 0) child_fails(c, Fault{Step::Stdio, errno, i});
+    for (int i = 0; i < c.n_pass; ++i) {
+        const int slot = 3 + i;
+        if (c.pass_fds[i] == slot) ::fcntl(slot, F_SETFD, 0);
+        else if (::dup2(c.pass_fds[i], slot) < 0) child_fails(c, Fault{Step::InheritFd, errno, slot});
+    }
+    if (c.close_others) close_from(3 + c.n_pass);
+    if (c.cwd && ::chdir(c.cwd) != 0) child_fails(c, Fault{Step::Exec, errno, -1});
+    Fault f{Step::Exec, 0, -1};
+    if (c.enter) {
+        c.enter(c.enter_data, f);
+    } else {
+        if (c.mask) ::sigprocmask(SIG_SETMASK, c.mask, nullptr);
+        ::execve(c.path, c.argv, c.envp);
+        f.err = errno;
+    }
+    child_fails(c, f);
+}
+
+long ms_since(double t0) { return static_cast<long>(now_ms() - t0); }
+
+}  // namespace
+
+double now_ms() noexcept {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+std::vector<char*> c_array(const std::vector<std::string>& v) {
+    std::vector<char*> a;
+    a.reserve(v.size() + 1);
+    for (const auto& s : v) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    return a;
+}
+
+pid_t start(const Child& c) {
+    const pid_t parent = ::getpid();
+    sigset_t all, old;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, &old);
+    const pid_t pid = ::fork();
+    if (pid == 0) run_child(c, parent);
+    const int e = errno;
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    errno = e;
+    return pid;
+}
+
+Result run_bounded(const std::string& path, const std::vector<std::string>& argv,
+                   const std::vector<std::string>& env, int timeout_ms, int pass_fd, bool capture_stdout) {
+    const double t0 = now_ms();
+    Result r;
+    auto args = c_array(argv);
+    auto envp = c_array(env);
+    int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    int errp[2] = {-1, -1}, outp[2] = {-1, -1};
+    if (devnull < 0 || ::pipe2(errp, O_CLOEXEC) != 0 || (capture_stdout && ::pipe2(outp, O_CLOEXEC) != 0)) {
+        r.error = fmt::format("cannot set up {}: {}", path, std::strerror(errno));
+        for (int fd : {devnull, errp[0], errp[1], outp[0], outp[1]})
+            if (fd >= 0) ::close(fd);
+        return r;
+    }
+    Child c;
+    c.path = path.c_str();
+    c.argv = args.data();
+    c.envp = envp.data();
+    c.stdin_fd = devnull;
+    c.stdout_fd = capture_stdout ? outp[1] : devnull;
+    c.stderr_fd = errp[1];
+    if (pass_fd >= 0) {
+        c.pass_fds = &pass_fd;
+        c.n_pass = 1;
+    }
+    c.close_others = true;
+    // Its own process group, so that a hung child is killed with everything
+    // it started (a fake bwrap that is a shell script, say).
+    c.new_group = true;
+    const pid_t pid = start(c);
+    ::close(devnull);
+    ::close(errp[1]);
+    if (outp[1] >= 0) ::close(outp[1]);
+    if (pid < 0) {
+        r.error = fmt::format("cannot start {}: {}", path, std::strerror(errno));
+        ::close(errp[0]);
+        if (outp[0] >= 0) ::close(outp[0]);
+        return r;
+    }
+    r.started = true;
+    ::setpgid(pid, pid);  // also from here: no race with the child's own call
+
+    bool done = false;
+#if defined(__linux__) && defined(SYS_pidfd_open)
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0U));
+#else
+    const int pidfd = -1;
+#endif
+    int pfd[2] = {errp[0], outp[0]};
+    std::string* sink[2] = {&r.err, &r.out};
+    auto drain = [&](int k) {
+        char buf[1024];
+        ssize_t n = ::read(pfd[k], buf, sizeof buf);
+        if (n > 0 && sink[k]->size() < 65536) sink[k]->append(buf, static_cast<size_t>(n));
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+            ::close(pfd[k]);
+            pfd[k] = -1;
+        }
+    };
+    while (!done) {
+        const long left = timeout_ms - ms_since(t0);
+        if (left <= 0) break;
+        pollfd fds[3] = {{pfd[0], POLLIN, 0}, {pfd[1], POLLIN, 0}, {pidfd, POLLIN, 0}};
+        // Without pidfd_open (kernel < 5.3), poll in short steps.
+        const int wait = pidfd >= 0 ? static_cast<int>(left) : static_cast<int>(left < 10 ? left : 10);
+        int n = ::poll(fds, 3, wait);
+        if (n < 0 && errno != EINTR) break;
+        for (int k = 0; k < 2; ++k)
+            if (pfd[k] >= 0 && (fds[k].revents & (POLLIN | POLLHUP | POLLERR))) drain(k);
+        if (::waitpid(pid, &r.status, WNOHANG) == pid) done = true;
+    }
+    if (!done) {
+        ::kill(-pid, SIGKILL);
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &r.status, 0);
+        r.timed_out = true;
+    }
+    ::kill(-pid, SIGKILL);  // nothing it started outlives it
+    if (pidfd >= 0) ::close(pidfd);
+    for (int k = 0; k < 2; ++k) {
+        if (pfd[k] < 0) continue;
+        ::fcntl(pfd[k], F_SETFL, O_NONBLOCK);
+        while (pfd[k] >= 0) drain(k);
+    }
+    return r;
+}
+
+}  // namespace dsh::spawn

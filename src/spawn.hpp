@@ -1,0 +1,76 @@
+// The one way dsh-confine starts a process (POSIX). Everything the child does
+// between fork and exec is decided before the fork and held in a Child: the
+// child makes system calls on that data only (no allocation, no formatting,
+// nothing written into the parent's memory), so the same path is safe in
+// every build, the sanitized one included, and a failure in the child comes
+// back as a Fault (a fixed-size record) on a pipe, never as text.
+#pragma once
+
+#include <csignal>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace dsh::spawn {
+
+// The last step of a child: enters confinement and execs; returns only on
+// failure, with the fault set. Supervise's is enter.hpp's enter().
+using EnterFn = bool (*)(const void* data, Fault& f) noexcept;
+
+// Turns strings into the NULL-terminated array execve takes; the strings
+// must outlive it.
+std::vector<char*> c_array(const std::vector<std::string>& v);
+
+struct Child {
+    const char* path = nullptr;  // execve(path, argv, envp) unless `enter` is set
+    char* const* argv = nullptr;
+    char* const* envp = nullptr;
+    int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;  // dup2'd onto 0, 1, 2; -1: inherited
+    // Handed on as fds 3, 4, ... (inheritable); each must be above the slots
+    // before it, or already in its own.
+    const int* pass_fds = nullptr;
+    int n_pass = 0;
+    bool close_others = false; // close every fd above the passed ones before exec
+    bool new_group = false;    // setpgid(0, 0)
+    // A new session whose controlling terminal is this one, on 0, 1 and 2.
+    const char* terminal = nullptr;
+    int pdeathsig = 0;         // PR_SET_PDEATHSIG; the child exits if the parent is already gone
+    const char* cwd = nullptr;
+    // Dispositions to restore (signals the parent handles go back to what
+    // the caller had); mask: the signal mask the child execs with.
+    const int* reset_signals = nullptr;
+    const struct sigaction* reset_actions = nullptr;
+    int n_reset = 0;
+    const sigset_t* mask = nullptr;
+    EnterFn enter = nullptr;
+    const void* enter_data = nullptr;
+    int fault_fd = -1;  // where the child writes its Fault before _exit
+    // What failed to exec is a runner (bwrap, a custom runner): its exit
+    // status is a runner failure's 125, not the command's 126/127.
+    bool exec_is_runner = false;
+};
+
+// Starts the child; its pid, or -1 with errno set. Signals are blocked in
+// the parent around the fork, so that none is handled by a child that has
+// not reset its dispositions yet.
+pid_t start(const Child& c);
+
+// A child run with a deadline: stdin and (unless captured) stdout on
+// /dev/null, stderr captured, in its own process group, killed with its group
+// at the deadline and after it exits.
+struct Result {
+    bool started = false;
+    bool timed_out = false;
+    int status = 0;  // waitpid status
+    std::string out, err;
+    std::string error;  // why it could not be started
+};
+Result run_bounded(const std::string& path, const std::vector<std::string>& argv,
+                   const std::vector<std::string>& env, int timeout_ms, int pass_fd, bool capture_stdout);
+
+// Milliseconds on the monotonic clock (the program's one clock).
+double now_ms() noexcept;
+
+}  // namespace dsh::spawn

@@ -1,0 +1,155 @@
+// The runner seam, driven by a runner that exists only here
+// (test_runner/): the chain picks it, supervise starts it, its layer is
+// applied in the child, and its failures come back as data.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "chain.hpp"
+#include "report.hpp"
+#include "supervise.hpp"
+#include "test_runner/test_runner.hpp"
+
+using namespace dsh;
+
+namespace {
+
+Plan ws_plan() {
+    Plan p;
+    p.c.policy.mode = Mode::WorkspaceWrite;
+    p.c.argv = {"true"};
+    p.c.command_path = "/bin/true";
+    return p;
+}
+
+// The report's lines, read back from a pipe.
+std::vector<nlohmann::json> drain(int fd) {
+    std::string all;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) all.append(buf, static_cast<size_t>(n));
+    std::vector<nlohmann::json> out;
+    size_t i = 0;
+    while (i < all.size()) {
+        size_t j = all.find('\n', i);
+        if (j == std::string::npos) j = all.size();
+        out.push_back(nlohmann::json::parse(all.substr(i, j - i)));
+        i = j + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("seam: auto passes over an unusable runner and records why") {
+    testrunner::Script first, second;
+    first.probe = Verdict::Unusable;
+    first.unusable_reason = "no kernel support";
+    auto a = testrunner::make(RunnerKind::Bwrap, first, "exit 0");
+    auto b = testrunner::make(RunnerKind::Custom, second, "exit 0");
+    Plan p = ws_plan();
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, p, {a.get(), b.get()}));
+    CHECK(p.c.runner == RunnerKind::Custom);
+    REQUIRE(p.c.skipped.size() == 1);
+    CHECK(p.c.skipped[0].runner == "bwrap");
+    CHECK(p.c.skipped[0].reason == "no kernel support");
+    CHECK(p.c.layers.at(0).details["probe"] == "ran");
+    CHECK(p.in_process != nullptr);
+}
+
+TEST_CASE("seam: a runner that is not a candidate is not listed, and nothing usable fails closed") {
+    testrunner::Script quiet, failing;
+    quiet.probe = Verdict::NotCandidate;
+    failing.plan_fails = true;
+    auto a = testrunner::make(RunnerKind::Custom, quiet, "exit 0");
+    auto b = testrunner::make(RunnerKind::Landlock, failing, "exit 0");
+    Plan p = ws_plan();
+    Outcome o = chain::choose(RunnerKind::Auto, RunnerEnv{}, p, {a.get(), b.get()});
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::SandboxUnavailable);
+    CHECK(o.runner_failure.empty());
+    CHECK(o.text() == sandbox_unavailable_text("workspace-write"));
+    REQUIRE(p.c.skipped.size() == 1);
+    CHECK(p.c.skipped[0].runner == "landlock");
+    CHECK(p.c.skipped[0].reason == "the fake cannot plan");
+}
+
+TEST_CASE("seam: a forced runner is planned without a probe; one not built here is refused") {
+    testrunner::Script s;
+    s.probe = Verdict::Unusable;  // never asked when forced
+    auto a = testrunner::make(RunnerKind::Landlock, s, "exit 0");
+    Plan p = ws_plan();
+    REQUIRE(chain::choose(RunnerKind::Landlock, RunnerEnv{}, p, {a.get()}));
+    CHECK(p.c.layers.at(0).details["probe"] == "forced");
+    Plan q = ws_plan();
+    Outcome o = chain::choose(RunnerKind::Seatbelt, RunnerEnv{}, q, {a.get()});
+    REQUIRE_FALSE(o);
+    REQUIRE(q.c.skipped.size() == 1);
+    CHECK(q.c.skipped[0].reason == "not available on this platform");
+}
+
+TEST_CASE("seam: a plan failure that ends the run is returned as it is, with its cause as data") {
+    testrunner::Script s;
+    s.plan_ends_run = true;
+    auto a = testrunner::make(RunnerKind::Custom, s, "exit 0");
+    Plan p = ws_plan();
+    Outcome o = chain::choose(RunnerKind::Auto, RunnerEnv{}, p, {a.get()});
+    REQUIRE_FALSE(o);
+    CHECK(o.runner_failure == "the fake broke");
+    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: the fake broke");
+    CHECK(p.c.skipped.empty());
+}
+
+TEST_CASE("seam: supervise starts the planned runner, its layer applies in the child, the status is the command's") {
+    int marker[2], rep[2];
+    REQUIRE(::pipe2(marker, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(rep, O_CLOEXEC) == 0);
+    testrunner::Script s;
+    s.apply_marker_fd = marker[1];
+    auto a = testrunner::make(RunnerKind::Custom, s, "exit 7");
+    Plan p = ws_plan();
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, p, {a.get()}));
+    Report report;
+    REQUIRE(report.open(rep[1]));
+    CHECK(supervise(p, report, {}) == 7);
+    ::close(rep[1]);
+    ::close(marker[1]);
+    char c = 0;
+    CHECK(::read(marker[0], &c, 1) == 1);
+    CHECK(c == 'L');
+    auto lines = drain(rep[0]);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0]["type"] == "confinement");
+    CHECK(lines[1]["type"] == "result");
+    CHECK(lines[1]["exitCode"] == 7);
+    CHECK(lines[1]["runner"] == "custom");
+    CHECK(lines[1]["evidence"] == "exec-pipe");
+    CHECK(lines[1]["runnerFailed"] == false);
+    ::close(marker[0]);
+    ::close(rep[0]);
+}
+
+TEST_CASE("seam: a layer that fails in the child comes back as a fault, rendered once, never run") {
+    int rep[2];
+    REQUIRE(::pipe2(rep, O_CLOEXEC) == 0);
+    testrunner::Script s;
+    s.apply_fails = true;
+    auto a = testrunner::make(RunnerKind::Custom, s, "echo ran; exit 0");
+    Plan p = ws_plan();
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, p, {a.get()}));
+    Report report;
+    REQUIRE(report.open(rep[1]));
+    CHECK(supervise(p, report, {}) == 125);
+    ::close(rep[1]);
+    auto lines = drain(rep[0]);
+    REQUIRE(lines.size() == 2);  // no confinement record: the layer never held
+    CHECK(lines[0]["type"] == "result");
+    CHECK(lines[0]["runnerFailed"] == true);
+    CHECK(lines[0]["runnerFailure"] == "landlock_restrict_self: Operation not permitted");
+    CHECK(lines[0]["exitCode"] == 125);
+    CHECK(lines[1]["type"] == "error");
+    CHECK(lines[1]["code"] == "SANDBOX_UNAVAILABLE");
+    CHECK(lines[1]["runnerFailure"] == "landlock_restrict_self: Operation not permitted");
+    ::close(rep[0]);
+}
