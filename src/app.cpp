@@ -87,7 +87,7 @@ Outcome prepare_plan(const Request& req, Plan& p) {
 // Resolution (config, session, escalation with approval) -> the plan.
 // `ask` is No for explain: every check runs, nobody is asked, nothing runs.
 Outcome resolve_and_prepare(const Request& req, AskApprover ask, Resolution& res, Plan& p) {
-    if (auto o = resolve(req, current_env(), ask, res); !o) return o;
+    if (auto o = resolve(req.policy_request(), current_env(), ask, res); !o) return o;
     p.c.policy = res.policy;
     p.config = res.settings;
     return prepare_plan(req, p);
@@ -113,7 +113,7 @@ int explain_command(const Request& req, const Report& report) {
         standing.escalate.reset();
         standing.justification.reset();
         Resolution res;
-        if (auto o = resolve(standing, current_env(), AskApprover::No, res); !o) return failed(report, o);
+        if (auto o = resolve(standing.policy_request(), current_env(), AskApprover::No, res); !o) return failed(report, o);
         std::string text = policy_context_text(res.policy) + "\n";
         std::fputs(text.c_str(), stdout);
         return 0;
@@ -122,7 +122,7 @@ int explain_command(const Request& req, const Report& report) {
         // Another system's plan, from the pure builders: shown, never run.
         Resolution res;
         const ResolveEnv env = current_env();
-        if (auto o = resolve(req, env, AskApprover::No, res); !o) return failed(report, o);
+        if (auto o = resolve(req.policy_request(), env, AskApprover::No, res); !o) return failed(report, o);
         std::string text;
         const ForeignPlanInput in{res.policy, req.argv, env.tmpdir ? *env.tmpdir : "/tmp", res.session_path.has_value()};
         if (auto o = foreign_plan_text(*req.platform, in, text); !o) return failed(report, o);
@@ -140,7 +140,7 @@ int explain_command(const Request& req, const Report& report) {
 int check_command(const Request& req, const Report& report) {
     Resolution res;
     const ResolveEnv env = current_env();
-    if (auto o = resolve(req, env, AskApprover::Yes, res); !o) return failed(report, o);
+    if (auto o = resolve(req.policy_request(), env, AskApprover::Yes, res); !o) return failed(report, o);
     const CheckAnswer a = check_write(res.policy, *req.check_write, env.cwd);
     std::string text = req.json ? check_json(res, a).dump() + "\n" : check_text(res, a);
     std::fputs(text.c_str(), stdout);
@@ -179,7 +179,7 @@ int run(int argc, const char* const* argv) {
         case Action::Probe: {
             // The same settings (runner paths, custom runner, probe bound) a run would use.
             Config settings;
-            if (auto o = runner_settings(req, settings); !o) {
+            if (auto o = runner_settings(req.policy_request(), settings); !o) {
                 print_error(o.text());
                 return o.exit_status();
             }

@@ -111,15 +111,6 @@ Classification classify(const std::vector<FailureRule>& rules, const std::vector
     return c;
 }
 
-std::string runner_failure_detail(std::string_view line) {
-    constexpr std::string_view kOwn = "dsh-confine: ";
-    constexpr std::string_view kMarker = " Runner failure: ";
-    if (line.substr(0, kOwn.size()) != kOwn) return std::string(line);
-    line.remove_prefix(kOwn.size());
-    const size_t at = line.find(kMarker);
-    return std::string(at == std::string_view::npos ? line : line.substr(at + kMarker.size()));
-}
-
 std::string denial_marker(std::string_view mode) {
     return "[sandbox: file access denied under " + std::string(mode) + " mode]";
 }

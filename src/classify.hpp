@@ -1,8 +1,8 @@
 // Classification of a supervised run (the seed's bash-sandbox rules, §7 of
 // the upstream contract). Pure: exit status + stderr text + the runner's rules
-// in, facts out. The out-of-band evidence (the exec pipe for Landlock, bwrap's
-// --json-status-fd) is decided by supervise.cpp and outranks everything here;
-// these stderr rules are the fallback for runners that give nothing better.
+// in, facts out. Out-of-band evidence (the exec pipe, a runner's Watch: bwrap's
+// --json-status-fd and the stage's record) outranks everything here; these
+// stderr rules are the fallback for runners that give nothing better.
 #pragma once
 
 #include <optional>
@@ -49,12 +49,6 @@ struct Classification {
 // A runner failure is never also a denial.
 Classification classify(const std::vector<FailureRule>& rules, const std::vector<std::string>& denial_signatures,
                         std::optional<int> exit_code, std::string_view stderr_text);
-
-// A runner failure's detail, as it goes after " Runner failure: ". The line
-// matched may be our own bwrap stage's refusal, `dsh-confine: <fail-closed
-// text> Runner failure: X`: then X, not the whole line inside the text again.
-// Any other line is kept as it is.
-std::string runner_failure_detail(std::string_view line);
 
 // The marker texts (seed, exact). subject: "command".
 std::string denial_marker(std::string_view mode);

@@ -528,4 +528,22 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     return Outcome::success();
 }
 
+PolicyRequest Request::policy_request() const {
+    PolicyRequest p;
+    p.mode = mode;
+    p.root = root;
+    p.writable = writable;
+    p.keep_fds = keep_fds;
+    p.config = config;
+    p.session = session;
+    p.approver = approver;
+    p.runner = runner;
+    p.probe_timeout_ms = probe_timeout_ms;
+    p.escalate = escalate;
+    p.justification = justification;
+    p.subject = action == Action::Check ? "operation" : "command";
+    p.argv = argv;
+    return p;
+}
+
 }  // namespace dsh

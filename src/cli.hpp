@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "policy_request.hpp"
 
 namespace dsh {
 
@@ -58,6 +59,9 @@ struct Request {
     // The command: the first word that is not ours, and everything after it.
     std::vector<std::string> argv;
     std::string text;  // --help / --version output
+
+    // The values resolution needs (policy_request.hpp).
+    PolicyRequest policy_request() const;
 };
 
 // Parses argv. A usage error is Err::Usage with a one-line message.

@@ -1,5 +1,7 @@
 #include "errors.hpp"
 
+#include "fd.hpp"
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -185,6 +187,23 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
 }
 
+std::optional<std::string> read_kernel_text(const char* path) {
+#ifdef _WIN32
+    (void)path;
+    return std::nullopt;
+#else
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    char buf[4096];
+    const auto n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n < 0) return std::nullopt;
+    std::string s(buf, static_cast<size_t>(n));
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+#endif
+}
+
 bool fd_is_open(int fd) noexcept {
 #ifdef _WIN32
     struct _stat st {};
@@ -284,25 +303,6 @@ bool unmapped_owner(uid_t) { return false; }
 #endif
 
 std::string octal(mode_t m) { return fmt::format("{:04o}", static_cast<unsigned>(m & 07777)); }
-
-class Fd {
-public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    int get() const { return fd_; }
-    int release() {
-        int f = fd_;
-        fd_ = -1;
-        return f;
-    }
-
-private:
-    int fd_;
-};
 
 // Where an open descriptor really is: no symlink in it, and no race between
 // the check and the open (the name is what the kernel opened).

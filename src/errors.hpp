@@ -3,6 +3,7 @@
 // default, so adding a case makes the compiler point at every place to update.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -183,6 +184,10 @@ struct OpenRules {
 // The config, session-log and approver checks' one way in.
 Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd,
                           OpenRules rules = {});
+
+// A small kernel file (/proc, /sys) read whole, up to 4 KiB, with trailing
+// newlines and spaces removed; nullopt when it cannot be read.
+std::optional<std::string> read_kernel_text(const char* path);
 
 // The StrictModes checks of OpenRules::trusted for an existing file (not
 // opened: the approver program is run by /bin/sh, never read by us).

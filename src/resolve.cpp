@@ -7,9 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#if defined(__linux__)
-#include "linux/probe_cache.hpp"
-#endif
+#include "runner.hpp"
 
 namespace dsh {
 
@@ -29,7 +27,7 @@ std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec) 
     return std::make_unique<CommandApprover>(*spec);
 }
 
-static PolicyInput policy_input(const Request& req, const Resolution& r, const ResolveEnv& env, Mode mode,
+static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, const ResolveEnv& env, Mode mode,
                                 const std::string& mode_source) {
     PolicyInput in;
     in.cwd = env.cwd;
@@ -54,7 +52,7 @@ namespace {
 // One file of dsh-confine's own state: what decides a later run.
 struct StateFile {
     std::string path;
-    const char* what;
+    std::string what;
 };
 
 bool under(std::string_view path, std::string_view root) {
@@ -63,7 +61,7 @@ bool under(std::string_view path, std::string_view root) {
            (path.size() == root.size() || path[root.size()] == '/');
 }
 
-std::vector<StateFile> own_state(const Request& req, const Resolution& r, const ResolveEnv& env) {
+std::vector<StateFile> own_state(const PolicyRequest& req, const Resolution& r, const ResolveEnv& env) {
     std::vector<StateFile> out;
     for (auto& p : config_state_paths(req.config, [](const char* n) { return std::getenv(n); }))
         out.push_back({std::move(p), "config"});
@@ -71,9 +69,8 @@ std::vector<StateFile> own_state(const Request& req, const Resolution& r, const 
     if (r.settings.approver)
         for (auto& p : approver_files(*r.settings.approver, env.cwd, std::getenv("PATH")))
             out.push_back({std::move(p), "approver"});
-#if defined(__linux__)
-    if (auto p = probe_cache::state_path(); !p.empty()) out.push_back({std::move(p), "probe cache"});
-#endif
+    for (const Runner* runner : registry())
+        for (auto& [path, what] : runner->state_files()) out.push_back({std::move(path), what});
     return out;
 }
 
@@ -82,7 +79,7 @@ std::vector<StateFile> own_state(const Request& req, const Resolution& r, const 
 // whatever its owner (the command runs as the caller). Each path counts
 // whether it exists or not, both as named and as it resolves now. Every
 // runner is refused alike (see docs/DECISIONS.md, "Own state").
-Outcome check_own_state(const Policy& p, const Request& req, const Resolution& r, const ResolveEnv& env) {
+Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env) {
     if (p.writable_roots.empty()) return Outcome::success();  // read-only: nothing to look at
     const std::string& cwd = env.cwd;
     for (const auto& f : own_state(req, r, env)) {
@@ -111,7 +108,7 @@ Outcome check_own_state(const Policy& p, const Request& req, const Resolution& r
 namespace {
 
 // --runner and --probe-timeout over the config's, and the default timeout.
-Outcome merge_runner_flags(const Request& req, Config& s) {
+Outcome merge_runner_flags(const PolicyRequest& req, Config& s) {
     if (req.runner) {
         auto r = parse_runner(*req.runner);
         if (!r) return fail(Err::Usage, usage_text(UsageText::UnknownRunner, *req.runner));
@@ -124,13 +121,13 @@ Outcome merge_runner_flags(const Request& req, Config& s) {
 
 }  // namespace
 
-Outcome runner_settings(const Request& req, Config& out) {
+Outcome runner_settings(const PolicyRequest& req, Config& out) {
     out = Config{};
     if (auto o = load_config(req.config, out); !o) return o;
     return merge_runner_flags(req, out);
 }
 
-Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Resolution& out) {
+Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask, Resolution& out) {
     out = Resolution{};
     // 1. The escalation's own arguments: checked before anything is read or run.
     Mode target = Mode::ReadOnly;
@@ -192,7 +189,7 @@ Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Reso
     er.target = target;
     er.current = out.base_mode;
     er.justification = *req.justification;
-    er.subject = req.action == Action::Check ? "operation" : "command";
+    er.subject = req.subject;
     er.argv = req.argv;
     bool wider = false;
     for (Mode m : wider_modes(er.current)) wider = wider || m == target;

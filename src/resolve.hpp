@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "cli.hpp"
+#include "policy_request.hpp"
 #include "config.hpp"
 #include "errors.hpp"
 #include "escalation.hpp"
@@ -53,11 +53,11 @@ enum class AskApprover { Yes, No };
 
 // The subject an approval request names: "command" for a command, "operation"
 // for check --write (the seed's fs fence says operation).
-Outcome resolve(const Request& req, const ResolveEnv& env, AskApprover ask, Resolution& out);
+Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask, Resolution& out);
 
 // The runners' settings alone (config file, then runner and probe-timeout
 // flags over it), for `probe`, which resolves no policy.
-Outcome runner_settings(const Request& req, Config& out);
+Outcome runner_settings(const PolicyRequest& req, Config& out);
 
 // Builds the approver an escalation goes to: "tty", or a command. Empty: none.
 std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec);

@@ -24,6 +24,7 @@
 #include "config.hpp"
 #include "confinement.hpp"
 #include "errors.hpp"
+#include "fd.hpp"
 
 namespace dsh {
 
@@ -114,6 +115,9 @@ struct Plan {
     // stage reads it and writes it to the report once it has confined
     // itself. -1: the record goes to the report from this process.
     int record_fd = -1;
+    // What the plan opened (bwrap: our own binary, the record's memfd):
+    // closed with it, in whichever process it ends.
+    std::vector<Fd> owned;
 };
 
 class Runner {
@@ -128,6 +132,9 @@ public:
     virtual Outcome plan(const RunnerEnv& env, const Verdict& v, Plan& p) const = 0;
     // The runner's row for `dsh-confine probe` (runs its probe afresh).
     virtual nlohmann::ordered_json describe(const RunnerEnv& env) const = 0;
+    // Files of the runner's own that decide later runs (path, what they are),
+    // which a run must not be able to write (resolve's own-state check).
+    virtual std::vector<std::pair<std::string, std::string>> state_files() const { return {}; }
 };
 
 // This host's runners, in auto's order, and its name ("linux", "darwin",

@@ -79,6 +79,15 @@ long ms_since(double t0) { return static_cast<long>(now_ms() - t0); }
 
 }  // namespace
 
+int pidfd_open(pid_t pid) noexcept {
+#if defined(__linux__)
+    return static_cast<int>(::syscall(434 /* SYS_pidfd_open, the same on every architecture */, pid, 0U));
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
 double now_ms() noexcept {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -149,11 +158,7 @@ Result run_bounded(const std::string& path, const std::vector<std::string>& argv
     ::setpgid(pid, pid);  // also from here: no race with the child's own call
 
     bool done = false;
-#if defined(__linux__) && defined(SYS_pidfd_open)
-    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0U));
-#else
-    const int pidfd = -1;
-#endif
+    const int pidfd = pidfd_open(pid);
     int pfd[2] = {errp[0], outp[0]};
     std::string* sink[2] = {&r.err, &r.out};
     auto drain = [&](int k) {

@@ -16,7 +16,7 @@
 namespace dsh::spawn {
 
 // The last step of a child: enters confinement and execs; returns only on
-// failure, with the fault set. Supervise's is enter.hpp's enter().
+// failure, with the fault set. Supervise's is launch.hpp's enter().
 using EnterFn = bool (*)(const void* data, Fault& f) noexcept;
 
 // Turns strings into the NULL-terminated array execve takes; the strings
@@ -69,6 +69,9 @@ struct Result {
 };
 Result run_bounded(const std::string& path, const std::vector<std::string>& argv,
                    const std::vector<std::string>& env, int timeout_ms, int pass_fd, bool capture_stdout);
+
+// A pidfd for `pid` (Linux 5.3), or -1 where there is none.
+int pidfd_open(pid_t pid) noexcept;
 
 // Milliseconds on the monotonic clock (the program's one clock).
 double now_ms() noexcept;

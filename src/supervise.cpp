@@ -43,9 +43,6 @@
 #include "classify.hpp"
 #include "spawn.hpp"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 #ifndef SYS_kcmp
 #define SYS_kcmp 312
 #endif
@@ -311,7 +308,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (watch) watch->spawned();
     int exec_fd = exec_pipe[0];
     ::fcntl(exec_fd, F_SETFL, ::fcntl(exec_fd, F_GETFL) | O_NONBLOCK);
-    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    const int pidfd = spawn::pidfd_open(pid);
 
     bool looking = watch != nullptr;  // the command is not our child and not found yet
     auto find_command = [&](int& poll_ms) {
@@ -319,7 +316,14 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (fd == -1) return;
         looking = false;
         if (fd < 0) {
-            g_defer = 0;  // not found: signals go to our child
+            // Not found: signals go to our child, the ones that waited too.
+            ::sigprocmask(SIG_BLOCK, &block, nullptr);
+            g_defer = 0;
+            const int pending = g_pending;
+            g_pending = 0;
+            ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+            for (int s = 1; s < 32; ++s)
+                if ((pending & (1 << s)) && ::kill(pid, s) == 0) g_forwarded = g_forwarded | (1 << s);
             return;
         }
         // Publish the target with signals blocked, then send what waited.

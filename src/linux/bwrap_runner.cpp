@@ -116,25 +116,14 @@ ProbeResult probe_bwrap(const std::string& path, int timeout_ms, bool use_cache)
 }
 
 // Why user namespaces may be refused to this user: the sysctls that say so.
-std::string read_trimmed(const char* path) {
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return {};
-    char buf[64];
-    ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    std::string s(buf, n > 0 ? static_cast<size_t>(n) : 0);
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
-
 std::vector<std::string> userns_hints() {
     std::vector<std::string> h;
     if (::geteuid() == 0) return h;  // bwrap as real root needs no user namespace
-    if (read_trimmed("/proc/sys/kernel/unprivileged_userns_clone") == "0")
+    if (read_kernel_text("/proc/sys/kernel/unprivileged_userns_clone") == std::optional<std::string>("0"))
         h.push_back("user namespaces are disabled for unprivileged users (kernel.unprivileged_userns_clone=0)");
-    if (read_trimmed("/proc/sys/user/max_user_namespaces") == "0")
+    if (read_kernel_text("/proc/sys/user/max_user_namespaces") == std::optional<std::string>("0"))
         h.push_back("user namespaces are disabled (user.max_user_namespaces=0)");
-    if (read_trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1")
+    if (read_kernel_text("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == std::optional<std::string>("1"))
         h.push_back("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): "
                     "load an AppArmor profile for bwrap (bwrap-userns-restrict) or set the sysctl to 0");
     return h;
@@ -251,6 +240,8 @@ public:
         p.inherit_fds.insert(p.inherit_fds.end(), root_fds.begin(), root_fds.end());
         if (env.report_fd >= 0) p.inherit_fds.push_back(env.report_fd);
         p.record_fd = record;
+        p.owned.emplace_back(self);
+        p.owned.emplace_back(record);
         std::vector<std::string> current;
         if (p.env) current = *p.env;
         else
@@ -258,6 +249,11 @@ public:
         if (auto stashed = stash_loader_env(current); stashed != current) p.env = std::move(stashed);
         p.watch = make_watch(record, v.how == "cached");
         return Outcome::success();
+    }
+
+    std::vector<std::pair<std::string, std::string>> state_files() const override {
+        if (auto p = probe_cache::state_path(); !p.empty()) return {{std::move(p), "probe cache"}};
+        return {};
     }
 
     ojson describe(const RunnerEnv& env) const override {

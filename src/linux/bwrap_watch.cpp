@@ -23,13 +23,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../spawn.hpp"
 #include "bwrap_plan.hpp"
 #include "bwrap_runner.hpp"
 #include "probe_cache.hpp"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 namespace dsh::bwrap {
 
@@ -67,7 +65,10 @@ pid_t first_child(pid_t pid) {
     return n > 0 ? static_cast<pid_t>(std::atoi(buf)) : 0;
 }
 
-// The stage's error record, when it left one in a sealed mailbox.
+// The stage's own failure (exit status 125: it could not confine itself), when
+// it left its error record in a sealed mailbox. A record of the command's
+// (126/127: the stage could not exec it) is the command's failure, not the
+// runner's, as in exec mode.
 std::optional<nlohmann::json> mailbox_error(int fd) {
     if (fd < 0) return std::nullopt;
     const int seals = ::fcntl(fd, F_GET_SEALS);
@@ -77,23 +78,21 @@ std::optional<nlohmann::json> mailbox_error(int fd) {
     std::string text(static_cast<size_t>(st.st_size), '\0');
     if (::pread(fd, text.data(), text.size(), 0) != st.st_size) return std::nullopt;
     auto j = nlohmann::json::parse(text, nullptr, false);
-    if (!j.is_object() || j.value("type", "") != "error") return std::nullopt;
+    if (!j.is_object() || j.value("type", "") != "error" || j.value("exitStatus", 0) != 125) return std::nullopt;
     return j;
 }
 
 class BwrapWatch final : public Watch {
 public:
     BwrapWatch(int record_fd, bool probe_cached) : record_fd_(record_fd), probe_cached_(probe_cached) {}
-    ~BwrapWatch() override {
-        for (int fd : {json_[0], json_[1]})
-            if (fd >= 0) ::close(fd);
-    }
-
     Outcome arm(Plan& p) override {
-        if (::pipe2(json_, O_CLOEXEC) != 0) return failf(Err::Internal, "pipe2: {}", std::strerror(errno));
-        add_json_status_fd(p.exec_argv, json_[1]);
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) return failf(Err::Internal, "pipe2: {}", std::strerror(errno));
+        read_.reset(fds[0]);
+        write_.reset(fds[1]);
+        add_json_status_fd(p.exec_argv, fds[1]);
         p.c.exec_argv = p.exec_argv;
-        p.inherit_fds.push_back(json_[1]);
+        p.inherit_fds.push_back(fds[1]);
         return Outcome::success();
     }
 
@@ -103,22 +102,20 @@ public:
     bool own_process_group() const noexcept override { return true; }
 
     void spawned() override {
-        ::close(json_[1]);
-        json_[1] = -1;
-        ::fcntl(json_[0], F_SETFL, ::fcntl(json_[0], F_GETFL) | O_NONBLOCK);
+        write_.reset();
+        ::fcntl(read_.get(), F_SETFL, ::fcntl(read_.get(), F_GETFL) | O_NONBLOCK);
     }
 
-    int fd() const noexcept override { return json_[0]; }
+    int fd() const noexcept override { return read_.get(); }
 
     void readable() override {
         char buf[4096];
-        while (json_[0] >= 0) {
-            ssize_t n = ::read(json_[0], buf, sizeof buf);
+        while (read_) {
+            ssize_t n = ::read(read_.get(), buf, sizeof buf);
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && errno == EAGAIN) return;
             if (n <= 0) {
-                ::close(json_[0]);
-                json_[0] = -1;
+                read_.reset();
                 return;
             }
             if (status_.size() < 65536) status_.append(buf, static_cast<size_t>(n));
@@ -137,7 +134,7 @@ public:
         }
         const pid_t cmd = first_child(init_);
         if (cmd <= 0) return -1;
-        const int fd = static_cast<int>(::syscall(SYS_pidfd_open, cmd, 0));
+        const int fd = spawn::pidfd_open(cmd);
         return fd >= 0 ? fd : -2;
     }
 
@@ -179,7 +176,7 @@ public:
 private:
     int record_fd_;
     bool probe_cached_;
-    int json_[2] = {-1, -1};
+    Fd read_, write_;  // bwrap's --json-status-fd
     std::string status_;
     pid_t init_ = 0;
 };

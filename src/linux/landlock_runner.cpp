@@ -6,15 +6,13 @@
 
 namespace dsh::landlock {
 
-Layers::~Layers() {
-    if (ruleset_ >= 0) ::close(ruleset_);
-}
-
 Outcome Layers::prepare(Confinement& c, const std::vector<int>& open_fds) {
     std::vector<int> keep_open = open_fds;
     if (plan_.abi > 0) {
-        if (auto o = build_ruleset(plan_, ruleset_, c.not_granted); !o) return o;
-        keep_open.push_back(ruleset_);  // close-on-exec, like every fd landlock_create_ruleset makes
+        int fd = -1;
+        if (auto o = build_ruleset(plan_, fd, c.not_granted); !o) return o;
+        ruleset_.reset(fd);
+        keep_open.push_back(fd);  // close-on-exec, like every fd landlock_create_ruleset makes
     }
     std::vector<int> root_fds;
     for (const auto& r : plan_.rules)
@@ -25,7 +23,7 @@ Outcome Layers::prepare(Confinement& c, const std::vector<int>& open_fds) {
 
 bool Layers::apply(Fault& f) const noexcept {
     if (!harden::close_inherited_fds(fds_, f) || !harden::set_no_new_privs(f)) return false;
-    if (ruleset_ >= 0 && !restrict_self(ruleset_, f)) return false;
+    if (ruleset_ && !restrict_self(ruleset_.get(), f)) return false;
     return harden::drop_capabilities(f) && harden::install_seccomp({read_only_, plan_.host_namespaces}, f);
 }
 
@@ -53,19 +51,6 @@ std::vector<std::pair<std::string, std::string>> Layers::explain_lines() const {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-// The file's text without trailing whitespace; nullopt when it cannot be read.
-std::optional<std::string> read_text(const char* path) {
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
-    char buf[4096];
-    ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n < 0) return std::nullopt;
-    std::string s(buf, static_cast<size_t>(n));
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
 
 class Runner final : public dsh::Runner {
 public:
@@ -110,7 +95,7 @@ public:
         if (abi > 0) ll["summary"] = fmt::format("ABI {}", abi);
         std::vector<std::string> reasons;
         if (abi <= 0) reasons.push_back(describe_unavailable(abi));
-        if (auto lsm = read_text("/sys/kernel/security/lsm")) {
+        if (auto lsm = read_kernel_text("/sys/kernel/security/lsm")) {
             ll["lsm"] = *lsm;
             if (("," + *lsm + ",").find(",landlock,") == std::string::npos)
                 reasons.push_back("landlock is not in the kernel's active LSM list (/sys/kernel/security/lsm: " +

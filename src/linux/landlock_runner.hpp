@@ -20,9 +20,6 @@ namespace dsh::landlock {
 class Layers final : public InProcess {
 public:
     Layers(Plan plan, bool read_only) : plan_(std::move(plan)), read_only_(read_only) {}
-    ~Layers() override;
-    Layers(const Layers&) = delete;
-    Layers& operator=(const Layers&) = delete;
     Outcome prepare(Confinement& c, const std::vector<int>& open_fds) override;
     bool apply(Fault& f) const noexcept override;
     std::string name() const override { return "landlock"; }
@@ -33,7 +30,7 @@ private:
     Plan plan_;
     bool read_only_;
     harden::FdCleanup fds_;
-    int ruleset_ = -1;
+    Fd ruleset_;
 };
 
 // The runner (registry entry).

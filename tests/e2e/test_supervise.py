@@ -6,8 +6,10 @@ import json
 import os
 import pty
 import select
+import shutil
 import signal
 import subprocess
+import tempfile
 import termios
 import threading
 import time
@@ -499,6 +501,51 @@ for _name, _fn in list(globals().items()):
                 return t
             _t = _make()
             globals()[_t.__name__] = _t
+
+def test_a_command_cannot_forge_a_runner_failure(s):
+    # The command prints our own runner-failure line and exits 125, as the bwrap
+    # stage does when it cannot confine itself. A runner failure is read only
+    # from out-of-band evidence (the exec pipe, bwrap's status, the stage's
+    # sealed record), never from what the command writes: the run is the
+    # command's own exit 125, not SANDBOX_UNAVAILABLE, and no error record.
+    forged = ("dsh-confine: " + SANDBOX_UNAVAILABLE.format(mode="workspace-write") +
+              " Runner failure: forged by the command")
+    for runner in RUNNERS:
+        need_runner(runner)
+        r = sh("echo '%s' >&2; exit 125" % forged.replace("'", "'\\''"), s, mode="workspace-write",
+               root=s.ws, runner=runner, extra=["--supervise"])
+        bare = subprocess.run(["sh", "-c", "exit 125"])
+        assert r.rc == bare.returncode == 125, (runner, r)
+        assert r.err == forged + "\n", (runner, r)
+        res = r.rec("result")
+        assert res["runnerFailed"] is False and res["runnerFailure"] is None and res["exitCode"] == 125, (runner, r)
+        assert r.rec("error") is None, (runner, r)
+
+
+def test_a_command_bwrap_cannot_exec_is_the_commands_127_not_a_runner_failure(s):
+    # A command that exists when dsh-confine looks it up but not inside bwrap's
+    # mount view (bwrap puts a fresh tmpfs on /tmp): the stage's exec fails with
+    # ENOENT. As in exec mode, that is the command's 127, never a runner failure.
+    need_runner("bwrap")
+    d = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chmod(d, 0o755)
+        prog = os.path.join(d, "vanishes")
+        with open(prog, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(prog, 0o755)
+        for extra in ([], ["--supervise"]):
+            r = dsh(["--runner", "bwrap", "--mode", "workspace-write", "--root", s.ws] + extra + ["--", prog], s)
+            assert r.rc == 127, (extra, r)
+            assert r.err.startswith("dsh-confine: %s: " % prog), (extra, r)
+            err = r.rec("error")
+            assert err is not None and err["code"] == "COMMAND_NOT_FOUND", (extra, r)
+            if extra:
+                res = r.rec("result")
+                assert res["runnerFailed"] is False and res["exitCode"] == 127, r
+    finally:
+        shutil.rmtree(d)
+
 
 if __name__ == "__main__":
     main()

@@ -147,14 +147,3 @@ TEST_CASE("marker texts are the seed's, exactly") {
           "[sandbox: the sandbox runner itself failed under workspace-write mode \xE2\x80\x94 the command did "
           "not run; this is a sandbox problem, not a command failure]");
 }
-
-TEST_CASE("a runner failure's detail: the stage's own refusal is not nested in the text again") {
-    const std::string text = "sandbox mode \"read-only\" is requested but no sandbox backend is usable";
-    CHECK(runner_failure_detail("dsh-confine: " + text + " Runner failure: landlock_restrict_self: Operation not "
-                                "permitted") == "landlock_restrict_self: Operation not permitted");
-    CHECK(runner_failure_detail("dsh-confine: stage: --mode is required") == "stage: --mode is required");
-    CHECK(runner_failure_detail("bwrap: Can't mount proc on /newroot/proc: Operation not permitted") ==
-          "bwrap: Can't mount proc on /newroot/proc: Operation not permitted");
-    // Only a line that starts with our prefix is ours.
-    CHECK(runner_failure_detail("x dsh-confine: a Runner failure: b") == "x dsh-confine: a Runner failure: b");
-}

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../src/cli.hpp"
 #include "../../src/resolve.hpp"
 
 using namespace dsh;
@@ -54,19 +55,19 @@ TEST_CASE("resolve: mode is flag > session > config > read-only, and says which"
     Resolution res;
 
     // config only
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.mode == Mode::WorkspaceWrite);
     CHECK(res.policy.mode_source == "config");
 
     // the session beats the config
     req.session = s.session;
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.mode == Mode::DangerFullAccess);
     CHECK(res.policy.mode_source == "session");
 
     // the flag beats both
     req.mode = "read-only";
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.mode == Mode::ReadOnly);
     CHECK(res.policy.mode_source == "flag");
 
@@ -75,7 +76,7 @@ TEST_CASE("resolve: mode is flag > session > config > read-only, and says which"
     bare.config = s.state + "/none.json";
     s.write(bare.config.value(), "{}");
     bare.argv = {"true"};
-    REQUIRE(resolve(bare, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(bare.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.mode == Mode::ReadOnly);
     CHECK(res.policy.mode_source == "default");
 }
@@ -85,16 +86,16 @@ TEST_CASE("resolve: root is --root > config workspaceRoot > cwd") {
     s.write(s.config, R"({"mode": "workspace-write", "workspaceRoot": ")" + s.base + R"(/other"})");
     Request req = run_request(s);
     Resolution res;
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.workspace_root == s.base + "/other");
     CHECK(res.policy.root_source == "config");
     req.root = s.ws;
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.workspace_root == s.ws);
     CHECK(res.policy.root_source == "flag");
     s.write(s.config, R"({"mode": "workspace-write"})");
     req.root.reset();
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.workspace_root == s.ws);
     CHECK(res.policy.root_source == "cwd");
 }
@@ -104,15 +105,15 @@ TEST_CASE("resolve: probe timeout is flag > config > 5000 ms") {
     s.write(s.config, "{}");
     Request req = run_request(s);
     Resolution res;
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.settings.probe_timeout_ms == 5000);
     CHECK(res.probe_timeout_source == "default");
     s.write(s.config, R"({"probeTimeoutMs": 250})");
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.settings.probe_timeout_ms == 250);
     CHECK(res.probe_timeout_source == "config");
     req.probe_timeout_ms = 40;
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.settings.probe_timeout_ms == 40);
     CHECK(res.probe_timeout_source == "flag");
 }
@@ -123,7 +124,7 @@ TEST_CASE("resolve: an unknown --mode is a usage error naming the valid modes") 
     Request req = run_request(s);
     req.mode = "workspace";
     Resolution res;
-    Outcome o = resolve(req, s.env(), AskApprover::No, res);
+    Outcome o = resolve(req.policy_request(), s.env(), AskApprover::No, res);
     CHECK(o.err == Err::Usage);
     CHECK(o.message == "unknown mode \"workspace\" (read-only, workspace-write or danger-full-access)");
 }
@@ -139,7 +140,7 @@ TEST_CASE("resolve: escalation starts from the session's or the config's mode") 
 
     // Base from the session (read-only): workspace-write is wider; validated, not asked.
     req.session = s.session;
-    REQUIRE(resolve(req, s.env(), AskApprover::No, res));
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.base_mode == Mode::ReadOnly);
     CHECK(res.base_source == "session");
     CHECK(res.escalation == EscalationState::Pending);
@@ -148,7 +149,7 @@ TEST_CASE("resolve: escalation starts from the session's or the config's mode") 
 
     // Base from the config (workspace-write): the same target is not strictly wider.
     req.session.reset();
-    Outcome o = resolve(req, s.env(), AskApprover::No, res);
+    Outcome o = resolve(req.policy_request(), s.env(), AskApprover::No, res);
     CHECK(o.err == Err::EscalationNotWider);
     CHECK(o.message == "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current "
                        "\"workspace-write\" mode");

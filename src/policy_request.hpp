@@ -1,0 +1,29 @@
+// What a face asks of resolution, as plain values: the command line builds it
+// (Request::policy_request), and so would any other face. Resolution and
+// policy never see the command line's own type.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsh {
+
+struct PolicyRequest {
+    std::optional<std::string> mode;      // a mode's name, checked by resolve
+    std::optional<std::string> root;
+    std::vector<std::string> writable;
+    std::vector<int> keep_fds;
+    std::optional<std::string> config;    // the config file to read (else the default place)
+    std::optional<std::string> session;   // the session log
+    std::optional<std::string> approver;
+    std::optional<std::string> runner;    // a runner's name, checked by resolve
+    std::optional<int> probe_timeout_ms;
+    // A one-off wider mode, asked for with a reason.
+    std::optional<std::string> escalate;
+    std::optional<std::string> justification;
+    std::string subject = "command";      // what an approval names: "command", or "operation" (check --write)
+    std::vector<std::string> argv;        // what it is for
+};
+
+}  // namespace dsh
