@@ -23,14 +23,16 @@ std::string argv_text(const std::vector<std::string>& argv) {
 }
 
 std::string mode_source_text(const Resolution& r) {
-    const std::string& s = r.policy.mode_source;
-    if (s == "config") return "config " + r.settings.path;
-    if (s == "session")
-        return fmt::format("session {} line {}{}", r.session_path.value_or(""), r.session.mode_line,
-                           r.session.source.empty() ? "" : " (source " + r.session.source + ")");
-    if (s == "flag") return "--mode";
-    if (s == "default") return "default";
-    return s;
+    switch (r.policy.mode_source) {
+        case ModeSource::Config: return "config " + r.settings.path;
+        case ModeSource::Session:
+            return fmt::format("session {} line {}{}", r.session_path.value_or(""), r.session.mode_line,
+                               r.session.source.empty() ? "" : " (source " + r.session.source + ")");
+        case ModeSource::Flag: return "--mode";
+        case ModeSource::Default: return "default";
+        case ModeSource::Escalation: return "escalation";
+    }
+    return "default";
 }
 
 std::string escalation_state(EscalationState e) {
@@ -44,8 +46,8 @@ std::string escalation_state(EscalationState e) {
 
 ordered_json sources_json(const Resolution& r) {
     ordered_json s;
-    s["mode"] = r.policy.mode_source;
-    s["workspaceRoot"] = r.policy.root_source;
+    s["mode"] = to_string(r.policy.mode_source);
+    s["workspaceRoot"] = to_string(r.policy.root_source);
     s["runner"] = r.runner_source;
     s["probeTimeoutMs"] = r.probe_timeout_source;
     s["approver"] = r.approver_source;
@@ -65,7 +67,7 @@ ordered_json escalation_json(const Resolution& r) {
     e["state"] = escalation_state(r.escalation);
     e["mode"] = to_string(*r.escalation_target);
     e["currentMode"] = to_string(r.base_mode);
-    e["currentModeSource"] = r.base_source;
+    e["currentModeSource"] = to_string(r.base_source);
     e["approver"] = r.settings.approver ? ordered_json(*r.settings.approver) : ordered_json(nullptr);
     return e;
 }
@@ -95,13 +97,13 @@ std::string plan_text(const Resolution& r, const Plan& l) {
         std::string approver = r.settings.approver ? q(*r.settings.approver) : "none";
         line("escalation:", fmt::format("{} to {} from {} (decided by {}), approver {} ({})",
                                         escalation_state(r.escalation), to_string(*r.escalation_target),
-                                        to_string(r.base_mode), r.base_source, approver, r.approver_source));
+                                        to_string(r.base_mode), to_string(r.base_source), approver, r.approver_source));
         if (r.escalation == EscalationState::Pending)
             out += "             (dry run: nobody was asked; a real call asks the approver first)\n";
     }
-    std::string root_from = p.root_source == "config" ? "config " + r.settings.path
-                            : p.root_source == "flag" ? "--root"
-                                                      : "current directory";
+    std::string root_from = p.root_source == RootSource::Config ? "config " + r.settings.path
+                            : p.root_source == RootSource::Flag ? "--root"
+                                                                : "current directory";
     line("root:", fmt::format("{} (from {})", q(p.workspace_root), root_from));
     bool first = true;
     for (const auto& w : p.writable_roots) {
@@ -180,9 +182,9 @@ nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
     j["canonicalPath"] = a.canonical;
     j["write"] = a.allowed;
     j["mode"] = to_string(r.policy.mode);
-    j["modeSource"] = r.policy.mode_source;
+    j["modeSource"] = to_string(r.policy.mode_source);
     j["workspaceRoot"] = r.policy.workspace_root;
-    j["rootSource"] = r.policy.root_source;
+    j["rootSource"] = to_string(r.policy.root_source);
     j["matched"] = a.allowed && a.matched_source != "mode"
                        ? ordered_json{{"path", a.matched}, {"source", a.matched_source}}
                        : ordered_json(nullptr);

@@ -14,6 +14,26 @@
 
 namespace dsh {
 
+std::string_view to_string(ModeSource s) noexcept {
+    switch (s) {
+        case ModeSource::Default: return "default";
+        case ModeSource::Flag: return "flag";
+        case ModeSource::Session: return "session";
+        case ModeSource::Config: return "config";
+        case ModeSource::Escalation: return "escalation";
+    }
+    return "default";
+}
+
+std::string_view to_string(RootSource s) noexcept {
+    switch (s) {
+        case RootSource::Cwd: return "cwd";
+        case RootSource::Flag: return "flag";
+        case RootSource::Config: return "config";
+    }
+    return "cwd";
+}
+
 std::string_view to_string(Mode m) noexcept {
     switch (m) {
         case Mode::ReadOnly: return "read-only";
@@ -195,7 +215,7 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     out = Policy{};
     out.mode = in.mode;
     out.mode_source = in.mode_source;
-    out.root_source = in.root ? in.root_source : "cwd";
+    out.root_source = in.root ? in.root_source : RootSource::Cwd;
     // Never "/" in its place: a relative --root would silently become one
     // under / (issue 13: --root etc became /etc).
     if (in.cwd.empty() || in.cwd[0] != '/')

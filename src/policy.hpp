@@ -14,6 +14,13 @@ namespace dsh {
 enum class Mode { ReadOnly, WorkspaceWrite, DangerFullAccess };
 
 std::string_view to_string(Mode m) noexcept;
+
+// Who decided the mode, and the workspace root (the report's modeSource and
+// rootSource, by to_string).
+enum class ModeSource { Default, Flag, Session, Config, Escalation };
+enum class RootSource { Cwd, Flag, Config };
+std::string_view to_string(ModeSource s) noexcept;
+std::string_view to_string(RootSource s) noexcept;
 std::optional<Mode> parse_mode(std::string_view s) noexcept;
 // The seed's escalation ladder: read-only < workspace-write < danger-full-access.
 bool is_strictly_wider(Mode target, Mode current) noexcept;
@@ -43,9 +50,9 @@ struct NotGranted {
 
 struct Policy {
     Mode mode = Mode::ReadOnly;
-    std::string mode_source = "default";  // "flag", "session", "config", "escalation", "default"
-    std::string workspace_root;           // canonical, absolute
-    std::string root_source = "cwd";      // "flag", "config", "cwd"
+    ModeSource mode_source = ModeSource::Default;
+    std::string workspace_root;  // canonical, absolute
+    RootSource root_source = RootSource::Cwd;
     std::vector<WritableRoot> writable_roots;  // directories (or files) writable in full
     std::vector<std::string> writable_files;   // single nodes: "/dev/null"
     std::vector<int> keep_fds;                 // inherited on purpose (--keep-fd)
@@ -66,9 +73,9 @@ std::string canonical_path(std::string_view path, std::string_view cwd);
 
 struct PolicyInput {
     Mode mode = Mode::ReadOnly;
-    std::string mode_source = "default";
+    ModeSource mode_source = ModeSource::Default;
     std::optional<std::string> root;   // --root or config workspaceRoot
-    std::string root_source = "cwd";
+    RootSource root_source = RootSource::Cwd;
     std::vector<std::string> writable;  // --writable
     std::vector<std::string> config_writable;
     std::optional<std::string> tmpdir;  // $TMPDIR as found in the environment

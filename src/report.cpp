@@ -136,9 +136,9 @@ ordered_json confinement_record(const Confinement& c) {
     j["type"] = "confinement";
     j["version"] = 1;
     j["mode"] = to_string(p.mode);
-    j["modeSource"] = p.mode_source;
+    j["modeSource"] = to_string(p.mode_source);
     put_bytes(j, "workspaceRoot", p.workspace_root);
-    j["rootSource"] = p.root_source;
+    j["rootSource"] = to_string(p.root_source);
     j["runner"] = to_string(c.runner);
     j["enforcement"] = to_string(c.enforcement());
     j["gaps"] = gaps_json(c.gaps());

@@ -28,7 +28,7 @@ std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec) 
 }
 
 static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, const ResolveEnv& env, Mode mode,
-                                const std::string& mode_source) {
+                                ModeSource mode_source) {
     PolicyInput in;
     in.cwd = env.cwd;
     in.tmpdir = env.tmpdir;
@@ -36,10 +36,10 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.mode_source = mode_source;
     if (req.root) {
         in.root = *req.root;
-        in.root_source = "flag";
+        in.root_source = RootSource::Flag;
     } else if (r.settings.workspace_root) {
         in.root = *r.settings.workspace_root;
-        in.root_source = "config";
+        in.root_source = RootSource::Config;
     }
     in.writable = req.writable;
     in.config_writable = r.settings.writable_roots;
@@ -165,13 +165,13 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // 4. The mode without escalation.
     if (flag_mode) {
         out.base_mode = *flag_mode;
-        out.base_source = "flag";
+        out.base_source = ModeSource::Flag;
     } else if (out.session.mode) {
         out.base_mode = *out.session.mode;
-        out.base_source = "session";
+        out.base_source = ModeSource::Session;
     } else if (s.mode) {
         out.base_mode = *s.mode;
-        out.base_source = "config";
+        out.base_source = ModeSource::Config;
     }
 
     if (!out.escalation_target) {
@@ -195,7 +195,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     for (Mode m : wider_modes(er.current)) wider = wider || m == target;
     Policy probe_policy;
     if (wider) {
-        if (auto o = build_policy(policy_input(req, out, env, target, "escalation"), probe_policy); !o) return o;
+        if (auto o = build_policy(policy_input(req, out, env, target, ModeSource::Escalation), probe_policy); !o) return o;
         if (auto o = check_own_state(probe_policy, req, out, env); !o) return o;
         er.root = probe_policy.workspace_root;
         // The approver decides this call: nobody else may have rewritten it.

@@ -36,7 +36,7 @@ struct Resolution {
     SessionState session;
     // The mode before escalation, and who decided it.
     Mode base_mode = Mode::ReadOnly;
-    std::string base_source = "default";
+    ModeSource base_source = ModeSource::Default;
     EscalationState escalation = EscalationState::None;
     std::optional<Mode> escalation_target;
 };

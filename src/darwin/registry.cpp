@@ -1,8 +1,6 @@
 // macOS's runners: Seatbelt (sandbox-exec), a chain of one.
 #include "seatbelt_runner.hpp"
 
-#include "../errors.hpp"
-#include "../selftest.hpp"
 
 namespace dsh {
 
@@ -14,13 +12,5 @@ const std::vector<const Runner*>& registry() {
 std::string_view host_platform() noexcept { return "darwin"; }
 
 std::optional<int> run_internal_entry(int, const char* const*) { return std::nullopt; }
-
-namespace selftest {
-int run(const Request&) {
-    Outcome o = fail(Err::Usage, "self-test is not built for macOS yet");
-    print_error(o.text());
-    return o.exit_status();
-}
-}  // namespace selftest
 
 }  // namespace dsh

@@ -14,7 +14,6 @@
 #include "../launch.hpp"
 #include "../policy.hpp"
 #include "../report.hpp"
-#include "../selftest.hpp"
 #include "../supervise.hpp"
 #include "acl_plan.hpp"
 #include "acl_runner.hpp"
@@ -282,13 +281,5 @@ const std::vector<const Runner*>& registry() {
 std::string_view host_platform() noexcept { return "windows"; }
 
 std::optional<int> run_internal_entry(int, const char* const*) { return std::nullopt; }
-
-namespace selftest {
-int run(const Request&) {
-    Outcome o = fail(Err::Usage, "self-test is not built for Windows yet");
-    print_error(o.text());
-    return o.exit_status();
-}
-}  // namespace selftest
 
 }  // namespace dsh

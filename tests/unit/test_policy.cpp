@@ -83,7 +83,7 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
         CHECK(p.writable_roots.empty());
         CHECK(p.writable_files == std::vector<std::string>{"/dev/null"});
         CHECK(p.workspace_root == t.base);
-        CHECK(p.root_source == "cwd");
+        CHECK(to_string(p.root_source) == "cwd");
     }
     SECTION("danger-full-access: no roots at all") {
         in.mode = Mode::DangerFullAccess;
@@ -95,7 +95,7 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
     SECTION("workspace-write: root, /tmp, $TMPDIR, extras; first occurrence wins") {
         in.mode = Mode::WorkspaceWrite;
         in.root = t.base + "/real/./sub/";
-        in.root_source = "flag";
+        in.root_source = RootSource::Flag;
         in.tmpdir = "/tmp/";
         in.writable = {t.base + "/other", t.base + "/real/sub", t.base + "/other/"};
         Policy p;
@@ -106,7 +106,7 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
         CHECK(p.writable_roots[1].path == "/tmp");
         CHECK(p.writable_roots[2].path == t.base + "/other");
         CHECK(p.writable_roots[2].source == "flag");
-        CHECK(p.root_source == "flag");
+        CHECK(to_string(p.root_source) == "flag");
     }
     SECTION("each root is granted as the descriptor opened while resolving it") {
         in.mode = Mode::WorkspaceWrite;

@@ -10,9 +10,9 @@ using namespace dsh;
 TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
     Confinement c;
     c.policy.mode = Mode::WorkspaceWrite;
-    c.policy.mode_source = "flag";
+    c.policy.mode_source = ModeSource::Flag;
     c.policy.workspace_root = "/ws";
-    c.policy.root_source = "flag";
+    c.policy.root_source = RootSource::Flag;
     c.policy.writable_roots = {{"/ws", "workspace", true}, {"/tmp", "tmp", false}};
     c.policy.writable_files = {"/dev/null"};
     c.policy.keep_fds = {5};

@@ -57,19 +57,19 @@ TEST_CASE("resolve: mode is flag > session > config > read-only, and says which"
     // config only
     REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.mode == Mode::WorkspaceWrite);
-    CHECK(res.policy.mode_source == "config");
+    CHECK(to_string(res.policy.mode_source) == "config");
 
     // the session beats the config
     req.session = s.session;
     REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.mode == Mode::DangerFullAccess);
-    CHECK(res.policy.mode_source == "session");
+    CHECK(to_string(res.policy.mode_source) == "session");
 
     // the flag beats both
     req.mode = "read-only";
     REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.mode == Mode::ReadOnly);
-    CHECK(res.policy.mode_source == "flag");
+    CHECK(to_string(res.policy.mode_source) == "flag");
 
     // nothing at all: read-only, "default"
     Request bare;
@@ -78,7 +78,7 @@ TEST_CASE("resolve: mode is flag > session > config > read-only, and says which"
     bare.argv = {"true"};
     REQUIRE(resolve(bare.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.mode == Mode::ReadOnly);
-    CHECK(res.policy.mode_source == "default");
+    CHECK(to_string(res.policy.mode_source) == "default");
 }
 
 TEST_CASE("resolve: root is --root > config workspaceRoot > cwd") {
@@ -88,16 +88,16 @@ TEST_CASE("resolve: root is --root > config workspaceRoot > cwd") {
     Resolution res;
     REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.workspace_root == s.base + "/other");
-    CHECK(res.policy.root_source == "config");
+    CHECK(to_string(res.policy.root_source) == "config");
     req.root = s.ws;
     REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.workspace_root == s.ws);
-    CHECK(res.policy.root_source == "flag");
+    CHECK(to_string(res.policy.root_source) == "flag");
     s.write(s.config, R"({"mode": "workspace-write"})");
     req.root.reset();
     REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.policy.workspace_root == s.ws);
-    CHECK(res.policy.root_source == "cwd");
+    CHECK(to_string(res.policy.root_source) == "cwd");
 }
 
 TEST_CASE("resolve: probe timeout is flag > config > 5000 ms") {
@@ -142,10 +142,10 @@ TEST_CASE("resolve: escalation starts from the session's or the config's mode") 
     req.session = s.session;
     REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
     CHECK(res.base_mode == Mode::ReadOnly);
-    CHECK(res.base_source == "session");
+    CHECK(to_string(res.base_source) == "session");
     CHECK(res.escalation == EscalationState::Pending);
     CHECK(res.policy.mode == Mode::WorkspaceWrite);
-    CHECK(res.policy.mode_source == "escalation");
+    CHECK(to_string(res.policy.mode_source) == "escalation");
 
     // Base from the config (workspace-write): the same target is not strictly wider.
     req.session.reset();
