@@ -36,9 +36,11 @@
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#if defined(__linux__)
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
+#endif
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,14 +81,51 @@ volatile sig_atomic_t g_pending = 0;     // bit n: signal n waits for the comman
 volatile sig_atomic_t g_forwarded = 0;   // bit n: signal n was forwarded
 
 int send_to_target(int pidfd, int sig) {
+#if defined(__linux__)
     return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+#else
+    (void)pidfd, (void)sig;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+// pipe2(O_CLOEXEC); where there is none (macOS), pipe and fcntl: no other
+// thread can exec in between (one fork, no threads).
+int cloexec_pipe(int p[2]) {
+#if defined(__linux__)
+    return ::pipe2(p, O_CLOEXEC);
+#else
+    if (::pipe(p) != 0) return -1;
+    if (::fcntl(p[0], F_SETFD, FD_CLOEXEC) == 0 && ::fcntl(p[1], F_SETFD, FD_CLOEXEC) == 0) return 0;
+    const int e = errno;
+    ::close(p[0]);
+    ::close(p[1]);
+    errno = e;
+    return -1;
+#endif
+}
+
+// A pollable "this process exited" (Linux pidfd_open), or -1.
+int pidfd_of(pid_t pid) {
+#if defined(__linux__)
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 
 void forward(int sig, siginfo_t* si, void*) {
     // A terminal sends Ctrl-C, Ctrl-\, hang-up and resize to its whole
     // foreground process group (si_code SI_KERNEL). When the command is in
     // ours it has the signal already: forwarding would deliver it twice.
+#if defined(SI_KERNEL)
     if (g_same_group && si != nullptr && si->si_code == SI_KERNEL) return;
+#else
+    (void)si;
+#endif
     const int saved = errno;
     const int target = g_target;
     const pid_t child = g_child;
@@ -161,9 +200,11 @@ bool write_all(int fd, const char* p, size_t n) {
 // Same open file description on fd 1 and fd 2 (`2>&1`)? kcmp says exactly;
 // where it is not available, the same inode is taken as the same stream.
 bool same_stream(int a, int b) {
+#if defined(__linux__)
     long r = ::syscall(SYS_kcmp, ::getpid(), ::getpid(), 0 /* KCMP_FILE */, a, b);
     if (r == 0) return true;
     if (r > 0) return false;
+#endif
     struct stat sa {}, sb {};
     if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -180,7 +221,9 @@ bool same_stream(int a, int b) {
     ::_exit(o.exit_status());
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if !defined(__linux__)  // clone(2) is Linux's
+#define DSH_SHARED_VM_CHILD 0
+#elif defined(__SANITIZE_ADDRESS__)
 #define DSH_SHARED_VM_CHILD 0
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -334,8 +377,8 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
     int exec_pipe[2] = {-1, -1};
     int err_pipe[2] = {-1, -1};
     int json_pipe[2] = {-1, -1};
-    if (::pipe2(exec_pipe, O_CLOEXEC) != 0 || (capture && ::pipe2(err_pipe, O_CLOEXEC) != 0) ||
-        (bwrap && ::pipe2(json_pipe, O_CLOEXEC) != 0))
+    if (cloexec_pipe(exec_pipe) != 0 || (capture && cloexec_pipe(err_pipe) != 0) ||
+        (bwrap && cloexec_pipe(json_pipe) != 0))
         return internal("pipe2");
     if (bwrap) {
         // bwrap's status: {"child-pid":..} once the sandbox is up, {"exit-code":..}
@@ -388,8 +431,10 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
     std::function<void()> child = [&]() {
         // Back to the caller's dispositions (the mask comes back at execve).
         restore_signals();
+#if defined(__linux__)
         if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
             child_failed(exec_pipe[1], failf(Err::Internal, "prctl(PR_SET_PDEATHSIG): {}", std::strerror(errno)));
+#endif
         // dsh-confine died before the line above took effect: nobody is
         // left to report to, and the command must not outlive its launcher.
         if (::getppid() != parent) ::_exit(125);
@@ -440,7 +485,7 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
     int json_fd = json_pipe[0];
     ::fcntl(exec_fd, F_SETFL, ::fcntl(exec_fd, F_GETFL) | O_NONBLOCK);
     std::string exec_msg, json_text;
-    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    const int pidfd = pidfd_of(pid);
 
     // Reads what is there; false at EOF (the fd is then closed).
     auto slurp = [](int& fd, std::string& into) {
@@ -470,7 +515,7 @@ int supervise(Launch& l, const Report& report, const SuperviseOptions& opts) {
         }
         const pid_t cmd = first_child(sandbox_init);
         if (cmd <= 0) return;
-        const int fd = static_cast<int>(::syscall(SYS_pidfd_open, cmd, 0));
+        const int fd = pidfd_of(cmd);
         looking = false;
         if (fd < 0) {
             g_defer = 0;  // fall back to signalling bwrap
