@@ -271,8 +271,17 @@ Approval approval_from_status(int status) noexcept {
 }
 
 Approval CommandApprover::ask(const EscalationRequest& r) {
+    // Both ends close on exec: the approver gets the read end as its stdin
+    // (dup2 clears the flag there) and must not hold the write end, or it
+    // never sees EOF. pipe(2) and fcntl(2), not pipe2: macOS has no pipe2,
+    // and no other thread can exec in between (dsh-confine starts none).
     int in[2];
-    if (::pipe2(in, O_CLOEXEC) != 0) return Approval::Unavailable;
+    if (::pipe(in) != 0) return Approval::Unavailable;
+    if (::fcntl(in[0], F_SETFD, FD_CLOEXEC) != 0 || ::fcntl(in[1], F_SETFD, FD_CLOEXEC) != 0) {
+        ::close(in[0]);
+        ::close(in[1]);
+        return Approval::Unavailable;
+    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     // stdin: the request. stdout: our stderr, so an approver's chatter never

@@ -281,7 +281,7 @@ Outcome check_fd_headroom() {
     std::vector<int> fds;
     fds.reserve(kFdHeadroom);
     int e = 0;
-    const int base = ::open("/", O_PATH | O_CLOEXEC);
+    const int base = ::open("/", kOpenFlags);  // O_PATH where there is one
     if (base < 0) e = errno;
     else fds.push_back(base);
     while (e == 0 && static_cast<int>(fds.size()) < kFdHeadroom) {

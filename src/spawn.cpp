@@ -79,6 +79,21 @@ long ms_since(double t0) { return static_cast<long>(now_ms() - t0); }
 
 }  // namespace
 
+int cloexec_pipe(int p[2]) noexcept {
+#if defined(__linux__)
+    return ::pipe2(p, O_CLOEXEC);
+#else
+    // No pipe2 (macOS): pipe, then close-on-exec, before any child exists.
+    if (::pipe(p) != 0) return -1;
+    if (::fcntl(p[0], F_SETFD, FD_CLOEXEC) == 0 && ::fcntl(p[1], F_SETFD, FD_CLOEXEC) == 0) return 0;
+    const int e = errno;
+    ::close(p[0]);
+    ::close(p[1]);
+    errno = e;
+    return -1;
+#endif
+}
+
 int pidfd_open(pid_t pid) noexcept {
 #if defined(__linux__)
     return static_cast<int>(::syscall(434 /* SYS_pidfd_open, the same on every architecture */, pid, 0U));
@@ -123,7 +138,7 @@ Result run_bounded(const std::string& path, const std::vector<std::string>& argv
     auto envp = c_array(env);
     int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     int errp[2] = {-1, -1}, outp[2] = {-1, -1};
-    if (devnull < 0 || ::pipe2(errp, O_CLOEXEC) != 0 || (capture_stdout && ::pipe2(outp, O_CLOEXEC) != 0)) {
+    if (devnull < 0 || cloexec_pipe(errp) != 0 || (capture_stdout && cloexec_pipe(outp) != 0)) {
         r.error = fmt::format("cannot set up {}: {}", path, std::strerror(errno));
         for (int fd : {devnull, errp[0], errp[1], outp[0], outp[1]})
             if (fd >= 0) ::close(fd);

@@ -70,6 +70,9 @@ struct Result {
 Result run_bounded(const std::string& path, const std::vector<std::string>& argv,
                    const std::vector<std::string>& env, int timeout_ms, int pass_fd, bool capture_stdout);
 
+// pipe2(O_CLOEXEC), or its equivalent where there is no pipe2.
+int cloexec_pipe(int p[2]) noexcept;
+
 // A pidfd for `pid` (Linux 5.3), or -1 where there is none.
 int pidfd_open(pid_t pid) noexcept;
 

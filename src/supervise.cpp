@@ -27,12 +27,11 @@
 #include <ctime>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
+#if defined(__linux__)
 #include <sys/syscall.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,14 +67,24 @@ volatile sig_atomic_t g_pending = 0;     // bit n: signal n waits for the comman
 volatile sig_atomic_t g_forwarded = 0;   // bit n: signal n was forwarded
 
 int send_to_target(int pidfd, int sig) {
+#if defined(__linux__)
     return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+#else
+    (void)pidfd, (void)sig;
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 
 void forward(int sig, siginfo_t* si, void*) {
     // A terminal sends Ctrl-C, Ctrl-\, hang-up and resize to its whole
     // foreground process group (si_code SI_KERNEL). When the command is in
     // ours it has the signal already: forwarding would deliver it twice.
+#if defined(SI_KERNEL)
     if (g_same_group && si != nullptr && si->si_code == SI_KERNEL) return;
+#else
+    (void)si;
+#endif
     const int saved = errno;
     const int target = g_target;
     const pid_t child = g_child;
@@ -112,9 +121,11 @@ bool write_all(int fd, const char* p, size_t n) {
 // Same open file description on fd 1 and fd 2 (`2>&1`)? kcmp says exactly;
 // where it is not available, the same inode is taken as the same stream.
 bool same_stream(int a, int b) {
+#if defined(__linux__)
     long r = ::syscall(SYS_kcmp, ::getpid(), ::getpid(), 0 /* KCMP_FILE */, a, b);
     if (r == 0) return true;
     if (r > 0) return false;
+#endif
     struct stat sa {}, sb {};
     if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -225,7 +236,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     auto internal = [&](const char* what) { return failed(failf(Err::Internal, "{}: {}", what, std::strerror(errno))); };
     int exec_pipe[2] = {-1, -1};
     int err_pipe[2] = {-1, -1};
-    if (::pipe2(exec_pipe, O_CLOEXEC) != 0 || (capture && ::pipe2(err_pipe, O_CLOEXEC) != 0)) return internal("pipe2");
+    if (spawn::cloexec_pipe(exec_pipe) != 0 || (capture && spawn::cloexec_pipe(err_pipe) != 0)) return internal("pipe");
     if (watch)
         if (auto o = watch->arm(p); !o) return failed(o);
     // Everything the child does is made here, before it exists.

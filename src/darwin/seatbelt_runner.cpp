@@ -1,5 +1,6 @@
-// Built for darwin hosts only; this project's CI (Linux) compiles its pure
-// half (seatbelt_plan.cpp) and has never run this file on a Mac.
+// Built for darwin hosts only. This project's CI (Linux) unit-tests its pure
+// half (seatbelt_plan.cpp) and cross-compiles and links this file into the
+// macOS dsh-confine (tests/cross/build-macos.sh); it has never run on a Mac.
 #include "seatbelt_runner.hpp"
 
 #include <climits>
