@@ -7,8 +7,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #if !defined(_WIN32)
-#include <spawn.h>
 #include <sys/wait.h>
+#include "spawn.hpp"
 #endif
 #include <unistd.h>
 
@@ -276,24 +276,19 @@ Approval CommandApprover::ask(const EscalationRequest& r) {
     // never sees EOF. pipe(2) and fcntl(2), not pipe2: macOS has no pipe2,
     // and no other thread can exec in between (dsh-confine starts none).
     int in[2];
-    if (::pipe(in) != 0) return Approval::Unavailable;
-    if (::fcntl(in[0], F_SETFD, FD_CLOEXEC) != 0 || ::fcntl(in[1], F_SETFD, FD_CLOEXEC) != 0) {
-        ::close(in[0]);
-        ::close(in[1]);
-        return Approval::Unavailable;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
+    if (spawn::cloexec_pipe(in) != 0) return Approval::Unavailable;
     // stdin: the request. stdout: our stderr, so an approver's chatter never
     // lands in the output a caller reads from the command.
-    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
     const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
-    pid_t pid = -1;
-    int rc = ::posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char* const*>(argv), environ);
-    posix_spawn_file_actions_destroy(&fa);
+    spawn::Child child;
+    child.path = argv[0];
+    child.argv = const_cast<char* const*>(argv);
+    child.envp = environ;
+    child.stdin_fd = in[0];
+    child.stdout_fd = STDERR_FILENO;
+    const pid_t pid = spawn::start(child);
     ::close(in[0]);
-    if (rc != 0) {
+    if (pid < 0) {
         ::close(in[1]);
         return Approval::Unavailable;
     }
