@@ -5,8 +5,8 @@
 # profile; then binary sizes and peak memory. Writes the raw hyperfine JSON
 # and a Markdown table into the output directory.
 #
-#   bench/run.sh [--binary PATH] [--dynamic PATH|--no-dynamic] [--runs N]
-#                [--warmup N] [--out DIR]
+#   bench/run.sh [--binary PATH] [--dynamic PATH|--no-dynamic] [--baseline PATH]
+#                [--runs N] [--warmup N] [--out DIR] [--interleave]
 #
 # Results go to bench/out/ unless --out is given.
 # Without --binary a release build (static: the default) is made in
@@ -15,6 +15,10 @@
 # does not have (a runner, --supervise, probe) are printed as "not available"
 # instead of failing the run. The exec floor (bench/exec_floor.c: a static
 # program that only execs its arguments) is built with cc when there is one.
+# --baseline PATH adds another dsh-confine (an earlier build) to the same run:
+# its landlock and auto rows and its bwrap stage, for a before/after table.
+# --interleave times the rows with bench/interleave.py instead of hyperfine:
+# every round runs every row once, in random order (for a shared, noisy host).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +26,8 @@ src=$(dirname "$here")
 bin=""
 dynamic=""
 no_dynamic=0
+baseline=""
+interleave=0
 runs=200
 warmup=20
 out=""
@@ -30,15 +36,19 @@ while [ $# -gt 0 ]; do
         --binary) bin=$2; shift 2 ;;
         --dynamic) dynamic=$2; shift 2 ;;
         --no-dynamic) no_dynamic=1; shift ;;
+        --baseline) baseline=$(realpath "$2"); shift 2 ;;
+        --interleave) interleave=1; shift ;;
         --runs) runs=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n "2,15p" "$0"; exit 0 ;;
+        -h|--help) sed -n "2,19p" "$0"; exit 0 ;;
         *) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 
-for tool in hyperfine python3; do
+tools="python3"
+[ "$interleave" = 1 ] || tools="hyperfine $tools"
+for tool in $tools; do
     command -v "$tool" >/dev/null || { echo "bench/run.sh: $tool is needed" >&2; exit 2; }
 done
 
@@ -60,6 +70,17 @@ bin=$(realpath "$bin")
 # Scratch under /var/tmp: /tmp is a writable root (and a tmpfs under bwrap).
 scratch=$(mktemp -d /var/tmp/dsh-bench.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
+# Every dsh-confine timed is a fresh copy, as `meson install` or a package
+# puts it: how a file was written decides how it sits in the page cache, and
+# that alone moved the stage by 0.4 ms here (the linker's output in build/
+# against a cp of the same bytes; issue 14). Copies make the rows comparable.
+mkdir "$scratch/bin"
+cp "$bin" "$scratch/bin/dsh-confine"
+bin_src=$bin
+bin="$scratch/bin/dsh-confine"
+if [ -n "$dynamic" ]; then cp "$dynamic" "$scratch/bin/dsh-confine-dynamic"; dynamic="$scratch/bin/dsh-confine-dynamic"; fi
+baseline_src=$baseline
+if [ -n "$baseline" ]; then cp "$baseline" "$scratch/bin/dsh-confine-baseline"; baseline="$scratch/bin/dsh-confine-baseline"; fi
 ws="$scratch/ws"
 mkdir -p "$ws"
 [ -n "$out" ] || out="$src/bench/out"
@@ -103,6 +124,13 @@ if [ -n "$dynamic" ]; then
         fi
     done
 fi
+if [ -n "$baseline" ]; then
+    for runner in landlock auto; do
+        if works "baseline dsh $runner" "$baseline" --runner "$runner" -- /bin/true; then
+            add "baseline dsh $runner" "$baseline --runner $runner -- /bin/true"
+        fi
+    done
+fi
 # The floor for a launcher that execs once, and for one in front of bwrap:
 # a static program that does nothing but exec its arguments.
 floor=""
@@ -115,39 +143,59 @@ else
 fi
 
 # The bwrap profile dsh-confine builds, taken from its own report (the
-# confinement record's argv): with the Landlock stage (our binary exec'd by
-# bwrap, given by path instead of the inherited /proc/self/fd/N) and without.
-direct() {  # direct MODE-ARGS... -> "with-stage-argv|no-stage-argv" on stdout (shell-quoted)
+# confinement record's execArgv): with the Landlock stage (our binary exec'd
+# by bwrap, given by path instead of the inherited /proc/self/fd/N) and
+# without. The stage runs only with the launcher's record memfd on its
+# --record-fd (a command line cannot hand one over), so every row with the
+# stage starts through the exec floor's --record, which makes that memfd;
+# the rows it is compared with start the same way.
+direct() {  # direct MODE-ARGS... -> "record-fd|with-stage-argv|no-stage-argv|bare-exec-stage-argv" lines (shell-quoted)
     "$D" --runner bwrap --report-fd 3 "$@" 3>"$scratch/report.json" >/dev/null 2>&1 || return 1
-    python3 - "$scratch/report.json" "$D" <<'PY'
+    python3 - "$scratch/report.json" "$D" "${floor:-}" <<'PY'
 import json, shlex, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 c = next((r for r in recs if r.get("type") == "confinement"), None)
 if not c or c.get("runner") != "bwrap": sys.exit(1)
-argv = c["argv"]
+argv = c.get("execArgv") or c["argv"]
+if not argv or not argv[0].endswith("bwrap"): sys.exit(1)
 stage = next((i for i, a in enumerate(argv) if a.startswith("/proc/self/fd/")), None)
 if stage is None:                       # no inner stage: the argv is bwrap's own
-    print(shlex.join(argv)); print(shlex.join(argv)); sys.exit(0)
+    print("-"); print(shlex.join(argv)); print(shlex.join(argv)); print(shlex.join(argv)); sys.exit(0)
 # The stage: <self> __dsh_confine_stage_v1 OPTIONS -- COMMAND_PATH ARGV...
 rest = argv[stage + 1:]
 end = rest.index("--")                  # the stage's own "--" ends its options
 opts, path, args = rest[:end], rest[end + 1], rest[end + 2:]
-# Without --report-fd (as the timed rows run) there is no report and no record fd.
-kept, i = [], 0
+# Without --report-fd (as the timed rows run) there is no report; the record
+# fd stays (the exec floor's --record puts a memfd there).
+kept, record_fd, i = [], None, 0
 while i < len(opts):
-    if opts[i] in ("--report-fd", "--record-fd"):
+    if opts[i] == "--report-fd":
         i += 2
         continue
+    if opts[i] == "--record-fd":
+        record_fd = opts[i + 1]
     kept.append(opts[i]); i += 1
+if record_fd is None: sys.exit(1)
 with_stage = argv[:stage] + [sys.argv[2]] + kept + ["--", path] + args
+print(record_fd)
 print(shlex.join(with_stage)); print(shlex.join(argv[:stage] + [path] + args[1:]))
+print(shlex.join(argv[:stage] + [sys.argv[3] or "/nonexistent", path] + args[1:]))
 PY
 }
 if out_argv=$(direct -- /bin/true); then
-    add "bwrap direct, with stage" "$(echo "$out_argv" | sed -n 1p)"
-    add "bwrap direct" "$(echo "$out_argv" | sed -n 2p)"
-    if [ -n "$floor" ]; then
-        add "exec floor + bwrap direct, with stage" "$floor $(echo "$out_argv" | sed -n 1p)"
+    rfd=$(echo "$out_argv" | sed -n 1p)
+    add "bwrap direct" "$(echo "$out_argv" | sed -n 3p)"
+    if [ -n "$floor" ] && [ "$rfd" != "-" ]; then
+        # The same bwrap behind the same launcher floor, three ways: the
+        # command alone; a bare static exec (the exec floor itself) where
+        # the stage goes, i.e. what one more exec costs inside bwrap; the stage.
+        add "exec floor + bwrap direct" "$floor --record $rfd $(echo "$out_argv" | sed -n 3p)"
+        add "exec floor + bwrap direct, bare exec in place of the stage" "$floor --record $rfd $(echo "$out_argv" | sed -n 4p)"
+        add "exec floor + bwrap direct, with stage" "$floor --record $rfd $(echo "$out_argv" | sed -n 2p)"
+        if [ -n "$baseline" ]; then
+            add "exec floor + bwrap direct, with baseline stage" \
+                "$floor --record $rfd $(echo "$out_argv" | sed -n 2p | sed "s#$D#$baseline#")"
+        fi
     fi
 else
     na "bwrap direct" "dsh-confine has no bwrap runner here (no bwrap confinement record)"
@@ -166,7 +214,7 @@ for runner in landlock bwrap auto; do
     fi
 done
 if out_argv=$(direct $wsargs -- sh -c "$loop"); then
-    add "loop: bwrap direct" "$(echo "$out_argv" | sed -n 2p)"
+    add "loop: bwrap direct" "$(echo "$out_argv" | sed -n 3p)"
 fi
 
 # One hyperfine run: every row shares the same machine state.
@@ -175,8 +223,13 @@ while IFS= read -r name && IFS= read -r cmd; do
     set -- "$@" -n "$name" "$cmd"
 done < "$cmds"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-hyperfine -N --style basic --warmup "$warmup" --runs "$runs" --export-json "$out/hyperfine.json" "$@" \
-    > "$out/hyperfine.txt" 2>&1 || { cat "$out/hyperfine.txt" >&2; exit 1; }
+if [ "$interleave" = 1 ]; then
+    python3 "$here/interleave.py" "$cmds" "$out/hyperfine.json" --runs "$runs" --warmup "$warmup" \
+        > "$out/hyperfine.txt" 2>&1 || { cat "$out/hyperfine.txt" >&2; exit 1; }
+else
+    hyperfine -N --style basic --warmup "$warmup" --runs "$runs" --export-json "$out/hyperfine.json" "$@" \
+        > "$out/hyperfine.txt" 2>&1 || { cat "$out/hyperfine.txt" >&2; exit 1; }
+fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # Peak RSS (KiB) from /usr/bin/time -v. In exec mode the process becomes the
@@ -210,11 +263,14 @@ stripped_size() { cp "$1" "$scratch/s" && strip "$scratch/s" && stat -c %s "$scr
     echo "cores=$(nproc)"
     echo "load_before=$load_before"
     echo "load_after=$load_after"
-    echo "binary=$bin"
+    echo "binary=$bin_src (timed as a fresh copy)"
     echo "dynamic=$dynamic"
+    echo "baseline=$baseline_src"
+    echo "baseline_version=$([ -n "$baseline" ] && "$baseline" --version 2>/dev/null | head -n 1)"
     echo "version=$("$D" --version 2>/dev/null | head -n 1)"
     echo "runs=$runs"
     echo "warmup=$warmup"
+    echo "timer=$([ "$interleave" = 1 ] && echo "bench/interleave.py (rows interleaved, random order each round)" || echo "hyperfine -N")"
 } > "$out/machine.txt"
 
 python3 "$here/report.py" "$out"

@@ -51,7 +51,7 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     return failf(Err::CommandNotFound, "{}: command not found", name);
 }
 
-Outcome prepare_entry(Plan& p, int report_fd, const std::string* record, const std::vector<int>& open_fds,
+[[gnu::hot]] Outcome prepare_entry(Plan& p, int report_fd, const std::string* record, const std::vector<int>& open_fds,
                       Entry& e) {
     e = Entry{};
     if (p.in_process) {
@@ -82,7 +82,7 @@ Outcome prepare_entry(Plan& p, int report_fd, const std::string* record, const s
     return Outcome::success();
 }
 
-bool enter(const void* entry, Fault& f) noexcept {
+[[gnu::hot]] bool enter(const void* entry, Fault& f) noexcept {
     const Entry& e = *static_cast<const Entry*>(entry);
     if (e.layers && !e.layers->apply(f)) return false;
     if (!e.record.empty()) {

@@ -34,7 +34,7 @@ std::string_view to_string(RootSource s) noexcept {
     return "cwd";
 }
 
-std::string_view to_string(Mode m) noexcept {
+[[gnu::hot]] std::string_view to_string(Mode m) noexcept {
     switch (m) {
         case Mode::ReadOnly: return "read-only";
         case Mode::WorkspaceWrite: return "workspace-write";
@@ -43,7 +43,7 @@ std::string_view to_string(Mode m) noexcept {
     return "read-only";
 }
 
-std::optional<Mode> parse_mode(std::string_view s) noexcept {
+[[gnu::hot]] std::optional<Mode> parse_mode(std::string_view s) noexcept {
     if (s == "read-only") return Mode::ReadOnly;
     if (s == "workspace-write") return Mode::WorkspaceWrite;
     if (s == "danger-full-access") return Mode::DangerFullAccess;

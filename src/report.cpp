@@ -191,7 +191,7 @@ ordered_json error_record(const Outcome& o) {
 }
 
 #ifndef _WIN32  // Windows: src/windows/platform_win.cpp (C runtime fds)
-Outcome Report::open(int fd) {
+[[gnu::hot]] Outcome Report::open(int fd) {
     if (fd < 0) return Outcome::success();
     if (fd == 0) return fail(Err::ReportFd, "--report-fd 0: the report needs an fd open for writing, not stdin");
     int fl = ::fcntl(fd, F_GETFL);
@@ -213,7 +213,7 @@ Outcome Report::write(const ordered_json& record) const {
     return write_line(record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
-Outcome Report::write_line(std::string line) const {
+[[gnu::hot]] Outcome Report::write_line(std::string line) const {
     if (fd_ < 0) return Outcome::success();
     line += '\n';
     const int err = write_whole(fd_, line);

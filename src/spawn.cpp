@@ -109,7 +109,7 @@ double now_ms() noexcept {
     return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
-std::vector<char*> c_array(const std::vector<std::string>& v) {
+[[gnu::hot]] std::vector<char*> c_array(const std::vector<std::string>& v) {
     std::vector<char*> a;
     a.reserve(v.size() + 1);
     for (const auto& s : v) a.push_back(const_cast<char*>(s.c_str()));

@@ -11,7 +11,7 @@ namespace {
 
 size_t depth(const std::string& path) { return static_cast<size_t>(std::count(path.begin(), path.end(), '/')); }
 
-bool parse_int(const std::string& s, int& out) {
+[[gnu::hot]] bool parse_int(std::string_view s, int& out) {
     if (s.empty()) return false;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc() && p == s.data() + s.size() && out >= 0;
@@ -135,7 +135,7 @@ std::vector<std::string> custom_argv(const std::vector<std::string>& runner_comm
     return a;
 }
 
-bool loader_variable(std::string_view name) {
+[[gnu::hot]] bool loader_variable(std::string_view name) {
     // PWD too: bwrap sets it for its child; the command gets the caller's (or none).
     if (name == "PWD") return true;
     if (name.rfind("LD_", 0) == 0) return true;
@@ -159,24 +159,36 @@ std::vector<std::string> stash_loader_env(const std::vector<std::string>& env) {
     return out;
 }
 
-std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env) {
-    std::vector<std::string> out;
-    out.reserve(env.size());
+[[gnu::hot]] std::vector<char*> unstash_loader_envp(char* const* env) {
+    std::vector<char*> out;
     const size_t n = std::char_traits<char>::length(kStashPrefix);
-    for (const auto& e : env) {
+    for (char* const* p = env; p && *p; ++p) {
+        const std::string_view e(*p);
         if (e.rfind("PWD=", 0) == 0) continue;  // bwrap's, not the caller's
         if (e.rfind(kStashPrefix, 0) == 0) {
-            std::string real = e.substr(n);
-            const auto eq = real.find('=');
-            if (loader_variable(std::string_view(real).substr(0, eq))) out.push_back(std::move(real));
+            // The real entry is the stashed one's tail: no copy.
+            const std::string_view real = e.substr(n);
+            if (loader_variable(real.substr(0, real.find('=')))) out.push_back(*p + n);
             continue;
         }
-        out.push_back(e);
+        out.push_back(*p);
     }
+    out.push_back(nullptr);
     return out;
 }
 
-Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
+std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env) {
+    std::vector<char*> in;
+    in.reserve(env.size() + 1);
+    for (const auto& e : env) in.push_back(const_cast<char*>(e.c_str()));
+    in.push_back(nullptr);
+    std::vector<std::string> out;
+    for (char* e : unstash_loader_envp(in.data()))
+        if (e) out.emplace_back(e);
+    return out;
+}
+
+[[gnu::hot]] Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
     out = StageRequest{};
     bool have_mode = false;
     size_t i = 0;
@@ -186,7 +198,8 @@ Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
         return Outcome::success();
     };
     for (; i < args.size(); ++i) {
-        const std::string& a = args[i];
+        // Compared as views: the comparisons inline, nothing out of line to page in.
+        const std::string_view a = args[i];
         std::string v;
         if (a == "--") {
             ++i;
@@ -198,7 +211,7 @@ Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
             out.policy.mode = *m;
             have_mode = true;
         } else if (a == "--landlock" || a == "--report-fd" || a == "--record-fd" || a == "--keep-fd") {
-            if (auto o = value(a.c_str(), v); !o) return o;
+            if (auto o = value(a.data(), v); !o) return o;  // a whole std::string: NUL-terminated
             int n = 0;
             if (!parse_int(v, n)) return failf(Err::Usage, "stage: bad number \"{}\" for {}", v, a);
             if (a == "--landlock") out.landlock_abi = n;
@@ -216,7 +229,7 @@ Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
             if (path.empty() || path[0] != '/') return failf(Err::Usage, "stage: --rw path must be absolute");
             WritableRoot r{path, source, true};
             // -1: no descriptor (a root granted by path; the stage opens it).
-            if (fd != "-1" && !parse_int(fd, r.fd)) return failf(Err::Usage, "stage: bad fd \"{}\" for --rw", fd);
+            if (std::string_view(fd) != "-1" && !parse_int(fd, r.fd)) return failf(Err::Usage, "stage: bad fd \"{}\" for --rw", fd);
             out.policy.writable_roots.push_back(std::move(r));
         } else {
             return failf(Err::Usage, "stage: unknown argument \"{}\"", a);
@@ -230,7 +243,7 @@ Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
     return Outcome::success();
 }
 
-Outcome check_mount_view(bool root_read_only) {
+[[gnu::hot]] Outcome check_mount_view(bool root_read_only) {
     if (root_read_only) return Outcome::success();
     return fail(Err::SandboxUnavailable, "bwrap did not build the sandbox: / is not mounted read-only");
 }

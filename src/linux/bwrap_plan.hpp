@@ -90,6 +90,9 @@ inline constexpr const char* kStashPrefix = "DSH_CONFINE_STAGE_ENV_";
 bool loader_variable(std::string_view name);
 std::vector<std::string> stash_loader_env(const std::vector<std::string>& env);
 std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env);
+// The same over a NULL-terminated environment (the stage's own): pointers into
+// `env`'s strings, nothing copied; the result is NULL-terminated, ready for execve.
+std::vector<char*> unstash_loader_envp(char* const* env);
 
 // The stage's own command line -> what it needs. Pure; errors are Err::Usage.
 // --record-fd is required (the launcher's memfd; run_stage checks what it is).

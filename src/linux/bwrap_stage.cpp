@@ -3,8 +3,10 @@
 #include "bwrap_runner.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
+#include <string_view>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -43,7 +45,7 @@ int stage_failed(const Report& report, int mailbox, const Outcome& o) {
 namespace {
 
 // Inside bwrap's mount view? (see check_mount_view)
-Outcome in_mount_view() {
+[[gnu::hot]] Outcome in_mount_view() {
     struct statvfs root {};
     if (::statvfs("/", &root) != 0) return failf(Err::SandboxUnavailable, "statvfs /: {}", std::strerror(errno));
     return check_mount_view((root.f_flag & ST_RDONLY) != 0);
@@ -67,7 +69,7 @@ namespace {
 constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/full",   "/dev/random",
                                           "/dev/urandom", "/dev/tty",  "/dev/console"};
 
-Outcome seal_device_nodes() {
+[[gnu::hot]] Outcome seal_device_nodes() {
     if (::geteuid() != 0) return Outcome::success();
     for (const char* node : kBwrapDevNodes) {
         struct statvfs st {};
@@ -106,16 +108,18 @@ namespace {
 // name on any file system (st_nlink 0, shmem: it has seals) that
 // /proc/self/fd shows as memfd:dsh-confine-stage. A command line cannot hand
 // one over; whoever can create one can run anything unconfined anyway.
-bool launcher_fd(int fd) {
+// `st` is left holding the fd's fstat (the record's size).
+[[gnu::hot]] bool launcher_fd(int fd, struct stat& st) {
     if (fd < 3) return false;
-    struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 0) return false;
     if (::fcntl(fd, F_GET_SEALS) < 0) return false;
-    char buf[256];
-    const std::string link = "/proc/self/fd/" + std::to_string(fd);
-    const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
-    return n > 0 && std::string_view(buf, static_cast<size_t>(n)) ==
-                        std::string("/memfd:") + kStageFdName + " (deleted)";
+    char link[32] = "/proc/self/fd/";
+    *std::to_chars(link + 14, link + sizeof link - 1, fd).ptr = '\0';
+    constexpr std::string_view want = "/memfd:dsh-confine-stage (deleted)";
+    static_assert(want.substr(7, want.size() - 17) == kStageFdName, "the memfd's name is kStageFdName");
+    char buf[64];
+    const ssize_t n = ::readlink(link, buf, sizeof buf);
+    return n > 0 && std::string_view(buf, static_cast<size_t>(n)) == want;
 }
 
 // The launcher's record is a few KiB (it holds the argv); anything near this
@@ -124,13 +128,14 @@ constexpr off_t kMaxRecordBytes = 64 << 20;
 
 }  // namespace
 
-int run_stage(int argc, const char* const* argv) {
+[[gnu::hot]] int run_stage(int argc, const char* const* argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     StageRequest req;
     Report report;
+    struct stat rst {};
     // The stage word from a command line (not from bwrap under us) is refused
     // before anything else is read or opened.
-    if (!parse_stage(args, req) || !launcher_fd(req.record_fd)) {
+    if (!parse_stage(args, req) || !launcher_fd(req.record_fd, rst)) {
         const Outcome o = failf(Err::Usage,
                                 "{} is the internal entry of dsh-confine's bwrap stage and runs only when "
                                 "dsh-confine starts it; to run a command, put it after --: dsh-confine [OPTIONS] "
@@ -143,20 +148,19 @@ int run_stage(int argc, const char* const* argv) {
     // Inherited through bwrap: close-on-exec from here, so the command never holds it.
     (void)::fcntl(mailbox, F_SETFD, FD_CLOEXEC);
     if (auto o = report.open(req.report_fd); !o) return stage_failed(report, mailbox, o);
-    // The record the launcher prepared.
-    std::string record;
-    struct stat rst {};
-    if (::fstat(mailbox, &rst) != 0 || rst.st_size > kMaxRecordBytes)
+    // The record the launcher prepared (written before it exec'd bwrap, so
+    // the size launcher_fd read is final), read into one buffer of that size.
+    if (rst.st_size < 0 || rst.st_size > kMaxRecordBytes)
         return stage_failed(report, mailbox,
                             fail(Err::Internal, "stage: the launcher's record is unreadable or too large"));
+    std::string record(static_cast<size_t>(rst.st_size), '\0');
     {
-        char buf[65536];
+        size_t got = 0;
         ssize_t n;
-        off_t off = 0;
-        while ((n = ::pread(mailbox, buf, sizeof buf, off)) > 0) {
-            record.append(buf, static_cast<size_t>(n));
-            off += n;
-        }
+        while (got < record.size() &&
+               (n = ::pread(mailbox, record.data() + got, record.size() - got, static_cast<off_t>(got))) > 0)
+            got += static_cast<size_t>(n);
+        record.resize(got);
     }
     // One line, as the launcher rendered it (no newline inside: JSON escapes it).
     if (record.find('\n') != std::string::npos) record.clear();
@@ -175,27 +179,29 @@ int run_stage(int argc, const char* const* argv) {
                             : failf(Err::SandboxUnavailable, "Landlock ABI {} is below the planned {}", have,
                                     req.landlock_abi);
     if (entered) entered = seal_device_nodes();
-    const std::string mode(to_string(req.policy.mode));
-    if (!entered) return stage_failed(report, mailbox, unavailable(mode, entered.message));
+    if (!entered)
+        return stage_failed(report, mailbox, unavailable(to_string(req.policy.mode), entered.message));
 
     // The Landlock runner's layers (ABI 0: the hardening alone), on bwrap's
     // IPC and PID namespaces; the record goes to the report once they hold.
-    Plan p;
-    p.c.policy = req.policy;
-    landlock::Plan lp;
-    if (req.landlock_abi > 0) lp = landlock::plan(req.policy, req.landlock_abi, req.policy.mode == Mode::ReadOnly);
+    // The ruleset alone: the launcher built and reported this layer from the
+    // same policy and ABI (landlock::plan is plan_rules and the layer's record).
+    const bool read_only = req.policy.mode == Mode::ReadOnly;
+    landlock::Ruleset lp;
+    if (req.landlock_abi > 0) lp = landlock::plan_rules(req.policy, req.landlock_abi);
     lp.host_namespaces = false;
-    p.in_process = std::make_unique<landlock::Layers>(std::move(lp), req.policy.mode == Mode::ReadOnly);
-    p.exec_path = req.command_path;
-    p.exec_argv = req.argv;
-    // Loader variables stashed for the trip through bwrap go back for the
-    // command alone (see stash_loader_env).
-    std::vector<std::string> env;
-    for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-    p.env = unstash_loader_env(env);
+    Plan p;
+    p.c.policy = std::move(req.policy);
+    p.in_process = std::make_unique<landlock::Layers>(std::move(lp), read_only);
+    p.exec_path = std::move(req.command_path);
+    p.exec_argv = std::move(req.argv);
     Entry e;
     if (auto o = prepare_entry(p, report.fd(), &record, {mailbox}, e); !o)
         return stage_failed(report, mailbox, o);
+    // Loader variables stashed for the trip through bwrap go back for the
+    // command alone (see stash_loader_env): pointers into our own environment,
+    // nothing copied (p.env stays unset, so prepare_entry made no array).
+    e.envp = unstash_loader_envp(environ);
     // Sealed as it is just before exec: from then on nothing (the command
     // included) can leave a record in it.
     e.seal_fd = mailbox;
@@ -203,5 +209,43 @@ int run_stage(int argc, const char* const* argv) {
     enter(&e, f);
     return stage_failed(report, mailbox, entry_failure(p, f));
 }
+
+namespace {
+
+// The stage and the probe's child start here, before main: in the static
+// binary (the one shipped) glibc runs .preinit_array once libc itself is
+// ready (TLS, malloc, stdio, IRELATIVE relocations, environ) and before any
+// static initialiser. Those initialisers are the launcher's: libstdc++'s
+// iostreams and locale (pulled in by the command-line library) and the
+// command-line library's own objects; in the stage they cost about 45k
+// instructions and a dozen page faults, more than the stage's own work, for
+// nothing it uses. Nothing the stage calls depends on one
+// (tests/packaging/stage_entry.py holds the project to no dynamic initialiser
+// outside cli.cpp). Exceptions unwind through the binary's PT_GNU_EH_FRAME
+// (meson.build links the static binary with --eh-frame-hdr), as frame_dummy
+// has not registered .eh_frame yet. The process leaves with _exit: exit()
+// would run the fini side of initialisers that never ran (crtbegin's
+// __deregister_frame_info aborts on frames it never registered), and the
+// stage writes through no stdio buffer.
+// A dynamic build (-Dstatic=false, the sanitizers) is different: ld.so runs
+// the executable's .preinit_array before libc.so's own initialiser, so
+// environ is not set yet; there the stage starts from main
+// (run_internal_entry), as it always did.
+[[gnu::hot]] void early_entry(int argc, char** argv, char** envp) {
+    if (argc < 2 || argv == nullptr || argv[1] == nullptr) return;
+    if (environ != envp) return;  // libc is not initialised yet (a dynamic build)
+    int status;
+    if (std::strcmp(argv[1], kStageArg) == 0)
+        status = run_stage(argc, argv);
+    else if (argc == 2 && std::strcmp(argv[1], kProbeArg) == 0)
+        status = run_probe_check();
+    else
+        return;  // the launcher: main, after the initialisers
+    ::_exit(status);
+}
+
+[[gnu::used, gnu::section(".preinit_array")]] void (*const early_entry_hook)(int, char**, char**) = early_entry;
+
+}  // namespace
 
 }  // namespace dsh::bwrap

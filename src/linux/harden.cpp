@@ -30,7 +30,7 @@ bool failed(Fault& f, Step step, int err = 0, int arg = -1) noexcept {
 }
 }  // namespace
 
-FdCleanup FdCleanup::make(const std::vector<int>& keep, const std::vector<int>& open_fds,
+[[gnu::hot]] FdCleanup FdCleanup::make(const std::vector<int>& keep, const std::vector<int>& open_fds,
                           const std::vector<int>& transient) {
     FdCleanup c;
     c.keep = keep;
@@ -45,7 +45,7 @@ FdCleanup FdCleanup::make(const std::vector<int>& keep, const std::vector<int>& 
     return c;
 }
 
-bool close_inherited_fds(const FdCleanup& c, Fault& f) noexcept {
+[[gnu::hot]] bool close_inherited_fds(const FdCleanup& c, Fault& f) noexcept {
     for (int fd : c.transient) {
         int flags = ::fcntl(fd, F_GETFD);
         if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) return failed(f, Step::RootFd, errno, fd);
@@ -65,7 +65,7 @@ bool close_inherited_fds(const FdCleanup& c, Fault& f) noexcept {
     return true;
 }
 
-bool set_no_new_privs(Fault& f) noexcept {
+[[gnu::hot]] bool set_no_new_privs(Fault& f) noexcept {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return failed(f, Step::NoNewPrivs, errno);
     return true;
 }
@@ -77,7 +77,7 @@ bool set_no_new_privs(Fault& f) noexcept {
 // and also covers capabilities newer than our headers' CAP_LAST_CAP.
 constexpr int kCapLimit = 1024;  // a bound for the walk, far above any kernel's
 
-bool drop_capabilities(Fault& f) noexcept {
+[[gnu::hot]] bool drop_capabilities(Fault& f) noexcept {
     __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[2] = {};
     if (::syscall(SYS_capget, &hdr, data) != 0)
@@ -127,7 +127,7 @@ bool drop_capabilities(Fault& f) noexcept {
     return true;
 }
 
-bool install_seccomp(const SeccompOptions& opts, Fault& f) noexcept {
+[[gnu::hot]] bool install_seccomp(const SeccompOptions& opts, Fault& f) noexcept {
     // The BPF libseccomp made at build time (seccomp_filters.h); loaded as
     // libseccomp's seccomp_load would: seccomp(2) without flags, and
     // prctl(PR_SET_SECCOMP) where the kernel has no seccomp(2).

@@ -57,21 +57,30 @@ struct Rule {
     int fd = -1;
 };
 
-struct Plan {
+// What the kernel is asked for: the rights to handle and the rules. All
+// that the layers need, and all the bwrap stage builds (plan_rules).
+struct Ruleset {
     int abi = 0;
     uint64_t handled_fs = 0;
     uint64_t scoped = 0;
     std::vector<Rule> rules;
-    Layer layer;  // enforcement and gaps of this layer
     // The command shares the host's IPC and PID namespaces (true for the
     // Landlock runner; the bwrap stage clears it): enter() then installs the
     // seccomp variant that refuses IPC and calls aimed at other processes.
     bool host_namespaces = true;
 };
 
+// The ruleset and the layer's record for the report.
+struct Plan : Ruleset {
+    Layer layer;  // enforcement and gaps of this layer
+};
+
 // metadata_closed: another layer (seccomp in read-only, a read-only mount
 // under bwrap) refuses chmod/chown/utimes/xattr outside the writable roots.
 Plan plan(const Policy& policy, int abi, bool metadata_closed);
+// The ruleset alone, exactly plan()'s: what the bwrap stage needs to confine
+// itself (its launcher built and reported the layer from the same policy and ABI).
+Ruleset plan_rules(const Policy& policy, int abi);
 
 // The kernel's ABI version, or -errno (ENOSYS: not built in, EOPNOTSUPP: disabled).
 int query_abi() noexcept;
@@ -80,7 +89,7 @@ std::string describe_unavailable(int negative_errno);
 // Creates the ruleset and adds the rules; returns the ruleset fd in `fd`.
 // Rules whose path is missing and not required are dropped and recorded in
 // `skipped` (granting less, never more).
-Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped);
+Outcome build_ruleset(const Ruleset& plan, int& fd, std::vector<Skipped>& skipped);
 // landlock_restrict_self; no_new_privs must already be set.
 // System calls only (see harden.hpp); the ruleset fd stays open.
 bool restrict_self(int ruleset_fd, Fault& f) noexcept;

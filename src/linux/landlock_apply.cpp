@@ -43,7 +43,7 @@ struct __attribute__((packed)) PathBeneathAttr {
 
 }  // namespace
 
-int query_abi() noexcept {
+[[gnu::hot]] int query_abi() noexcept {
     long v = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, CREATE_RULESET_VERSION);
     if (v < 0) return -errno;
     return static_cast<int>(v);
@@ -59,7 +59,7 @@ std::string describe_unavailable(int negative_errno) {
     }
 }
 
-Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped) {
+[[gnu::hot]] Outcome build_ruleset(const Ruleset& plan, int& fd, std::vector<Skipped>& skipped) {
     RulesetAttr attr{plan.handled_fs, 0, plan.scoped};
     long rs = ::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
     if (rs < 0)
@@ -103,7 +103,7 @@ Outcome build_ruleset(const Plan& plan, int& fd, std::vector<Skipped>& skipped) 
     return Outcome::success();
 }
 
-bool restrict_self(int ruleset_fd, Fault& f) noexcept {
+[[gnu::hot]] bool restrict_self(int ruleset_fd, Fault& f) noexcept {
     if (::syscall(SYS_landlock_restrict_self, ruleset_fd, 0U) != 0) {
         f = Fault{Step::RestrictSelf, errno, -1};
         return false;

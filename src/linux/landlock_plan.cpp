@@ -3,7 +3,7 @@
 
 namespace dsh::landlock {
 
-uint64_t handled_fs(int abi) noexcept {
+[[gnu::hot]] uint64_t handled_fs(int abi) noexcept {
     // One switch over the ABI, falling through from the newest: each version
     // adds to what the older ones handle.
     uint64_t r = 0;
@@ -23,7 +23,7 @@ uint64_t handled_fs(int abi) noexcept {
     return r;
 }
 
-uint64_t handled_scopes(int abi) noexcept {
+[[gnu::hot]] uint64_t handled_scopes(int abi) noexcept {
     return abi >= 6 ? (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) : 0;
 }
 
@@ -38,8 +38,8 @@ std::vector<std::string> right_names(uint64_t rights) {
     return out;
 }
 
-Plan plan(const Policy& policy, int abi, bool metadata_closed) {
-    Plan p;
+[[gnu::hot]] Ruleset plan_rules(const Policy& policy, int abi) {
+    Ruleset p;
     p.abi = abi;
     p.handled_fs = handled_fs(abi);
     p.scoped = handled_scopes(abi);
@@ -53,7 +53,12 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     const uint64_t rw = h & ~(MAKE_CHAR | MAKE_BLOCK);
     for (const auto& r : policy.writable_roots)
         p.rules.push_back({r.path, rw, r.source == "workspace" || r.source == "flag" || r.source == "config", r.fd});
+    return p;
+}
 
+Plan plan(const Policy& policy, int abi, bool metadata_closed) {
+    Plan p;
+    static_cast<Ruleset&>(p) = plan_rules(policy, abi);
     Layer& l = p.layer;
     l.name = "landlock";
     if (abi < 2)
@@ -84,7 +89,7 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     for (const auto& g : l.gaps) own = own || g.own_effect;
     l.enforcement = own ? Enforcement::Partial : Enforcement::Full;
     l.details["abi"] = abi;
-    l.details["handledAccessFs"] = right_names(h);
+    l.details["handledAccessFs"] = right_names(p.handled_fs);
     l.details["scoped"] = nlohmann::json::array();
     if (p.scoped & SCOPE_ABSTRACT_UNIX_SOCKET) l.details["scoped"].push_back("abstract_unix_socket");
     if (p.scoped & SCOPE_SIGNAL) l.details["scoped"].push_back("signal");

@@ -6,7 +6,7 @@
 
 namespace dsh::landlock {
 
-Outcome Layers::prepare(Confinement& c, const std::vector<int>& open_fds) {
+[[gnu::hot]] Outcome Layers::prepare(Confinement& c, const std::vector<int>& open_fds) {
     std::vector<int> keep_open = open_fds;
     if (plan_.abi > 0) {
         int fd = -1;
@@ -21,7 +21,7 @@ Outcome Layers::prepare(Confinement& c, const std::vector<int>& open_fds) {
     return Outcome::success();
 }
 
-bool Layers::apply(Fault& f) const noexcept {
+[[gnu::hot]] bool Layers::apply(Fault& f) const noexcept {
     if (!harden::close_inherited_fds(fds_, f) || !harden::set_no_new_privs(f)) return false;
     if (ruleset_ && !restrict_self(ruleset_.get(), f)) return false;
     return harden::drop_capabilities(f) && harden::install_seccomp({read_only_, plan_.host_namespaces}, f);
@@ -82,7 +82,7 @@ public:
                        "seccomp-tiocsti-tioclinux", "seccomp-io-uring", "seccomp-keyrings",
                        "seccomp-unknown-syscalls",  "seccomp-ipc",      "seccomp-other-processes"};
         if (ro) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
-        p.in_process = std::make_unique<Layers>(std::move(plan), ro);
+        p.in_process = std::make_unique<Layers>(static_cast<Ruleset&&>(std::move(plan)), ro);
         return Outcome::success();
     }
 

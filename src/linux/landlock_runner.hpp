@@ -19,7 +19,8 @@ namespace dsh::landlock {
 // (the bwrap stage on a kernel without Landlock) applies the rest alone.
 class Layers final : public InProcess {
 public:
-    Layers(Plan plan, bool read_only) : plan_(std::move(plan)), read_only_(read_only) {}
+    // The ruleset alone: the layer's record (Plan::layer) is the report's.
+    Layers(Ruleset plan, bool read_only) : plan_(std::move(plan)), read_only_(read_only) {}
     Outcome prepare(Confinement& c, const std::vector<int>& open_fds) override;
     bool apply(Fault& f) const noexcept override;
     std::string name() const override { return "landlock"; }
@@ -27,7 +28,7 @@ public:
     std::vector<std::pair<std::string, std::string>> explain_lines() const override;
 
 private:
-    Plan plan_;
+    Ruleset plan_;
     bool read_only_;
     harden::FdCleanup fds_;
     Fd ruleset_;

@@ -202,6 +202,22 @@ TEST_CASE("bwrap: loader variables cross bwrap renamed and come back for the com
     CHECK(bwrap::unstash_loader_env({"DSH_CONFINE_STAGE_ENV_PATH=/evil"}) == Args{});
 }
 
+TEST_CASE("bwrap stage: the environment is unstashed in place, nothing copied") {
+    char path[] = "PATH=/bin", pre[] = "DSH_CONFINE_STAGE_ENV_LD_PRELOAD=/x.so", pwd[] = "PWD=/bwrap",
+         evil[] = "DSH_CONFINE_STAGE_ENV_HOME=/evil", cpwd[] = "DSH_CONFINE_STAGE_ENV_PWD=/caller";
+    char* env[] = {path, pre, pwd, evil, cpwd, nullptr};
+    const std::vector<char*> out = bwrap::unstash_loader_envp(env);
+    REQUIRE(out.size() == 4);
+    CHECK(out[0] == path);
+    CHECK(out[1] == pre + 22);  // the stashed entry's own tail
+    CHECK(std::string(out[1]) == "LD_PRELOAD=/x.so");
+    CHECK(out[2] == cpwd + 22);
+    CHECK(std::string(out[2]) == "PWD=/caller");
+    CHECK(out[3] == nullptr);   // NULL-terminated, ready for execve
+    char* none[] = {nullptr};
+    CHECK(bwrap::unstash_loader_envp(none) == std::vector<char*>{nullptr});
+}
+
 TEST_CASE("bwrap stage: --record-fd round-trips") {
     Policy p;
     p.mode = Mode::ReadOnly;

@@ -101,3 +101,31 @@ TEST_CASE("right names") {
     CHECK(right_names(EXECUTE | REFER | IOCTL_DEV) == std::vector<std::string>{"execute", "refer", "ioctl_dev"});
     CHECK(right_names(0).empty());
 }
+
+TEST_CASE("plan_rules (the bwrap stage's) gives exactly plan's rights and rules") {
+    Policy ro;
+    ro.mode = Mode::ReadOnly;
+    ro.writable_files = {"/dev/null"};
+    Policy ws = ws_policy();
+    ws.writable_roots.push_back({"/srv/flag", "flag", true});
+    ws.writable_roots.back().fd = 7;
+    for (const Policy* p : {&ro, &ws}) {
+        for (int abi = 1; abi <= KNOWN_ABI + 1; ++abi) {
+            for (bool closed : {false, true}) {
+                const Plan full = plan(*p, abi, closed);
+                const Ruleset rules = plan_rules(*p, abi);
+                CHECK(rules.abi == full.abi);
+                CHECK(rules.handled_fs == full.handled_fs);
+                CHECK(rules.scoped == full.scoped);
+                CHECK(rules.host_namespaces == full.host_namespaces);
+                REQUIRE(rules.rules.size() == full.rules.size());
+                for (size_t i = 0; i < rules.rules.size(); ++i) {
+                    CHECK(rules.rules[i].path == full.rules[i].path);
+                    CHECK(rules.rules[i].access == full.rules[i].access);
+                    CHECK(rules.rules[i].required == full.rules[i].required);
+                    CHECK(rules.rules[i].fd == full.rules[i].fd);
+                }
+            }
+        }
+    }
+}
