@@ -33,8 +33,8 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
         return unavailable(mode);
     }
     for (const Runner* r : runners) {
+        if (!r->candidate(env.config)) continue;
         Verdict v = r->probe(env);
-        if (v.kind == Verdict::NotCandidate) continue;
         if (v.kind == Verdict::Usable) {
             Outcome o = r->plan(env, v, p);
             if (o || !passed_over(o)) return o;

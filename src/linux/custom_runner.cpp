@@ -16,10 +16,8 @@ public:
     RunnerKind kind() const noexcept override { return RunnerKind::Custom; }
 
     // Configured: auto takes it, without a probe; otherwise auto never asks.
-    Verdict probe(const RunnerEnv& env) const override {
-        if (!env.config.custom_runner()) return {Verdict::NotCandidate, {}, {}};
-        return {Verdict::Usable, {}, {}};
-    }
+    bool candidate(const Config& config) const noexcept override { return config.custom_runner(); }
+    Verdict probe(const RunnerEnv&) const override { return {Verdict::Usable, {}, {}}; }
 
     Outcome plan(const RunnerEnv& env, const Verdict&, dsh::Plan& p) const override {
         Confinement& c = p.c;

@@ -60,7 +60,8 @@ TEST_CASE("seam: auto passes over an unusable runner and records why") {
 
 TEST_CASE("seam: a runner that is not a candidate is not listed, and nothing usable fails closed") {
     testrunner::Script quiet, failing;
-    quiet.probe = Verdict::NotCandidate;
+    quiet.candidate = false;
+    quiet.probe = Verdict::Unusable;  // never asked: not a candidate
     failing.plan_fails = true;
     auto a = testrunner::make(RunnerKind::Custom, quiet, "exit 0");
     auto b = testrunner::make(RunnerKind::Landlock, failing, "exit 0");

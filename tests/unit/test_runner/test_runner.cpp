@@ -35,6 +35,7 @@ class Fake final : public Runner {
 public:
     Fake(RunnerKind kind, Script& s, std::string sh) : kind_(kind), s_(s), sh_(std::move(sh)) {}
     RunnerKind kind() const noexcept override { return kind_; }
+    bool candidate(const Config&) const noexcept override { return s_.candidate; }
     Verdict probe(const RunnerEnv&) const override {
         if (s_.probe == Verdict::Unusable) return {Verdict::Unusable, s_.unusable_reason, {}};
         return {s_.probe, {}, "ran"};

@@ -9,6 +9,7 @@ namespace dsh::testrunner {
 
 // What the fake does, set by each test.
 struct Script {
+    bool candidate = true;         // candidate(): false = auto never asks
     Verdict::Kind probe = Verdict::Usable;
     std::string unusable_reason = "not here";
     bool plan_fails = false;       // plan(): "cannot be used" (passed over)
