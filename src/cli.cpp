@@ -318,7 +318,13 @@ struct Parser {
     CLI::App top{"", "dsh-confine"};
     CLI::App* apps[7] = {};  // indexed by Ctx
 
-    explicit Parser(Request& r) {
+    // CLI11 is told only the options the words use (`used`, indexes into
+    // kOptions), in the Apps the words enter (`needed`: top, and the
+    // subcommand's): the split has already checked every word against the
+    // whole table, and CLI11 checks each new name against every option
+    // already there, so building all seven Apps in full was most of a
+    // trivial launch's instructions (1.4M of 1.7M).
+    Parser(Request& r, unsigned needed, const std::vector<bool>& used) {
         top.set_help_flag();  // ours, from kOptions, rendered by help()
         top.allow_extras(false);
         apps[static_cast<unsigned>(Ctx::Top)] = &top;
@@ -335,11 +341,13 @@ struct Parser {
             app->set_help_flag();
         }
 
-        for (const auto& o : kOptions) {
+        for (size_t k = 0; k < std::size(kOptions); ++k) {
+            if (!used[k]) continue;
+            const OptionSpec& o = kOptions[k];
             const std::string names =
                 o.short_name.empty() ? std::string(o.name) : fmt::format("{},{}", o.short_name, o.name);
             for (unsigned c = 0; c < 7; ++c) {
-                if (!(o.accepted & (1u << c))) continue;
+                if (!(o.accepted & needed & (1u << c))) continue;
                 const Ctx ctx = static_cast<Ctx>(c);
                 CLI::Option* opt = nullptr;
                 if (o.value.empty()) {
@@ -397,6 +405,7 @@ struct Split {
     std::vector<std::string> ours;
     int command_from = 0;            // argv index of the command's first word
     std::optional<Outcome> problem;  // found at the end of `ours`
+    std::vector<bool> used = std::vector<bool>(std::size(kOptions));  // options among `ours`
     Ctx ctx = Ctx::Top;
     size_t set_mode_args = 0;
 };
@@ -436,6 +445,7 @@ Split split(int argc, const char* const* argv) {
                 return problem(UsageText::UnknownOption, name, help_command(ctx));
             }
             if (!(o->accepted & bit(ctx))) return problem(UsageText::OptionNotHere, o->name, help_command(ctx));
+            s.used[static_cast<size_t>(o - kOptions)] = true;
             if (o->value.empty()) {
                 if (value) return problem(UsageText::TakesNoValue, o->name);
                 s.ours.emplace_back(a);
@@ -499,7 +509,7 @@ Split split(int argc, const char* const* argv) {
 Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     const auto usage = [](UsageText t, std::string_view a = {}) { return fail(Err::Usage, usage_text(t, a)); };
     Split s = split(argc, argv);
-    Parser parser(r);
+    Parser parser(r, bit(Ctx::Top) | bit(s.ctx) | (s.ctx == Ctx::SetMode ? bit(Ctx::Session) : 0u), s.used);
     try {
         // CLI11 reads its input from the back.
         std::vector<std::string> words(s.ours.rbegin(), s.ours.rend());
