@@ -103,6 +103,7 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     }
     std::string root_from = p.root_source == RootSource::Config ? "config " + r.settings.path
                             : p.root_source == RootSource::Flag ? "--root"
+                            : p.root_source == RootSource::Session ? "the session log's cwd"
                                                                 : "current directory";
     line("root:", fmt::format("{} (from {})", q(p.workspace_root), root_from));
     bool first = true;

@@ -29,6 +29,7 @@ std::string_view to_string(RootSource s) noexcept {
     switch (s) {
         case RootSource::Cwd: return "cwd";
         case RootSource::Flag: return "flag";
+        case RootSource::Session: return "session";
         case RootSource::Config: return "config";
     }
     return "cwd";

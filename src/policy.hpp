@@ -18,7 +18,7 @@ std::string_view to_string(Mode m) noexcept;
 // Who decided the mode, and the workspace root (the report's modeSource and
 // rootSource, by to_string).
 enum class ModeSource { Default, Flag, Session, Config, Escalation };
-enum class RootSource { Cwd, Flag, Config };
+enum class RootSource { Cwd, Flag, Session, Config };
 std::string_view to_string(ModeSource s) noexcept;
 std::string_view to_string(RootSource s) noexcept;
 std::optional<Mode> parse_mode(std::string_view s) noexcept;

@@ -37,6 +37,11 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     if (req.root) {
         in.root = *req.root;
         in.root_source = RootSource::Flag;
+    } else if (r.session.cwd) {
+        // The seed: the session's immutable cwd; the config's root is the
+        // fallback for calls without a session.
+        in.root = *r.session.cwd;
+        in.root_source = RootSource::Session;
     } else if (r.settings.workspace_root) {
         in.root = *r.settings.workspace_root;
         in.root_source = RootSource::Config;

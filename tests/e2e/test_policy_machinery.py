@@ -121,6 +121,39 @@ def test_session_switch_applies_to_next_call_not_explicit_mode(s):
     assert all(l["type"] == "sandbox/mode" and isinstance(l["time"], int) for l in lines)
 
 
+def test_session_header_cwd_is_the_root(s):
+    # The seed: "The workspace-write root is the session's immutable cwd; a
+    # configured root is the fallback for agentless calls." Checked from
+    # outside: the write lands in the session's cwd, not in the process cwd
+    # (base, which is also the config's root here) nor anywhere else.
+    need_landlock()
+    log = s.p("base", "session.jsonl")
+    cfg = s.p("base", "config.json")
+    write_config(cfg, {"workspaceRoot": s.outside})
+    with open(log, "w") as f:
+        f.write(json.dumps({"type": "session", "id": "e2e", "cwd": s.ws}) + "\n")
+    set_mode(s, log, "workspace-write")
+    script = "touch %s/in-session; touch %s/in-config" % (s.ws, s.outside)
+    r = dsh(["--session", log, "--config", cfg] + LL + ["--", "sh", "-c", script], s, cwd=s.base)
+    assert r.rc != 0, r
+    assert os.path.exists(s.p("ws", "in-session")) and not os.path.exists(s.p("outside", "in-config")), r
+    c = r.rec("confinement")
+    assert (c["workspaceRoot"], c["rootSource"], c["modeSource"]) == (s.ws, "session", "session"), r
+    # --root still beats the session.
+    r = dsh(["--session", log, "--config", cfg, "--root", s.outside] + LL + ["--", "sh", "-c", script], s,
+            cwd=s.base)
+    assert r.rc == 0 and os.path.exists(s.p("outside", "in-config")), r
+    assert r.rec("confinement")["rootSource"] == "flag", r
+    # The cwd is immutable: a second header naming another directory runs nothing.
+    with open(log, "a") as f:
+        f.write(json.dumps({"type": "session", "cwd": s.outside}) + "\n")
+    os.unlink(s.p("ws", "in-session"))
+    r = dsh(["--session", log, "--config", cfg] + LL + ["--", "sh", "-c", script], s, cwd=s.base)
+    assert r.rc == 125 and not os.path.exists(s.p("ws", "in-session")), r
+    assert r.err == ("dsh-confine: session log %s line 3: session header changes the session's cwd from \"%s\" "
+                     "(line 1); a session's cwd is immutable: start a new log\n" % (log, s.ws)), r
+
+
 def test_session_concurrent_appends(s):
     log = s.p("base", "session.jsonl")
     modes = ["read-only", "workspace-write", "danger-full-access"]
