@@ -224,6 +224,34 @@ def test_escalation_allowed_once_lets_the_write_land(s):
     assert r.rc != 0 and not os.path.exists(s.p("ws", "ws-file")), r
 
 
+def test_granted_escalation_still_fails_closed_and_danger_never_touches_a_runner(s):
+    # The seed: an approved mode is confined like any other; approval is not a
+    # way around fail-closed. A granted workspace-write with no usable runner
+    # (Landlock's system calls answer ENOSYS) runs nothing and is
+    # SANDBOX_UNAVAILABLE; a granted danger-full-access never asks a runner,
+    # so the same missing Landlock (and a bwrap that does not exist) cannot stop it.
+    from harness import SANDBOX_UNAVAILABLE, tool
+    cmd, marker = approver(s, 0)
+    nolandlock = [tool("sysfault"), "ENOSYS", "444,445,446", "--"]
+    args = ["--root", s.ws, "--runner", "landlock", "--escalate", "workspace-write", "--justification",
+            "the test writes a file", "--approver", cmd, "--", "sh", "-c", WRITE]
+    r = dsh(args, s, cwd=s.ws, pre=nolandlock)
+    assert os.path.exists(marker), r  # it was asked, and allowed
+    assert r.rc == 125 and not os.path.exists(s.p("ws", "ws-file")), r
+    assert r.err == "dsh-confine: %s\n" % SANDBOX_UNAVAILABLE.format(mode="workspace-write"), r
+    assert r.rec("error")["code"] == "SANDBOX_UNAVAILABLE" and r.rec("confinement") is None, r
+    os.unlink(marker)
+    cfg = s.p("base", "config.json")
+    write_config(cfg, {"runner": "bwrap", "bwrapPath": s.p("base", "no-such-bwrap")})
+    args = ["--config", cfg, "--root", s.ws, "--escalate", "danger-full-access", "--justification",
+            "the test writes a file", "--approver", cmd, "--", "sh", "-c", "echo hi > %s" % s.p("outside", "o")]
+    r = dsh(args, s, cwd=s.ws, pre=nolandlock)
+    assert os.path.exists(marker) and r.rc == 0, r
+    assert open(s.p("outside", "o")).read() == "hi\n", r
+    c = r.rec("confinement")
+    assert (c["mode"], c["modeSource"], c["runner"], c["enforcement"]) == (
+        "danger-full-access", "escalation", "none", "none"), r
+
 def test_escalation_refusals_write_nothing(s):
     cases = [
         (1, "ESCALATION_REJECTED", 'the user rejected escalating this command to "workspace-write"'),
