@@ -95,12 +95,20 @@ def installs_into_an_empty_root():
     assert r.returncode == 0 and r.stdout.startswith("dsh-confine "), r
     # The same write, bare and confined, inside the root that holds nothing
     # else: the bare one lands, the confined one (read-only) is refused.
+    # (The session log's checks read /proc: a proc mount of the root's own,
+    # removed again below.)
     setmode = ["/usr/bin/dsh-confine", "session", "set-mode"]
-    r = run(["chroot", root] + setmode + ["/tmp/bare.jsonl", "read-only"])
-    assert r.returncode == 0 and os.path.exists(os.path.join(root, "tmp/bare.jsonl")), r
-    r = run(["chroot", root, "/usr/bin/dsh-confine", "--runner", "landlock", "--mode", "read-only", "--"] + setmode +
-            ["/tmp/confined.jsonl", "read-only"])
-    assert r.returncode != 0 and not os.path.exists(os.path.join(root, "tmp/confined.jsonl")), r
+    os.makedirs(os.path.join(root, "proc"))
+    assert run(["mount", "-t", "proc", "proc", os.path.join(root, "proc")]).returncode == 0
+    try:
+        r = run(["chroot", root] + setmode + ["/tmp/bare.jsonl", "read-only"])
+        assert r.returncode == 0 and os.path.exists(os.path.join(root, "tmp/bare.jsonl")), r
+        r = run(["chroot", root, "/usr/bin/dsh-confine", "--runner", "landlock", "--mode", "read-only", "--"] +
+                setmode + ["/tmp/confined.jsonl", "read-only"])
+        assert r.returncode == 125 and "Permission denied" in r.stderr, r
+        assert not os.path.exists(os.path.join(root, "tmp/confined.jsonl")), r
+    finally:
+        run(["umount", os.path.join(root, "proc")])
     r = run(["dpkg", "--root=" + root, "--log=/dev/null", "-r", "dsh-confine"])
     assert r.returncode == 0 and not os.path.exists(os.path.join(root, "usr/bin/dsh-confine")), r
 
