@@ -32,7 +32,8 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
         const Runner* r = find(requested, runners);
         if (!r) {
             c.skipped.push_back({std::string(to_string(requested)), "not available on this platform"});
-            return unavailable(mode);
+            return unavailable(mode, fmt::format("{} is not available on this platform ({})", to_string(requested),
+                                                 host_platform()));
         }
         Verdict forced{Verdict::Usable, {}, "forced"};
         Outcome o = can_give(*r, c.policy);
