@@ -205,11 +205,12 @@ def test_escalation_refusals_write_nothing(s):
     ]
     for status, code, text in cases:
         cmd, marker = approver(s, status, "a%d" % status)
-        if status == 137:  # killed, not exited
+        if status == 137:  # killed, not exited: the approver process itself (sh execs it)
             with open(cmd) as f:
                 body = f.read().replace("exit 137", "kill -9 $$")
             with open(cmd, "w") as f:
                 f.write(body)
+            cmd = "exec " + cmd
         r = escalate(s, "workspace-write", ["--approver", cmd])
         assert r.rc == 125, r
         assert r.err == "dsh-confine: %s\n" % text, r
@@ -220,8 +221,8 @@ def test_escalation_refusals_write_nothing(s):
     # An approver /bin/sh cannot find: it ran (sh did) and failed with sh's 127.
     r = escalate(s, "workspace-write", ["--approver", s.p("base", "no-such-approver")])
     assert r.rc == 125, r
-    assert r.err == 'dsh-confine: sandbox escalation to "workspace-write" requires approval, but the approver ' \
-                    'failed: it exited with status 127 (/bin/sh found no such command)\n', r
+    assert r.err.endswith('\ndsh-confine: sandbox escalation to "workspace-write" requires approval, but the '
+                          'approver failed: it exited with status 127 (/bin/sh found no such command)\n'), r
     # No approver composed.
     r = escalate(s, "workspace-write")
     assert r.rc == 125, r
@@ -384,6 +385,57 @@ def actually_writable(s, mode, path):
     if landed and not existed:
         os.unlink(real)
     return landed
+
+
+def test_check_write_says_whether_a_tmp_write_persists(s):
+    base = ["check", "--write", "/tmp/x", "--mode", "workspace-write", "--root", s.ws]
+    r = dsh(base, s, report=False)
+    assert (r.rc, r.out) == (0, 'yes: "/tmp/x" is under "/tmp" (tmp) in workspace-write\n'), r
+    r = dsh(base + ["--private-tmp"], s, report=False)
+    assert (r.rc, r.out) == (0, 'yes: "/tmp/x" is under "/tmp" (tmp) in workspace-write; the write is discarded '
+                                'when the command exits (private /tmp)\n'), r
+    for extra, persists in (([], True), (["--private-tmp"], False)):
+        j = json.loads(dsh(base + extra + ["--json"], s, report=False).out)
+        assert (j["write"], j["persists"], j["privateTmp"]) == (True, persists, not persists), j
+        assert {w["path"]: w["persists"] for w in j["writableRoots"]}["/tmp"] is persists, j
+    # $TMPDIR under a private /tmp is the host's: the innermost root answers.
+    td = "/tmp/dsh-e2e-pm-td-%d" % os.getpid()
+    os.mkdir(td)
+    try:
+        j = json.loads(dsh(base[:2] + [td + "/f"] + base[3:] + ["--private-tmp", "--json"], s, report=False,
+                           env={"TMPDIR": td}).out)
+        assert (j["matched"], j["persists"]) == ({"path": td, "source": "tmpdir"}, True), j
+    finally:
+        os.rmdir(td)
+    j = json.loads(dsh(["check", "--write", "/tmp/x", "--private-tmp", "--json"], s, report=False).out)
+    assert (j["write"], j["persists"], j["privateTmp"]) == (False, None, True), j
+
+
+def test_private_tmp_where_no_runner_can_give_it_and_in_danger_full_access(s):
+    need_landlock()
+    target = s.p("ws", "f")
+    r = dsh(["--mode", "workspace-write", "--root", s.ws, "--private-tmp"] + LL + ["--", "touch", target], s)
+    why = ("landlock cannot give the command a private /tmp (--private-tmp): it restricts access to the host's "
+           "files and mounts nothing; use --runner bwrap (or auto), or drop --private-tmp")
+    assert r.rc == 125 and r.err.endswith(" Runner failure: %s\n" % why), r
+    assert r.rec("error")["code"] == "SANDBOX_UNAVAILABLE" and r.rec("error")["runnerFailure"] == why, r
+    assert not os.path.exists(target)
+    # The config's key asks the same.
+    conf = s.p("base", "pt.json")
+    write_config(conf, {"privateTmp": True, "runner": "landlock"})
+    r = dsh(["--config", conf, "--mode", "workspace-write", "--root", s.ws, "--", "touch", target], s)
+    assert r.rc == 125 and r.rec("error")["runnerFailure"] == why and not os.path.exists(target), r
+    # ... but not in danger-full-access, where nothing is confined; the flag there is a usage error.
+    r = dsh(["--config", conf, "--mode", "danger-full-access", "--", "touch", target], s)
+    assert r.rc == 0 and os.path.exists(target), r
+    os.unlink(target)
+    r = dsh(["--mode", "danger-full-access", "--private-tmp", "--", "touch", target], s)
+    assert r.rc == 125 and r.err == ("dsh-confine: --private-tmp needs a confined mode (read-only or workspace-write): "
+                                     "danger-full-access runs the command on the host's /tmp; drop one of the two\n"), r
+    assert r.rec("error")["code"] == "USAGE" and not os.path.exists(target), r
+    write_config(conf, {"privateTmp": "yes"})
+    r = dsh(["--config", conf, "--", "true"], s)
+    assert r.rc == 125 and r.err == 'dsh-confine: config %s: "privateTmp" must be true or false, not a string\n' % conf, r
 
 
 def test_check_write_agrees_with_the_runner(s):
