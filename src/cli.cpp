@@ -27,7 +27,7 @@ constexpr unsigned kEverywhere = kGlobal | bit(Ctx::Session) | bit(Ctx::SetMode)
 constexpr unsigned kPolicyHelp = bit(Ctx::Top) | bit(Ctx::Explain) | bit(Ctx::Check);
 
 enum class Opt {
-    Help, Version, Mode, Root, Runner, Writable, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
+    Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
 };
@@ -54,6 +54,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Runner, "--runner", "", "RUNNER", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "auto (default), bwrap, landlock, seatbelt, windows-acl or custom"},
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
+    {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
+     "give the command an empty /tmp of its own, discarded at exit"},
     {Opt::Config, "--config", "", "FILE", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "config file (JSON)"},
     {Opt::Session, "--session", "", "FILE", false, kGlobal, kPolicyHelp,
@@ -211,6 +213,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Root: return set_once(r.root, v) ? Outcome::success() : twice();
         case Opt::Runner: return set_once(r.runner, v) ? Outcome::success() : twice();
         case Opt::Writable: r.writable.emplace_back(v); break;
+        case Opt::PrivateTmp: return flag_once(r.private_tmp) ? Outcome::success() : twice();
         case Opt::Config: return set_once(r.config, v) ? Outcome::success() : twice();
         case Opt::Session: return set_once(r.session, v) ? Outcome::success() : twice();
         case Opt::ProbeTimeout: {
@@ -544,6 +547,7 @@ PolicyRequest Request::policy_request() const {
     p.root = root;
     p.writable = writable;
     p.keep_fds = keep_fds;
+    p.private_tmp = private_tmp;
     p.config = config;
     p.session = session;
     p.approver = approver;

@@ -130,6 +130,9 @@ public:
     virtual bool candidate(const Config&) const noexcept { return true; }
     // Only for auto: forced runners are planned without a probe.
     virtual Verdict probe(const RunnerEnv& env) const = 0;
+    // Whether it can give the command a private /tmp (Policy::private_tmp):
+    // a mount of its own there. The chain passes over one that cannot.
+    virtual bool private_tmp() const noexcept { return false; }
     // Fills the plan (p.c.policy, argv and command_path are set). A failure
     // with Err::SandboxUnavailable and no mode is "this runner cannot be
     // used" (the chain records it and goes on); anything else ends the run.

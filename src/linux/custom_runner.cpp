@@ -14,6 +14,8 @@ using ojson = nlohmann::ordered_json;
 class Runner final : public dsh::Runner {
 public:
     RunnerKind kind() const noexcept override { return RunnerKind::Custom; }
+    // Its command gets bwrap's profile, --tmpfs /tmp included.
+    bool private_tmp() const noexcept override { return true; }
 
     // Configured: auto takes it, without a probe; otherwise auto never asks.
     bool candidate(const Config& config) const noexcept override { return config.custom_runner(); }

@@ -572,7 +572,7 @@ def test_a_command_cannot_write_the_stages_sealed_mailbox(s):
 
 def test_a_command_bwrap_cannot_exec_is_the_commands_127_not_a_runner_failure(s):
     # A command that exists when dsh-confine looks it up but not inside bwrap's
-    # mount view (bwrap puts a fresh tmpfs on /tmp): the stage's exec fails with
+    # mount view (--private-tmp puts a fresh tmpfs on /tmp): the stage's exec fails with
     # ENOENT. As in exec mode, that is the command's 127, never a runner failure.
     need_runner("bwrap")
     d = tempfile.mkdtemp(dir="/tmp")
@@ -583,7 +583,8 @@ def test_a_command_bwrap_cannot_exec_is_the_commands_127_not_a_runner_failure(s)
             f.write("#!/bin/sh\nexit 0\n")
         os.chmod(prog, 0o755)
         for extra in ([], ["--supervise"]):
-            r = dsh(["--runner", "bwrap", "--mode", "workspace-write", "--root", s.ws] + extra + ["--", prog], s)
+            r = dsh(["--runner", "bwrap", "--mode", "workspace-write", "--root", s.ws, "--private-tmp"] + extra +
+                    ["--", prog], s)
             assert r.rc == 127, (extra, r)
             assert r.err.startswith("dsh-confine: %s: " % prog), (extra, r)
             err = r.rec("error")

@@ -16,6 +16,8 @@ struct Script {
     bool plan_ends_run = false;    // plan(): a failure that ends the run (the mode's text)
     bool apply_fails = false;      // the in-process layer fails in the child
     int apply_marker_fd = -1;      // the layer writes one byte here when it applies
+    bool private_tmp = false;      // it can give a private /tmp
+    int probes = 0;                // how often probe() was asked
 };
 
 // A runner of `kind` (the report needs a name from its vocabulary) that
