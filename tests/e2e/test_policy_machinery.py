@@ -238,7 +238,9 @@ def test_granted_escalation_still_fails_closed_and_danger_never_touches_a_runner
     r = dsh(args, s, cwd=s.ws, pre=nolandlock)
     assert os.path.exists(marker), r  # it was asked, and allowed
     assert r.rc == 125 and not os.path.exists(s.p("ws", "ws-file")), r
-    assert r.err == "dsh-confine: %s\n" % SANDBOX_UNAVAILABLE.format(mode="workspace-write"), r
+    assert r.err == "dsh-confine: %s Runner failure: %s\n" % (
+        SANDBOX_UNAVAILABLE.format(mode="workspace-write"),
+        "Landlock is not available: the kernel has no landlock system calls (ENOSYS)"), r
     assert r.rec("error")["code"] == "SANDBOX_UNAVAILABLE" and r.rec("confinement") is None, r
     os.unlink(marker)
     cfg = s.p("base", "config.json")
