@@ -30,7 +30,8 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
         Outcome o = r->plan(env, forced, p);
         if (o || !passed_over(o)) return o;
         c.skipped.push_back({std::string(to_string(requested)), o.message});
-        return unavailable(mode);
+        // The one runner asked for cannot be used: its reason is the runner failure.
+        return unavailable(mode, o.message);
     }
     for (const Runner* r : runners) {
         if (!r->candidate(env.config)) continue;

@@ -183,6 +183,11 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
             return fmt::format("unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", a);
         case UsageText::UnknownRunner:
             return fmt::format("unknown runner \"{}\" (auto, bwrap, landlock, seatbelt, windows-acl or custom)", a);
+        case UsageText::UnknownNetwork:
+            return fmt::format("unknown network mode \"{}\" for --net (off, loopback or host)", a);
+        case UsageText::NetworkUnderDanger:
+            return fmt::format("--net {} cannot hold under danger-full-access, which confines nothing; "
+                               "choose read-only or workspace-write, or drop --net", a);
     }
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
 }

@@ -83,6 +83,8 @@ enum class UsageText {
     Unreadable,           // CLI11 refused words the split let through (not expected)
     UnknownMode,          // a: the mode
     UnknownRunner,        // a: the runner
+    UnknownNetwork,       // a: the --net value
+    NetworkUnderDanger,   // a: the --net value (off or loopback) asked with danger-full-access
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 
