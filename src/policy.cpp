@@ -55,6 +55,30 @@ bool is_strictly_wider(Mode target, Mode current) noexcept {
     return static_cast<int>(target) > static_cast<int>(current);
 }
 
+std::string_view to_string(Network n) noexcept {
+    switch (n) {
+        case Network::Host: return "host";
+        case Network::Loopback: return "loopback";
+        case Network::Off: return "off";
+    }
+    return "host";
+}
+
+std::string_view to_string(NetworkSource s) noexcept {
+    switch (s) {
+        case NetworkSource::Default: return "default";
+        case NetworkSource::Flag: return "flag";
+        case NetworkSource::Config: return "config";
+    }
+    return "default";
+}
+
+std::optional<Network> parse_network(std::string_view s) noexcept {
+    for (auto n : {Network::Off, Network::Loopback, Network::Host})
+        if (s == to_string(n)) return n;
+    return std::nullopt;
+}
+
 std::string_view to_string(Enforcement e) noexcept {
     switch (e) {
         case Enforcement::Full: return "full";

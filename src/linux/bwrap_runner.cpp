@@ -185,6 +185,11 @@ public:
             layers = {bl};
         }
 
+        // The network axis: bwrap's namespace, then the stage's socket filter
+        // and (off) Landlock's TCP rights.
+        const landlock::NetworkPlan net = landlock::network_axis(pol.network, abi > 0 ? abi : 0, true);
+        if (!net.failure.empty()) return fail(Err::SandboxUnavailable, net.failure);
+
         // The stage is our own binary, handed to bwrap as an inherited fd and
         // exec'd as /proc/self/fd/N inside: the path we were started from may
         // be hidden (under /tmp, behind a private tmpfs) or replaced by the time
@@ -217,6 +222,7 @@ public:
         c.policy = std::move(pol);
         c.runner = RunnerKind::Bwrap;
         c.layers = std::move(layers);
+        c.network = net.axis;
         // Both dialects: EROFS from the mount view, EACCES from Landlock.
         c.denial_signatures = {"read-only file system", "permission denied"};
         // The stage's seccomp layer refuses metadata calls with EPERM in read-only.
@@ -231,6 +237,7 @@ public:
         if (c.policy.mode == Mode::ReadOnly)
             c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
         if (opts.stage_keeps_setpcap) c.hardening.push_back("device-nodes-read-only");  // root's stage remounts them
+        if (c.policy.network != Network::Host) c.hardening.push_back("net-namespace");
         c.exec_argv = argv;
         p.in_process.reset();
         p.exec_path = path;

@@ -189,6 +189,7 @@ constexpr off_t kMaxRecordBytes = 64 << 20;
     const bool read_only = req.policy.mode == Mode::ReadOnly;
     landlock::Ruleset lp;
     if (req.landlock_abi > 0) lp = landlock::plan_rules(req.policy, req.landlock_abi);
+    else landlock::plan_network(lp, req.policy.network, 0);  // the socket filter alone
     lp.host_namespaces = false;
     Plan p;
     p.c.policy = std::move(req.policy);

@@ -206,6 +206,10 @@ namespace {
 // Fills the plan for the helper, or says why it cannot be used.
 Outcome plan_helper(Plan& l) {
     Confinement& c = l.c;
+    // The network axis is not governed here (docs/PLATFORMS.md): refused, never ignored.
+    if (c.policy.network != Network::Host)
+        return failf(Err::SandboxUnavailable, "windows-acl does not govern the network: --net {} cannot hold; "
+                     "use --net host", to_string(c.policy.network));
     for (const auto& r : c.policy.writable_roots)
         if (r.source == "flag" || r.source == "config")
             return failf(Err::SandboxUnavailable,

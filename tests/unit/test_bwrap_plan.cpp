@@ -270,3 +270,28 @@ TEST_CASE("the stage refuses a root that is not bwrap's read-only mount view") {
     CHECK(o.err == Err::SandboxUnavailable);
     CHECK(o.message == "bwrap did not build the sandbox: / is not mounted read-only");
 }
+
+TEST_CASE("bwrap network axis: --unshare-net for off and loopback, the stage told the mode (issue 17)") {
+    Policy p;
+    p.mode = Mode::ReadOnly;
+    p.writable_files = {"/dev/null"};
+    for (Network n : {Network::Off, Network::Loopback}) {
+        p.network = n;
+        CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc, {"--unshare-net"}}));
+        bwrap::StageSpec spec;
+        spec.self = "/proc/self/fd/3";
+        spec.record_fd = 4;
+        spec.command_path = "/bin/true";
+        spec.argv = {"true"};
+        const auto args = bwrap::stage_args(p, spec);
+        bwrap::StageRequest req;
+        REQUIRE(bwrap::parse_stage(std::vector<std::string>(args.begin() + 2, args.end()), req));
+        CHECK(req.policy.network == n);
+        const Layer l = bwrap::layer(p, "/usr/bin/bwrap");
+        for (const auto& g : l.gaps) CHECK((g.effect != "network" && g.effect != "abstract-unix-sockets"));
+    }
+    p.network = Network::Host;
+    CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc}));
+    bwrap::StageRequest req;
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--net", "wide", "--record-fd", "4", "--", "/bin/true", "true"}, req));
+}
