@@ -109,7 +109,7 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     line("root:", fmt::format("{} (from {})", q(p.workspace_root), root_from));
     bool first = true;
     for (const auto& w : p.writable_roots) {
-        line(first ? "writable:" : "", fmt::format("{} ({}{})", q(w.path), w.source, w.persists ? "" : ", discarded at exit"));
+        line(first ? "writable:" : "", fmt::format("{} ({}{})", q(w.path), to_string(w.source), w.persists ? "" : ", discarded at exit"));
         first = false;
     }
     for (const auto& f : p.writable_files) {
@@ -178,7 +178,7 @@ CheckAnswer check_write(const Policy& p, const std::string& path, const std::str
         if (under(a.canonical, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
     if (best) {
         a.matched = best->path;
-        a.matched_source = best->source;
+        a.matched_source = std::string(to_string(best->source));
         a.persists = best->persists;
     }
     return a;
@@ -217,7 +217,7 @@ nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
     j["persists"] = a.allowed ? ordered_json(a.persists) : ordered_json(nullptr);
     ordered_json roots = ordered_json::array();
     for (const auto& w : r.policy.writable_roots)
-        roots.push_back(ordered_json{{"path", w.path}, {"source", w.source}, {"persists", w.persists}});
+        roots.push_back(ordered_json{{"path", w.path}, {"source", to_string(w.source)}, {"persists", w.persists}});
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = r.policy.writable_files;
     j["privateTmp"] = r.policy.private_tmp;

@@ -39,9 +39,19 @@ std::string_view to_string(Enforcement e) noexcept;
 
 // A path the command may write under. `persists` is false for a private /tmp
 // (--private-tmp): a fresh file system there, discarded when the command ends.
+// Where a writable root came from: the report's `source`, and what a
+// runner may treat differently (/tmp can be private; the workspace and the
+// roots a caller named are the ones a refusal's fix points at).
+enum class Grant { Workspace, Tmp, Tmpdir, Flag, Config };
+std::string_view to_string(Grant g) noexcept;
+std::optional<Grant> parse_grant(std::string_view s) noexcept;
+// Named by the caller (--root, --writable, the config's writableRoots), as
+// opposed to the temp areas every workspace-write run gets.
+constexpr bool caller_named(Grant g) noexcept { return g == Grant::Workspace || g == Grant::Flag || g == Grant::Config; }
+
 struct WritableRoot {
     std::string path;
-    std::string source;  // "workspace", "tmp", "tmpdir", "flag", "config"
+    Grant source = Grant::Workspace;
     bool persists = true;
     // What is granted: the directory (or file) opened once when the policy was
     // built (src/roots.hpp), shared by every copy of the policy and left open

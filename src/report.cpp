@@ -179,7 +179,7 @@ ordered_json confinement_record(const Confinement& c) {
     for (const auto& r : p.writable_roots) {
         ordered_json rj;
         put_bytes(rj, "path", r.path);
-        rj["source"] = r.source;
+        rj["source"] = to_string(r.source);
         rj["persists"] = r.persists;
         roots.push_back(std::move(rj));
     }

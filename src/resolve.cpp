@@ -97,13 +97,17 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
             // The fix depends on where the root came from; /tmp and $TMPDIR
             // come with workspace-write, so only moving the file helps there.
             std::string fix;
-            if (root.source == "workspace") fix = "choose a narrower --root, or ";
-            else if (root.source == "flag") fix = "drop that --writable, or ";
-            else if (root.source == "config") fix = "drop it from the config's writableRoots, or ";
+            switch (root.source) {
+                case Grant::Workspace: fix = "choose a narrower --root, or "; break;
+                case Grant::Flag: fix = "drop that --writable, or "; break;
+                case Grant::Config: fix = "drop it from the config's writableRoots, or "; break;
+                case Grant::Tmp:
+                case Grant::Tmpdir: break;  // the temp areas: only moving the file helps
+            }
             return failf(Err::StateUnsafe,
                          "the {} {} decides later runs, and this run could rewrite it: it is under the writable "
                          "root {} ({}); {}move the {} out of it",
-                         f.what, f.path, root.path, root.source, fix, f.what);
+                         f.what, f.path, root.path, to_string(root.source), fix, f.what);
         }
     }
     return Outcome::success();

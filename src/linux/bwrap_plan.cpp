@@ -56,7 +56,7 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // visible and persists, because its bind comes after the tmpfs.
     std::vector<const WritableRoot*> binds;
     for (const auto& r : policy.writable_roots) {
-        if (r.source == "tmp" && !r.persists)
+        if (r.source == Grant::Tmp && !r.persists)
             a.insert(a.end(), {"--tmpfs", r.path});
         else
             binds.push_back(&r);
@@ -83,7 +83,7 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     for (int fd : policy.keep_fds) a.insert(a.end(), {"--keep-fd", std::to_string(fd)});
     for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
     for (const auto& r : policy.writable_roots)
-        a.insert(a.end(), {"--rw", r.source, r.path, std::to_string(r.fd)});
+        a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
     a.push_back("--");
     a.push_back(spec.command_path);
     a.insert(a.end(), spec.argv.begin(), spec.argv.end());
@@ -246,7 +246,9 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             if (auto o = value("--rw", path); !o) return o;
             if (auto o = value("--rw", fd); !o) return o;
             if (path.empty() || path[0] != '/') return failf(Err::Usage, "stage: --rw path must be absolute");
-            WritableRoot r{path, source, true};
+            const auto grant = parse_grant(source);
+            if (!grant) return failf(Err::Usage, "stage: bad source \"{}\" for --rw", source);
+            WritableRoot r{path, *grant, true};
             // -1: no descriptor (a root granted by path; the stage opens it).
             if (std::string_view(fd) != "-1" && !parse_int(fd, r.fd)) return failf(Err::Usage, "stage: bad fd \"{}\" for --rw", fd);
             out.policy.writable_roots.push_back(std::move(r));

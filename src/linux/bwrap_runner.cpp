@@ -163,7 +163,7 @@ public:
             // the sandbox ends; roots under it are bound from the host. The
             // stage's Landlock rule for it is then on that tmpfs, by path.
             // The host's /tmp is bound like every other root.
-            if (r.source == "tmp" && !r.persists) {
+            if (r.source == Grant::Tmp && !r.persists) {
                 r.fd = -1;
                 continue;
             }

@@ -52,7 +52,7 @@ std::vector<std::string> right_names(uint64_t rights) {
     // Writable roots: every handled right except making device nodes.
     const uint64_t rw = h & ~(MAKE_CHAR | MAKE_BLOCK);
     for (const auto& r : policy.writable_roots)
-        p.rules.push_back({r.path, rw, r.source == "workspace" || r.source == "flag" || r.source == "config", r.fd});
+        p.rules.push_back({r.path, rw, caller_named(r.source), r.fd});
     plan_network(p, policy.network, abi);
     return p;
 }

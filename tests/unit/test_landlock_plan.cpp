@@ -11,7 +11,7 @@ Policy ws_policy() {
     Policy p;
     p.mode = Mode::WorkspaceWrite;
     p.workspace_root = "/ws";
-    p.writable_roots = {{"/ws", "workspace", true}, {"/tmp", "tmp", true}, {"/var/tmp/t", "tmpdir", true}};
+    p.writable_roots = {{"/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, true}, {"/var/tmp/t", Grant::Tmpdir, true}};
     p.writable_files = {"/dev/null"};
     return p;
 }
@@ -108,7 +108,7 @@ TEST_CASE("plan_rules (the bwrap stage's) gives exactly plan's rights and rules"
     ro.mode = Mode::ReadOnly;
     ro.writable_files = {"/dev/null"};
     Policy ws = ws_policy();
-    ws.writable_roots.push_back({"/srv/flag", "flag", true});
+    ws.writable_roots.push_back({"/srv/flag", Grant::Flag, true});
     ws.writable_roots.back().fd = 7;
     for (const Policy* p : {&ro, &ws}) {
         for (int abi = 1; abi <= KNOWN_ABI + 1; ++abi) {

@@ -13,7 +13,7 @@ TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
     c.policy.mode_source = ModeSource::Flag;
     c.policy.workspace_root = "/ws";
     c.policy.root_source = RootSource::Flag;
-    c.policy.writable_roots = {{"/ws", "workspace", true}, {"/tmp", "tmp", false}};
+    c.policy.writable_roots = {{"/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, false}};
     c.policy.writable_files = {"/dev/null"};
     c.policy.private_tmp = true;
     c.policy.keep_fds = {5};
