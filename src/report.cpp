@@ -249,4 +249,10 @@ Outcome Report::write(const ordered_json& record) const {
 }
 #endif
 
+int report_failure(const Report& report, const Outcome& o) {
+    print_error(o.stderr_text());
+    (void)report.write(error_record(o));
+    return o.exit_status();
+}
+
 }  // namespace dsh
