@@ -84,9 +84,11 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
     for (const auto& r : policy.writable_roots)
         a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
+    const bool inline_argv = spec.argv.size() <= kArgvInline;
+    if (!inline_argv) a.push_back("--argv-from-record");
     a.push_back("--");
     a.push_back(spec.command_path);
-    a.insert(a.end(), spec.argv.begin(), spec.argv.end());
+    if (inline_argv) a.insert(a.end(), spec.argv.begin(), spec.argv.end());
     return a;
 }
 
@@ -237,6 +239,8 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             else if (a == "--report-fd") out.report_fd = n;
             else if (a == "--record-fd") out.record_fd = n;
             else out.policy.keep_fds.push_back(n);
+        } else if (a == "--argv-from-record") {
+            out.argv_from_record = true;
         } else if (a == "--file") {
             if (auto o = value("--file", v); !o) return o;
             out.policy.writable_files.push_back(v);
@@ -258,7 +262,8 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
     }
     if (!have_mode) return fail(Err::Usage, "stage: --mode is required");
     if (out.record_fd < 3) return fail(Err::Usage, "stage: --record-fd is required");
-    if (i >= args.size() || i + 1 >= args.size()) return fail(Err::Usage, "stage: no command after --");
+    if (i >= args.size() || (i + 1 >= args.size() && !out.argv_from_record))
+        return fail(Err::Usage, "stage: no command after --");
     out.command_path = args[i];
     out.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
     return Outcome::success();

@@ -52,6 +52,12 @@ inline constexpr const char* kStageFdName = "dsh-confine-stage";
 inline constexpr const char* kProbeArg = "__dsh_confine_probe_v1";
 
 // What the stage needs to rebuild the policy and confine itself.
+// bwrap refuses a command line of more than 9000 words (its MAX_ARGS). A
+// command with more than this many words does not ride on bwrap's argv: the
+// stage takes it from the launcher's record (its "argv", or "argvBytes" when
+// a word is not UTF-8), which holds it exactly.
+inline constexpr size_t kArgvInline = 4096;
+
 struct StageSpec {
     std::string self;       // how bwrap finds us: "/proc/self/fd/N"
     int landlock_abi = 0;   // 0: no Landlock layer (the kernel has none)
@@ -105,6 +111,7 @@ struct StageRequest {
     int record_fd = -1;
     std::string command_path;
     std::vector<std::string> argv;
+    bool argv_from_record = false;  // --argv-from-record: argv is the record's (kArgvInline)
 };
 Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out);
 

@@ -25,6 +25,38 @@ namespace dsh::bwrap {
 
 namespace {
 
+// A command too long for bwrap's argv (kArgvInline): its words from the
+// record, exactly ("argvBytes", hex, when a word is not UTF-8).
+bool argv_of_record(const std::string& record, std::vector<std::string>& argv) {
+    const auto j = nlohmann::json::parse(record, nullptr, false);
+    if (!j.is_object()) return false;
+    argv.clear();
+    if (auto b = j.find("argvBytes"); b != j.end() && b->is_array()) {
+        for (const auto& w : *b) {
+            if (!w.is_string() || w.get_ref<const std::string&>().size() % 2) return false;
+            const auto& h = w.get_ref<const std::string&>();
+            const auto nibble = [](char c) {
+                return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            };
+            std::string word;
+            for (size_t k = 0; k < h.size(); k += 2) {
+                const int hi = nibble(h[k]), lo = nibble(h[k + 1]);
+                if (hi < 0 || lo < 0) return false;
+                word += static_cast<char>(hi << 4 | lo);
+            }
+            argv.push_back(std::move(word));
+        }
+    } else if (auto a = j.find("argv"); a != j.end() && a->is_array()) {
+        for (const auto& w : *a) {
+            if (!w.is_string()) return false;
+            argv.push_back(w.get<std::string>());
+        }
+    } else {
+        return false;
+    }
+    return !argv.empty();
+}
+
 // A stage that fails says so three ways: one line on stderr, the error record
 // on the report, and the same record in the launcher's mailbox (sealed), which
 // is what a supervising launcher reads: failures cross processes as records.
@@ -179,6 +211,8 @@ constexpr off_t kMaxRecordBytes = 64 << 20;
     if (entered) entered = seal_device_nodes();
     if (!entered)
         return stage_failed(report, mailbox, unavailable(to_string(req.policy.mode), entered.message));
+    if (req.argv_from_record && !argv_of_record(record, req.argv))
+        return stage_failed(report, mailbox, fail(Err::Internal, "stage: the launcher's record holds no argv"));
 
     // The Landlock runner's layers (ABI 0: the hardening alone), on bwrap's
     // IPC and PID namespaces; the record goes to the report once they hold.

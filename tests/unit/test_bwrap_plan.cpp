@@ -142,6 +142,29 @@ TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
     CHECK(req.argv == Args{"sh", "-c", "echo -- --mode x"});
 }
 
+TEST_CASE("bwrap stage: a command longer than bwrap's argv cap travels in the record") {
+    Policy pol;
+    pol.mode = Mode::ReadOnly;
+    bwrap::StageSpec spec;
+    spec.self = "/proc/self/fd/5";
+    spec.record_fd = 6;
+    spec.command_path = "/bin/echo";
+    spec.argv.assign(bwrap::kArgvInline, "w");
+    auto a = bwrap::stage_args(pol, spec);
+    CHECK(a.back() == "w");  // at the cap: inline
+    spec.argv.push_back("one-more");
+    a = bwrap::stage_args(pol, spec);
+    REQUIRE(a.size() >= 3);
+    CHECK(a.back() == "/bin/echo");
+    CHECK(a[a.size() - 2] == "--");
+    CHECK(a[a.size() - 3] == "--argv-from-record");
+    bwrap::StageRequest req;
+    REQUIRE(bwrap::parse_stage(std::vector<std::string>(a.begin() + 2, a.end()), req));
+    CHECK(req.argv_from_record);
+    CHECK(req.command_path == "/bin/echo");
+    CHECK(req.argv.empty());
+}
+
 TEST_CASE("bwrap stage: bad command lines are refused") {
     bwrap::StageRequest req;
     CHECK_FALSE(bwrap::parse_stage({"--", "/bin/true", "true"}, req));                      // no mode
