@@ -64,8 +64,9 @@ public:
 
 struct Plan;
 
-// How supervise reads the end of a run whose exec'd program is not the
-// command (bwrap's sandbox). Without a Watch the command is supervise's own
+// How the parent (supervise, or exec mode's forwarder) reads the end of a run
+// whose exec'd program is not the command (bwrap's sandbox); a plan with a
+// Watch is never exec'd in place, because the program forwards no signal. Without a Watch the command is supervise's own
 // child: its wait status is the command's, the exec pipe tells whether an
 // in-process layer failed, and the record's runnerFailureRules read stderr.
 class Watch {
@@ -73,8 +74,10 @@ public:
     virtual ~Watch() = default;
     // Before the spawn: pipes, argv, fds to inherit.
     virtual Outcome arm(Plan& p) = 0;
-    // The child goes into a process group of its own (the terminal's signals
-    // then reach the command only through supervise's forwarding).
+    // The child leaves the caller's process group: a session of its own
+    // without a terminal, or the pty's when one is interposed (the terminal's
+    // signals then reach the command only through the parent's forwarding,
+    // or the pty's own line discipline).
     virtual bool own_process_group() const noexcept = 0;
     // After the spawn, in the parent: close the child's ends.
     virtual void spawned() = 0;

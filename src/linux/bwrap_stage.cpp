@@ -126,6 +126,27 @@ namespace {
 // is not the launcher's.
 constexpr off_t kMaxRecordBytes = 64 << 20;
 
+// With a pty (the launcher made it, and bwrap's session is the pty's), the
+// command leads the pty's foreground job, as a shell would make it: the
+// terminal's Ctrl-C and Ctrl-Z then go to the command, never to bwrap (which
+// would die of them and take the sandbox along). Without a controlling
+// terminal (no pty: a session of its own) there is nothing to do. Seen from
+// inside the PID namespace both groups are 0 (outside it), so they compare.
+void take_foreground() noexcept {
+    for (int fd = 0; fd < 3; ++fd) {
+        const pid_t fg = ::tcgetpgrp(fd);
+        if (fg < 0) continue;
+        if (fg != ::getpgrp() || ::setpgid(0, 0) != 0) return;
+        sigset_t ttou, old;
+        sigemptyset(&ttou);
+        sigaddset(&ttou, SIGTTOU);
+        ::sigprocmask(SIG_BLOCK, &ttou, &old);
+        (void)::tcsetpgrp(fd, ::getpid());
+        ::sigprocmask(SIG_SETMASK, &old, nullptr);
+        return;
+    }
+}
+
 }  // namespace
 
 [[gnu::hot]] int run_stage(int argc, const char* const* argv) {
@@ -205,6 +226,7 @@ constexpr off_t kMaxRecordBytes = 64 << 20;
     // Sealed as it is just before exec: from then on nothing (the command
     // included) can leave a record in it.
     e.seal_fd = mailbox;
+    take_foreground();
     Fault f;
     enter(&e, f);
     return stage_failed(report, mailbox, entry_failure(p, f));

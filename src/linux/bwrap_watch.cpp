@@ -96,9 +96,10 @@ public:
         return Outcome::success();
     }
 
-    // bwrap in its own process group: the terminal's Ctrl-C would otherwise
-    // kill bwrap, and with it the command by SIGKILL, before the command (in
-    // bwrap's new session) could see the signal, which supervise forwards.
+    // bwrap out of the caller's process group (a session of its own, or the
+    // pty's): the terminal's Ctrl-C would otherwise kill bwrap, and with it
+    // the command by SIGKILL, before the command could see the signal, which
+    // the parent forwards.
     bool own_process_group() const noexcept override { return true; }
 
     void spawned() override {
@@ -151,6 +152,7 @@ public:
         if (auto rec = mailbox_error(record_fd_)) {
             evidence = "stage-record";
             c.runner_failed = true;
+            c.reported = true;
             const auto& detail = rec->contains("runnerFailure") ? (*rec)["runnerFailure"] : (*rec)["message"];
             c.runner_failure = detail.is_string() ? detail.get<std::string>() : std::string("the bwrap stage failed");
         } else if (status_.find("\"exit-code\"") == std::string::npos && exit_code && *exit_code != 0) {
