@@ -55,6 +55,10 @@ public:
     // report, supervise's exec pipe).
     virtual Outcome prepare(Confinement& c, const std::vector<int>& open_fds) = 0;
     virtual bool apply(Fault& f) const noexcept = 0;
+    // Before prepare(): the command's own terminal by name (the pty's slave).
+    // A layer that governs device ioctls lets the command use it as its
+    // terminal (less opens it by name and sets its modes).
+    virtual void allow_terminal(const std::string& path) { (void)path; }
     // For explain: the member name ("landlock"), what is applied as JSON, and
     // the same as labelled text lines.
     virtual std::string name() const = 0;

@@ -278,8 +278,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (auto o = watch->arm(p); !o) return failed(o);
     // A terminal on fds 0-2: the command gets a pty of its own instead.
     terminal::Relay tty;
-    if (opts.pty && confined)
+    if (opts.pty && confined) {
         if (auto o = tty.open(); !o) return failed(o);
+        if (tty.active() && p.in_process) p.in_process->allow_terminal(tty.slave_path());
+    }
     int wake_pipe[2] = {-1, -1};
     if (tty.active() && spawn::cloexec_pipe(wake_pipe) != 0) return internal("pipe");
     // Everything the child does is made here, before it exists.
@@ -301,8 +303,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     struct sigaction reset_act[kN + 1];
     int n_reset = 0;
     bool installed[kN] = {};
-    const bool own_session = tty.active() || (watch && watch->own_process_group());
-    g_same_group = own_session ? 0 : 1;
+    const bool own_group =
+        tty.active() || (watch && watch->own_process_group()) || !terminal::any_std_terminal();
+    g_same_group = own_group ? 0 : 1;
     if (tty.active()) {
         g_winch_from = tty.user();
         g_winch_to = tty.master();
@@ -355,6 +358,11 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         child.terminal_on = tty.slave_on();
     } else if (watch && watch->own_process_group()) {
         child.new_session = true;
+    } else if (!terminal::any_std_terminal()) {
+        // No terminal: a process group of its own, so that a signal sent to
+        // ours (timeout's kill(0, sig)) reaches the command once, forwarded,
+        // not twice. With a terminal (--no-pty) it stays in the foreground job.
+        child.new_group = true;
     }
     if (capture) {
         child.stderr_fd = err_pipe[1];

@@ -91,6 +91,7 @@ Outcome Relay::open() {
     if (::ptsname_r(m, name, sizeof name) != 0) return failed(errno);
     slave_ = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (slave_ < 0) return failed(errno);
+    slave_path_ = name;
     // The command starts with the user's modes and window size.
     if (::tcgetattr(user_, &orig_) == 0) {
         saved_ = true;

@@ -35,7 +35,8 @@ public:
     int slave() const noexcept { return slave_; }
     unsigned slave_on() const noexcept { return on_; }  // bit i: fd i gets the slave
     int master() const noexcept { return master_; }
-    int user() const noexcept { return user_; }  // the user's terminal (window size, modes)
+    int user() const noexcept { return user_; }
+    const std::string& slave_path() const noexcept { return slave_path_; }  // the user's terminal (window size, modes)
 
     // In the parent once the child exists: closes the slave here, and puts the
     // user's terminal in raw mode if dsh-confine is in its foreground.
@@ -70,6 +71,7 @@ private:
     struct termios orig_ {};
     int ldisc_ = -1;
     std::string to_master_;
+    std::string slave_path_;
 };
 
 }  // namespace dsh::terminal

@@ -132,6 +132,24 @@ constexpr off_t kMaxRecordBytes = 64 << 20;
 // would die of them and take the sandbox along). Without a controlling
 // terminal (no pty: a session of its own) there is nothing to do. Seen from
 // inside the PID namespace both groups are 0 (outside it), so they compare.
+// bwrap's --dev names the command's terminal /dev/console (its own devpts
+// does not hold the launcher's pty): the command may use it as its terminal
+// by that name (less opens ttyname(2) and sets its modes), as the Landlock
+// runner lets it use the pty's own name.
+void allow_console(landlock::Ruleset& lp) {
+    struct stat con {};
+    if (::stat("/dev/console", &con) != 0 || !S_ISCHR(con.st_mode)) return;
+    for (int fd = 0; fd < 3; ++fd) {
+        struct stat st {};
+        if (::isatty(fd) && ::fstat(fd, &st) == 0 && st.st_rdev == con.st_rdev) {
+            lp.rules.push_back({"/dev/console",
+                                (landlock::READ_FILE | landlock::WRITE_FILE | landlock::IOCTL_DEV) & lp.handled_fs,
+                                false});
+            return;
+        }
+    }
+}
+
 void take_foreground() noexcept {
     for (int fd = 0; fd < 3; ++fd) {
         const pid_t fg = ::tcgetpgrp(fd);
@@ -211,6 +229,7 @@ void take_foreground() noexcept {
     landlock::Ruleset lp;
     if (req.landlock_abi > 0) lp = landlock::plan_rules(req.policy, req.landlock_abi);
     lp.host_namespaces = false;
+    if (req.landlock_abi > 0) allow_console(lp);
     Plan p;
     p.c.policy = std::move(req.policy);
     p.in_process = std::make_unique<landlock::Layers>(std::move(lp), read_only);
