@@ -307,9 +307,8 @@ def _killed_mid_run(s, supervise):
     os.close(w)
     try:
         _wait_for(lambda: os.path.exists(started) and os.path.getsize(bg) > 0, "the command to start")
-        # Exec mode: dsh-confine has become bwrap. Supervise: bwrap is its child.
-        bwrap_pid = p.pid if not supervise else _wait_for(
-            lambda: [c for c in _children(p.pid) if _comm(c) == "bwrap"], "bwrap")[0]
+        # bwrap is dsh-confine's child in both modes (exec mode forwards signals).
+        bwrap_pid = _wait_for(lambda: [c for c in _children(p.pid) if _comm(c) == "bwrap"], "bwrap")[0]
         assert _comm(bwrap_pid) == "bwrap", _comm(bwrap_pid)
         tree = _descendants(bwrap_pid)
         assert len(tree) >= 4, tree  # namespace init, the command, its two sleeps
@@ -342,7 +341,8 @@ def _killed_mid_run(s, supervise):
 def test_bwrap_killed_mid_run_exec_mode(s):
     need_bwrap()
     rc, err, report = _killed_mid_run(s, supervise=False)
-    # dsh-confine is bwrap: the caller sees the SIGKILL itself (a shell says 137).
+    # The command died by SIGKILL with bwrap's namespace; dsh-confine, its
+    # forwarder, dies of the same signal (a shell says 137).
     assert rc == -signal.SIGKILL, (rc, err)
     assert err == "", err
     assert [x["type"] for x in report] == ["confinement"], report
@@ -401,11 +401,17 @@ def test_poisoned_probe_cache_fails_closed(s):
     os.chmod(_cache_file(s), 0o600)
     r = _run(s, extra=["--config", conf], env=_cache_env(s))
     # The cache makes auto take bwrap without a probe; bwrap then refuses
-    # before the command starts: exec mode passes on bwrap's status and line.
-    assert r.rc == 1 and r.err == SETUP_ERROR + "\n" and r.report == [], r
+    # before the command starts. Exec mode has a parent now (issue 15): 125,
+    # an error record, and the stale entry is forgotten as in supervise mode.
+    generic = UNAVAILABLE_WS + " Runner failure: bwrap exited with status 1 before starting the command"
+    assert r.rc == 125 and r.err == SETUP_ERROR + "\ndsh-confine: " + generic + "\n", r
+    assert [x["type"] for x in r.report] == ["error"] and r.report[0]["message"] == generic, r
     _nothing_ran(s, r)
-    # Exec mode has nobody left to forget the entry.
-    assert os.path.exists(_cache_file(s))
+    assert not os.path.exists(_cache_file(s))
+    # Poisoned again, for supervise mode.
+    with open(_cache_file(s), "w") as f:
+        f.write(text)
+    os.chmod(_cache_file(s), 0o600)
     r = _run(s, extra=["--config", conf, "--supervise"], env=_cache_env(s))
     message = UNAVAILABLE_WS + " Runner failure: " + SETUP_ERROR
     assert r.rc == 125 and r.err == SETUP_ERROR + "\ndsh-confine: " + message + "\n", r
