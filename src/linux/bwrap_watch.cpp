@@ -124,7 +124,10 @@ public:
     }
 
     int find_command(int& poll_ms) override {
-        poll_ms = init_ ? 1 : 5;
+        // Until bwrap reports its child, its status fd wakes the loop: no
+        // timeout. Then the command (init's first child) appears within
+        // microseconds, and nothing signals it: look again each millisecond.
+        poll_ms = init_ ? 1 : -1;
         if (!init_) {
             const size_t at = status_.find("\"child-pid\"");
             if (at == std::string::npos) return -1;
