@@ -127,7 +127,7 @@ public:
         // Until bwrap reports its child, its status fd wakes the loop: no
         // timeout. Then the command (init's first child) appears within
         // microseconds, and nothing signals it: look again each millisecond.
-        poll_ms = init_ ? 1 : -1;
+        poll_ms = -1;
         if (!init_) {
             const size_t at = status_.find("\"child-pid\"");
             if (at == std::string::npos) return -1;
@@ -136,6 +136,7 @@ public:
             init_ = static_cast<pid_t>(std::atoi(status_.c_str() + colon + 1));
             if (init_ <= 0) return -2;
         }
+        poll_ms = 1;
         const pid_t cmd = first_child(init_);
         if (cmd <= 0) return -1;
         const int fd = spawn::pidfd_open(cmd);
