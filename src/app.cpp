@@ -28,7 +28,7 @@ namespace {
 
 // Reports a failure: stderr, then the report's error record. Returns the exit status.
 int failed(const Report& report, const Outcome& o) {
-    print_error(o.text());
+    print_error(o.stderr_text());
     (void)report.write(error_record(o));
     return o.exit_status();
 }

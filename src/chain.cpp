@@ -15,6 +15,14 @@ namespace {
 // the fail-closed text already rendered).
 bool passed_over(const Outcome& o) { return o.err == Err::SandboxUnavailable && o.mode.empty(); }
 
+// What the policy asks that this runner cannot give, before anything of it
+// is run: a "cannot be used" like any plan's.
+Outcome can_give(const Runner& r, const Policy& p) {
+    if (p.private_tmp && !r.private_tmp())
+        return fail(Err::SandboxUnavailable, private_tmp_unavailable_text(to_string(r.kind())));
+    return Outcome::success();
+}
+
 }  // namespace
 
 Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runners& runners) {
@@ -24,17 +32,25 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
         const Runner* r = find(requested, runners);
         if (!r) {
             c.skipped.push_back({std::string(to_string(requested)), "not available on this platform"});
-            return unavailable(mode);
+            return unavailable(mode, fmt::format("{} is not available on this platform ({})", to_string(requested),
+                                                 host_platform()));
         }
         Verdict forced{Verdict::Usable, {}, "forced"};
-        Outcome o = r->plan(env, forced, p);
+        Outcome o = can_give(*r, c.policy);
+        if (o) o = r->plan(env, forced, p);
         if (o || !passed_over(o)) return o;
         c.skipped.push_back({std::string(to_string(requested)), o.message});
-        return unavailable(mode);
+        // Forced, it is the only candidate: its reason is the run's.
+        return unavailable(mode, o.message);
     }
     for (const Runner* r : runners) {
+        if (!r->candidate(env.config)) continue;
+        if (Outcome o = can_give(*r, c.policy); !o) {
+            // Not even probed: nothing it found could change the answer.
+            c.skipped.push_back({std::string(to_string(r->kind())), o.message});
+            continue;
+        }
         Verdict v = r->probe(env);
-        if (v.kind == Verdict::NotCandidate) continue;
         if (v.kind == Verdict::Usable) {
             Outcome o = r->plan(env, v, p);
             if (o || !passed_over(o)) return o;

@@ -27,7 +27,7 @@ constexpr unsigned kEverywhere = kGlobal | bit(Ctx::Session) | bit(Ctx::SetMode)
 constexpr unsigned kPolicyHelp = bit(Ctx::Top) | bit(Ctx::Explain) | bit(Ctx::Check);
 
 enum class Opt {
-    Help, Version, Mode, Root, Runner, Writable, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
+    Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
 };
@@ -54,6 +54,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Runner, "--runner", "", "RUNNER", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "auto (default), bwrap, landlock, seatbelt, windows-acl or custom"},
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
+    {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
+     "give the command an empty /tmp of its own, discarded at exit"},
     {Opt::Config, "--config", "", "FILE", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "config file (JSON)"},
     {Opt::Session, "--session", "", "FILE", false, kGlobal, kPolicyHelp,
@@ -213,6 +215,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Root: return set_once(r.root, v) ? Outcome::success() : twice();
         case Opt::Runner: return set_once(r.runner, v) ? Outcome::success() : twice();
         case Opt::Writable: r.writable.emplace_back(v); break;
+        case Opt::PrivateTmp: return flag_once(r.private_tmp) ? Outcome::success() : twice();
         case Opt::Config: return set_once(r.config, v) ? Outcome::success() : twice();
         case Opt::Session: return set_once(r.session, v) ? Outcome::success() : twice();
         case Opt::ProbeTimeout: {
@@ -321,7 +324,13 @@ struct Parser {
     CLI::App top{"", "dsh-confine"};
     CLI::App* apps[7] = {};  // indexed by Ctx
 
-    explicit Parser(Request& r) {
+    // CLI11 is told only the options the words use (`used`, indexes into
+    // kOptions), in the Apps the words enter (`needed`: top, and the
+    // subcommand's): the split has already checked every word against the
+    // whole table, and CLI11 checks each new name against every option
+    // already there, so building all seven Apps in full was most of a
+    // trivial launch's instructions (1.4M of 1.7M).
+    Parser(Request& r, unsigned needed, const std::vector<bool>& used) {
         top.set_help_flag();  // ours, from kOptions, rendered by help()
         top.allow_extras(false);
         apps[static_cast<unsigned>(Ctx::Top)] = &top;
@@ -338,11 +347,13 @@ struct Parser {
             app->set_help_flag();
         }
 
-        for (const auto& o : kOptions) {
+        for (size_t k = 0; k < std::size(kOptions); ++k) {
+            if (!used[k]) continue;
+            const OptionSpec& o = kOptions[k];
             const std::string names =
                 o.short_name.empty() ? std::string(o.name) : fmt::format("{},{}", o.short_name, o.name);
             for (unsigned c = 0; c < 7; ++c) {
-                if (!(o.accepted & (1u << c))) continue;
+                if (!(o.accepted & needed & (1u << c))) continue;
                 const Ctx ctx = static_cast<Ctx>(c);
                 CLI::Option* opt = nullptr;
                 if (o.value.empty()) {
@@ -400,6 +411,7 @@ struct Split {
     std::vector<std::string> ours;
     int command_from = 0;            // argv index of the command's first word
     std::optional<Outcome> problem;  // found at the end of `ours`
+    std::vector<bool> used = std::vector<bool>(std::size(kOptions));  // options among `ours`
     Ctx ctx = Ctx::Top;
     size_t set_mode_args = 0;
 };
@@ -439,6 +451,7 @@ Split split(int argc, const char* const* argv) {
                 return problem(UsageText::UnknownOption, name, help_command(ctx));
             }
             if (!(o->accepted & bit(ctx))) return problem(UsageText::OptionNotHere, o->name, help_command(ctx));
+            s.used[static_cast<size_t>(o - kOptions)] = true;
             if (o->value.empty()) {
                 if (value) return problem(UsageText::TakesNoValue, o->name);
                 s.ours.emplace_back(a);
@@ -502,7 +515,7 @@ Split split(int argc, const char* const* argv) {
 Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     const auto usage = [](UsageText t, std::string_view a = {}) { return fail(Err::Usage, usage_text(t, a)); };
     Split s = split(argc, argv);
-    Parser parser(r);
+    Parser parser(r, bit(Ctx::Top) | bit(s.ctx) | (s.ctx == Ctx::SetMode ? bit(Ctx::Session) : 0u), s.used);
     try {
         // CLI11 reads its input from the back.
         std::vector<std::string> words(s.ours.rbegin(), s.ours.rend());
@@ -537,6 +550,7 @@ PolicyRequest Request::policy_request() const {
     p.root = root;
     p.writable = writable;
     p.keep_fds = keep_fds;
+    p.private_tmp = private_tmp;
     p.config = config;
     p.session = session;
     p.approver = approver;

@@ -30,6 +30,7 @@ struct Request {
     std::optional<std::string> root;
     std::optional<std::string> runner;
     std::vector<std::string> writable;
+    bool private_tmp = false;  // --private-tmp
     std::vector<int> keep_fds;
     int report_fd = -1;
     std::optional<int> probe_timeout_ms;

@@ -41,6 +41,7 @@ struct Config {
     std::optional<int> probe_timeout_ms;           // "probeTimeoutMs" (> 0)
     std::vector<std::string> writable_roots;       // "writableRoots" (absolute)
     std::optional<std::string> approver;           // "approver": "tty" or a command
+    std::optional<bool> private_tmp;               // "privateTmp": a private /tmp in confined modes
 
     bool custom_runner() const noexcept { return !runner_command.empty(); }
 };

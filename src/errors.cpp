@@ -67,6 +67,40 @@ std::string sandbox_unavailable_text(std::string_view mode) {
         mode);
 }
 
+std::string Outcome::stderr_text() const {
+    std::string t = text();
+    if (!ok && !hint.empty()) t += "; " + hint;
+    return t;
+}
+
+Outcome with_hint(Outcome o, std::string hint) {
+    o.hint = std::move(hint);
+    return o;
+}
+
+std::string hint_text(Hint h, std::string_view a) {
+    switch (h) {
+        case Hint::EscalateNeedsJustification:
+            return "on the command line: --escalate MODE --justification TEXT";
+        case Hint::JustificationNeedsEscalate:
+            return "on the command line: --justification TEXT goes with --escalate MODE";
+        case Hint::BlankJustification:
+            return "on the command line: --justification TEXT says in words why the wider mode is needed";
+        case Hint::NotWider:
+            return fmt::format("--escalate takes a mode wider than the call's \"{}\" "
+                               "(read-only < workspace-write < danger-full-access)", a);
+        case Hint::NoApprover:
+            return "give --approver tty (asks on the terminal) or --approver COMMAND, or \"approver\" in the config";
+    }
+    return {};  // unreachable: every enumerator is listed above
+}
+
+std::string private_tmp_unavailable_text(std::string_view runner) {
+    return fmt::format("{} cannot give the command a private /tmp (--private-tmp): it restricts access to the "
+                       "host's files and mounts nothing; use --runner bwrap (or auto), or drop --private-tmp",
+                       runner);
+}
+
 Outcome unavailable(std::string_view mode, std::string runner_failure) {
     Outcome o = fail(Err::SandboxUnavailable, {});
     o.mode = std::string(mode);
@@ -193,6 +227,9 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
             return fmt::format("unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", a);
         case UsageText::UnknownRunner:
             return fmt::format("unknown runner \"{}\" (auto, bwrap, landlock, seatbelt, windows-acl or custom)", a);
+        case UsageText::PrivateTmpUnconfined:
+            return "--private-tmp needs a confined mode (read-only or workspace-write): danger-full-access runs the "
+                   "command on the host's /tmp; drop one of the two";
     }
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
 }

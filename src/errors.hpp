@@ -60,6 +60,21 @@ void print_error(std::string_view message);
 // The seed's fail-closed text; mode is the requested mode's name.
 std::string sandbox_unavailable_text(std::string_view mode);
 
+// The command-line spelling stderr adds to an escalation failure whose
+// report text is the harness contract's (Outcome::hint). `a`: the target mode.
+enum class Hint {
+    EscalateNeedsJustification,  // --escalate without --justification
+    JustificationNeedsEscalate,  // --justification without --escalate
+    BlankJustification,
+    NotWider,                    // a: the call's current mode
+    NoApprover,
+};
+std::string hint_text(Hint h, std::string_view a = {});
+
+// Why a runner is passed over for --private-tmp (the record's skippedRunners,
+// and a forced runner's reason).
+std::string private_tmp_unavailable_text(std::string_view runner);
+
 // The command line's texts (and the mode/runner names wherever a flag gives
 // them), one line each: what is wrong and how to fix it. `a` and `b` are the
 // words the text names (an option, a value, a subcommand); see errors.cpp.
@@ -83,6 +98,7 @@ enum class UsageText {
     Unreadable,           // CLI11 refused words the split let through (not expected)
     UnknownMode,          // a: the mode
     UnknownRunner,        // a: the runner
+    PrivateTmpUnconfined, // --private-tmp with danger-full-access
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 
@@ -98,6 +114,10 @@ struct Outcome {
     std::string message;  // the detail (SandboxUnavailable: empty, or why a runner cannot be used)
     std::string mode;     // SandboxUnavailable at the edge: the requested mode the seed's text names
     std::string runner_failure;  // SandboxUnavailable: the runner's own failure, when it had one
+    // Said on stderr only, after the text: how to spell the fix on the
+    // command line, where the report's text is a contract's exact wording
+    // (the escalation texts harnesses match).
+    std::string hint;
 
     static Outcome success() { return {}; }
     explicit operator bool() const noexcept { return ok; }
@@ -106,9 +126,13 @@ struct Outcome {
     // The seed's fail-closed text (+ " Runner failure: " + runner_failure)
     // for SandboxUnavailable with a mode; the detail otherwise.
     std::string text() const;
+    // text(), then "; " and the hint when there is one: the stderr line.
+    std::string stderr_text() const;
 };
 
-inline Outcome fail(Err e, std::string message) { return Outcome{false, e, std::move(message), {}, {}}; }
+inline Outcome fail(Err e, std::string message) { return Outcome{false, e, std::move(message), {}, {}, {}}; }
+// `o` with its stderr-only hint (Outcome::hint).
+Outcome with_hint(Outcome o, std::string hint);
 
 // A confined mode (by name) that cannot be enforced: nothing runs.
 // runner_failure: what went wrong while setting up or starting the runner

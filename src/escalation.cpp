@@ -57,14 +57,19 @@ static bool blank(const std::string& s) {
 
 Outcome validate_escalation_args(const std::optional<std::string>& target,
                                  const std::optional<std::string>& justification, Mode& target_mode) {
+    // The report keeps the seed's texts, which harnesses match exactly (they
+    // name the tool call's fields); stderr adds the command line's spelling.
     if (target && !justification)
-        return fail(Err::EscalationInvalid, "invalid escalation: sandbox_permissions requires a justification");
+        return with_hint(fail(Err::EscalationInvalid, "invalid escalation: sandbox_permissions requires a justification"),
+                         hint_text(Hint::EscalateNeedsJustification));
     if (!target && justification)
-        return fail(Err::EscalationInvalid,
-                    "invalid escalation: justification is only valid together with sandbox_permissions");
+        return with_hint(fail(Err::EscalationInvalid,
+                              "invalid escalation: justification is only valid together with sandbox_permissions"),
+                         hint_text(Hint::JustificationNeedsEscalate));
     if (!target) return Outcome::success();
     if (blank(*justification))
-        return fail(Err::EscalationInvalid, "invalid justification: expected a non-empty sentence");
+        return with_hint(fail(Err::EscalationInvalid, "invalid justification: expected a non-empty sentence"),
+                         hint_text(Hint::BlankJustification));
     auto m = parse_mode(*target);
     if (!m)
         return failf(Err::EscalationInvalid,
@@ -79,6 +84,7 @@ std::string_view to_string(Approval a) noexcept {
         case Approval::Rejected: return "rejected";
         case Approval::Cancelled: return "cancelled";
         case Approval::Unavailable: return "unavailable";
+        case Approval::Failed: return "failed";
     }
     return "unavailable";
 }
@@ -101,7 +107,7 @@ nlohmann::ordered_json approval_request_json(const EscalationRequest& r) {
     return j;
 }
 
-Outcome approval_error(Approval a, const EscalationRequest& r) {
+Outcome approval_error(Approval a, const EscalationRequest& r, const std::string& failure) {
     const auto mode = to_string(r.target);
     switch (a) {
         case Approval::AllowedOnce: return Outcome::success();
@@ -110,8 +116,16 @@ Outcome approval_error(Approval a, const EscalationRequest& r) {
         case Approval::Cancelled:
             return failf(Err::EscalationCancelled, "approval for escalating to \"{}\" was cancelled", mode);
         case Approval::Unavailable:
+            return with_hint(failf(Err::EscalationUnavailable,
+                                   "sandbox escalation to \"{}\" requires approval, but no approval channel is "
+                                   "available", mode),
+                             failure);
+        case Approval::Failed:
+            // Not "no channel": one was there, ran and gave no answer. The
+            // same code (nothing was approved, nobody said no), its own text.
             return failf(Err::EscalationUnavailable,
-                         "sandbox escalation to \"{}\" requires approval, but no approval channel is available", mode);
+                         "sandbox escalation to \"{}\" requires approval, but the approver failed: {}", mode,
+                         failure.empty() ? std::string("it gave no answer") : failure);
     }
     return fail(Err::Internal, "unknown approval outcome");
 }
@@ -120,15 +134,17 @@ Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode&
     bool wider = false;
     for (Mode m : wider_modes(r.current)) wider = wider || m == r.target;
     if (!wider)
-        return failf(Err::EscalationNotWider,
-                     "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
-                     to_string(r.target), to_string(r.current));
+        return with_hint(failf(Err::EscalationNotWider,
+                               "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
+                               to_string(r.target), to_string(r.current)),
+                         hint_text(Hint::NotWider, to_string(r.current)));
     if (approver == nullptr)
-        return failf(Err::EscalationNoApprover,
-                     "sandbox escalation to \"{}\" requires approval, but no approval service is composed",
-                     to_string(r.target));
+        return with_hint(failf(Err::EscalationNoApprover,
+                               "sandbox escalation to \"{}\" requires approval, but no approval service is composed",
+                               to_string(r.target)),
+                         hint_text(Hint::NoApprover));
     const Approval a = approver->ask(r);
-    if (auto o = approval_error(a, r); !o) return o;
+    if (auto o = approval_error(a, r, approver->failure()); !o) return o;
     granted = r.target;
     return Outcome::success();
 }
@@ -233,8 +249,13 @@ std::string printable(std::string_view s) {
 Approval TtyApprover::ask(const EscalationRequest& r) {
     // The controlling terminal, not stdin: the command's input may be a pipe,
     // and the answer must come from the person at the terminal.
+    failure_.clear();
     int fd = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return Approval::Unavailable;
+    if (fd < 0) {
+        failure_ = fmt::format("--approver tty needs a terminal and /dev/tty cannot be opened ({}); run from a "
+                               "terminal or give --approver COMMAND", std::strerror(errno));
+        return Approval::Unavailable;
+    }
     std::string argv_text = nlohmann::json(r.argv).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
     std::string prompt = fmt::format(
         "dsh-confine: {}\n  {}: {}\n  root: {}\n  current mode: {}\n",
@@ -261,22 +282,44 @@ Approval TtyApprover::ask(const EscalationRequest& r) {
 // ---- command ----------------------------------------------------------------
 
 Approval approval_from_status(int status) noexcept {
-    if (!WIFEXITED(status)) return Approval::Unavailable;
+    if (!WIFEXITED(status)) return Approval::Failed;
     switch (WEXITSTATUS(status)) {
         case 0: return Approval::AllowedOnce;
         case 1: return Approval::Rejected;
         case 2: return Approval::Cancelled;
-        default: return Approval::Unavailable;
+        default: return Approval::Failed;
     }
 }
 
+std::string approver_status_text(int status) {
+    if (WIFSIGNALED(status)) {
+        const int sig = WTERMSIG(status);
+        const char* name = sig == SIGHUP ? "SIGHUP" : sig == SIGINT ? "SIGINT" : sig == SIGQUIT ? "SIGQUIT"
+                         : sig == SIGABRT ? "SIGABRT" : sig == SIGKILL ? "SIGKILL" : sig == SIGSEGV ? "SIGSEGV"
+                         : sig == SIGPIPE ? "SIGPIPE" : sig == SIGALRM ? "SIGALRM" : sig == SIGTERM ? "SIGTERM"
+                         : nullptr;
+        return name ? fmt::format("it was killed by signal {} ({})", sig, name)
+                    : fmt::format("it was killed by signal {}", sig);
+    }
+    if (!WIFEXITED(status)) return fmt::format("it ended with wait status {}", status);
+    const int code = WEXITSTATUS(status);
+    // /bin/sh's own two: the approver named no program it could run.
+    if (code == 127) return "it exited with status 127 (/bin/sh found no such command)";
+    if (code == 126) return "it exited with status 126 (/bin/sh could not execute it)";
+    return fmt::format("it exited with status {} (0 allows once, 1 rejects, 2 cancels)", code);
+}
+
 Approval CommandApprover::ask(const EscalationRequest& r) {
+    failure_.clear();
     // Both ends close on exec: the approver gets the read end as its stdin
     // (dup2 clears the flag there) and must not hold the write end, or it
     // never sees EOF. pipe(2) and fcntl(2), not pipe2: macOS has no pipe2,
     // and no other thread can exec in between (dsh-confine starts none).
     int in[2];
-    if (spawn::cloexec_pipe(in) != 0) return Approval::Unavailable;
+    if (spawn::cloexec_pipe(in) != 0) {
+        failure_ = fmt::format("the approver command could not be started: pipe: {}", std::strerror(errno));
+        return Approval::Unavailable;
+    }
     // stdin: the request. stdout: our stderr, so an approver's chatter never
     // lands in the output a caller reads from the command.
     const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
@@ -289,7 +332,9 @@ Approval CommandApprover::ask(const EscalationRequest& r) {
     const pid_t pid = spawn::start(child);
     ::close(in[0]);
     if (pid < 0) {
+        const int e = errno;
         ::close(in[1]);
+        failure_ = fmt::format("the approver command could not be started: /bin/sh: {}", std::strerror(e));
         return Approval::Unavailable;
     }
     // An approver that exits without reading closes the pipe: EPIPE, not a
@@ -299,8 +344,13 @@ Approval CommandApprover::ask(const EscalationRequest& r) {
     ::close(in[1]);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return Approval::Unavailable;
-    return approval_from_status(status);
+        if (errno != EINTR) {
+            failure_ = fmt::format("the approver command could not be waited for: {}", std::strerror(errno));
+            return Approval::Unavailable;
+        }
+    const Approval a = approval_from_status(status);
+    if (a == Approval::Failed) failure_ = approver_status_text(status);
+    return a;
 }
 
 #else

@@ -25,7 +25,10 @@ std::vector<Mode> wider_modes(Mode current);
 Outcome validate_escalation_args(const std::optional<std::string>& target,
                                  const std::optional<std::string>& justification, Mode& target_mode);
 
-enum class Approval { AllowedOnce, Rejected, Cancelled, Unavailable };
+// Failed: an approver ran and ended without an answer (a command that exited
+// 3..255 or died by a signal); Unavailable: there was nobody to ask (no
+// terminal for tty, an approver command that could not be started).
+enum class Approval { AllowedOnce, Rejected, Cancelled, Unavailable, Failed };
 std::string_view to_string(Approval a) noexcept;
 
 struct EscalationRequest {
@@ -47,6 +50,9 @@ class Approver {
 public:
     virtual ~Approver() = default;
     virtual Approval ask(const EscalationRequest& r) = 0;
+    // After ask() returned Failed or Unavailable: what happened, in our
+    // words ("it exited with status 5"); empty when there is nothing to add.
+    virtual std::string failure() const { return {}; }
 };
 
 // The seed's approveEscalation, in order: not strictly wider (nobody is
@@ -57,7 +63,10 @@ public:
 Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode& granted);
 
 // The text and error of each refused outcome (allowed-once is not an error).
-Outcome approval_error(Approval a, const EscalationRequest& r);
+// `failure`: the approver's own account (Approver::failure): part of the
+// text for Failed, a stderr-only hint for Unavailable, whose text the
+// harnesses match exactly.
+Outcome approval_error(Approval a, const EscalationRequest& r, const std::string& failure = {});
 
 // The tty approver's answer to one prompt (pure): the line as typed, without
 // its '\n', trimmed of spaces, tabs and '\r' and lowered (ASCII), must be one
@@ -80,18 +89,25 @@ Approval tty_conversation(const std::function<bool(std::string_view)>& say, cons
 class TtyApprover : public Approver {
 public:
     Approval ask(const EscalationRequest& r) override;
+    std::string failure() const override { return failure_; }
+
+private:
+    std::string failure_;
 };
 
 // A command, run as /bin/sh -c CMD, with the JSON request on stdin and its
 // stdout sent to our stderr. Exit 0 allowed-once, 1 rejected, 2 cancelled;
-// any other status, a signal, or failure to run it: unavailable.
+// any other status or a signal: failed (with the status); failure to start
+// it: unavailable.
 class CommandApprover : public Approver {
 public:
     explicit CommandApprover(std::string command) : command_(std::move(command)) {}
     Approval ask(const EscalationRequest& r) override;
+    std::string failure() const override { return failure_; }
 
 private:
     std::string command_;
+    std::string failure_;
 };
 
 // The files an approver command would run, for the own-state checks: every
@@ -110,5 +126,8 @@ Outcome check_approver_files(const std::vector<std::string>& files);
 
 // Maps an approver command's wait status to the outcome (pure, for tests).
 Approval approval_from_status(int wait_status) noexcept;
+// How a failed approver command ended, for the Failed text (pure): "it
+// exited with status 5", "it was killed by signal 9 (SIGKILL)".
+std::string approver_status_text(int wait_status);
 
 }  // namespace dsh

@@ -103,6 +103,7 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     }
     std::string root_from = p.root_source == RootSource::Config ? "config " + r.settings.path
                             : p.root_source == RootSource::Flag ? "--root"
+                            : p.root_source == RootSource::Session ? "the session log's cwd"
                                                                 : "current directory";
     line("root:", fmt::format("{} (from {})", q(p.workspace_root), root_from));
     bool first = true;
@@ -115,6 +116,9 @@ std::string plan_text(const Resolution& r, const Plan& l) {
         first = false;
     }
     if (first) line("writable:", p.mode == Mode::DangerFullAccess ? "everything (unconfined)" : "nothing");
+    if (p.private_tmp)
+        line("tmp:", p.mode == Mode::ReadOnly ? "private (--private-tmp): empty, read-only, discarded at exit"
+                                              : "private (--private-tmp): empty, writable, discarded at exit");
     line("config:", r.settings.path.empty() ? "none found" : q(r.settings.path));
     if (r.session_path)
         line("session:", r.session.mode ? fmt::format("{} (last sandbox/mode at line {}: {})", q(*r.session_path),
@@ -156,12 +160,15 @@ CheckAnswer check_write(const Policy& p, const std::string& path, const std::str
             a.matched_source = "file";
             return a;
         }
+    // The innermost root decides: $TMPDIR under a private /tmp is the host's.
+    const WritableRoot* best = nullptr;
     for (const auto& r : p.writable_roots)
-        if (under(a.canonical, r.path)) {
-            a.matched = r.path;
-            a.matched_source = r.source;
-            return a;
-        }
+        if (under(a.canonical, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
+    if (best) {
+        a.matched = best->path;
+        a.matched_source = best->source;
+        a.persists = best->persists;
+    }
     return a;
 }
 
@@ -170,8 +177,9 @@ std::string check_text(const Resolution& r, const CheckAnswer& a) {
     if (!a.allowed)
         return fmt::format("no: a write to {} is outside what {} allows\n", q(a.canonical), to_string(p.mode));
     if (a.matched_source == "mode") return fmt::format("yes: {} does not restrict writes\n", to_string(p.mode));
-    return fmt::format("yes: {} is under {} ({}) in {}\n", q(a.canonical), q(a.matched), a.matched_source,
-                       to_string(p.mode));
+    return fmt::format("yes: {} is under {} ({}) in {}{}\n", q(a.canonical), q(a.matched), a.matched_source,
+                       to_string(p.mode),
+                       a.persists ? "" : "; the write is discarded when the command exits (private /tmp)");
 }
 
 nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
@@ -188,10 +196,15 @@ nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
     j["matched"] = a.allowed && a.matched_source != "mode"
                        ? ordered_json{{"path", a.matched}, {"source", a.matched_source}}
                        : ordered_json(nullptr);
+    // Whether an allowed write outlives the command (false: a private /tmp);
+    // null when the write is refused.
+    j["persists"] = a.allowed ? ordered_json(a.persists) : ordered_json(nullptr);
     ordered_json roots = ordered_json::array();
-    for (const auto& w : r.policy.writable_roots) roots.push_back(ordered_json{{"path", w.path}, {"source", w.source}});
+    for (const auto& w : r.policy.writable_roots)
+        roots.push_back(ordered_json{{"path", w.path}, {"source", w.source}, {"persists", w.persists}});
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = r.policy.writable_files;
+    j["privateTmp"] = r.policy.private_tmp;
     return j;
 }
 

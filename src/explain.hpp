@@ -27,6 +27,7 @@ struct CheckAnswer {
     bool allowed = false;
     std::string matched;         // the root or file that allows it; empty when denied
     std::string matched_source;  // "workspace", "tmp", "tmpdir", "flag", "config", "file", "mode"
+    bool persists = true;        // false: the write lands in a private /tmp, discarded at exit
 };
 
 // The seed's in-process write fence: the same canonical writable roots the

@@ -66,10 +66,10 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     }
     e.record = record ? *record
                       : confinement_record(p.c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (!e.record.empty()) e.record += '\n';
     e.record_fd = p.record_fd;
     e.report_fd = report_fd;
-    if (e.record_fd >= 0 && !e.record.empty()) e.record.pop_back();  // the stage adds its own newline
+    // A line of the report; the stage's mailbox takes it bare (the stage ends the line).
+    if (!e.record.empty() && e.record_fd < 0) e.record += '\n';
     e.inherit = p.inherit_fds;
     e.path = p.exec_path.c_str();
     e.argv = spawn::c_array(p.exec_argv);

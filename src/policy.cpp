@@ -29,6 +29,7 @@ std::string_view to_string(RootSource s) noexcept {
     switch (s) {
         case RootSource::Cwd: return "cwd";
         case RootSource::Flag: return "flag";
+        case RootSource::Session: return "session";
         case RootSource::Config: return "config";
     }
     return "cwd";
@@ -198,6 +199,11 @@ Outcome grant(Policy& out, const std::string& given, const char* source, Need ne
     for (const auto& w : out.writable_roots)
         if (w.path == r.path) {  // first occurrence wins
             ::close(r.fd);
+            // The private /tmp is not the host's: a write meant to last there
+            // would be discarded without a word.
+            if (!w.persists && need == Need::Required)
+                return failf(err, "{} {} is the private /tmp of --private-tmp, whose writes are discarded at exit; "
+                                  "drop one of the two", what, r.path);
             return Outcome::success();
         }
     WritableRoot w{r.path, source, true};
@@ -224,6 +230,7 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     out.workspace_root = canonical_path(in.root ? *in.root : in.cwd, in.cwd);
     out.keep_fds = in.keep_fds;
     if (in.mode == Mode::DangerFullAccess) return Outcome::success();
+    out.private_tmp = in.private_tmp;
     out.writable_files.push_back("/dev/null");
     // The command's own controlling terminal (a pty of its own unless
     // --no-pty): less, vi and read -s open it, and set its modes through the
@@ -258,7 +265,16 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
         return failf(Err::InvalidRoot, "workspace root {} cannot be opened: {}", out.workspace_root,
                      std::strerror(errno));
     }
-    (void)grant(out, "/tmp", "tmp", Need::Optional, Err::InvalidPath, "");
+    // The host's /tmp, like any root; a private one is not the host's, so
+    // nothing is opened: the runner mounts a fresh one there.
+    if (in.private_tmp) {
+        if (out.workspace_root == "/tmp")
+            return fail(Err::InvalidRoot, "workspace root /tmp cannot be kept with --private-tmp, which puts an "
+                                          "empty /tmp over it; choose another --root or drop --private-tmp");
+        out.writable_roots.push_back(WritableRoot{"/tmp", "tmp", false});
+    } else {
+        (void)grant(out, "/tmp", "tmp", Need::Optional, Err::InvalidPath, "");
+    }
     // $TMPDIR is the environment's, which the command's parent controls: it
     // is only ever an optional grant, under every rule a root obeys.
     if (in.tmpdir && !in.tmpdir->empty()) {
@@ -293,6 +309,8 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     };
     add_root(root, "workspace");
     add_root(canonical_path("/tmp", "/"), "tmp");
+    for (auto& r : out.writable_roots)
+        if (r.source == "tmp" && in.private_tmp) r.persists = false;
     if (in.tmpdir && !in.tmpdir->empty() && (*in.tmpdir)[0] == '/') add_root(canonical_path(*in.tmpdir, "/"), "tmpdir");
     for (const auto& w : in.config_writable) add_root(canonical_path(w, in.cwd), "config");
     for (const auto& w : in.writable) add_root(canonical_path(w, in.cwd), "flag");

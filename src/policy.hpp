@@ -18,7 +18,7 @@ std::string_view to_string(Mode m) noexcept;
 // Who decided the mode, and the workspace root (the report's modeSource and
 // rootSource, by to_string).
 enum class ModeSource { Default, Flag, Session, Config, Escalation };
-enum class RootSource { Cwd, Flag, Config };
+enum class RootSource { Cwd, Flag, Session, Config };
 std::string_view to_string(ModeSource s) noexcept;
 std::string_view to_string(RootSource s) noexcept;
 std::optional<Mode> parse_mode(std::string_view s) noexcept;
@@ -28,8 +28,8 @@ bool is_strictly_wider(Mode target, Mode current) noexcept;
 enum class Enforcement { Full, Partial, None };
 std::string_view to_string(Enforcement e) noexcept;
 
-// A path the command may write under. `persists` is false where a runner puts
-// a throw-away filesystem there (bwrap's tmpfs on /tmp).
+// A path the command may write under. `persists` is false for a private /tmp
+// (--private-tmp): a fresh file system there, discarded when the command ends.
 struct WritableRoot {
     std::string path;
     std::string source;  // "workspace", "tmp", "tmpdir", "flag", "config"
@@ -57,6 +57,12 @@ struct Policy {
     std::vector<std::string> writable_files;   // single nodes: "/dev/null"
     std::vector<int> keep_fds;                 // inherited on purpose (--keep-fd)
     std::vector<NotGranted> not_granted;       // implicit roots refused while building
+    // --private-tmp (or the config's privateTmp) in a confined mode: the
+    // command gets a fresh, empty /tmp of its own, discarded at exit, instead
+    // of the host's. Writable in workspace-write (the "tmp" root, persists
+    // false, not opened on the host), read-only in read-only: it never
+    // widens a mode. Only a runner that can mount one takes it (chain.cpp).
+    bool private_tmp = false;
 };
 
 // The names of a path, in order, without empty ones ("//a/./b" -> a . b).
@@ -81,6 +87,7 @@ struct PolicyInput {
     std::optional<std::string> tmpdir;  // $TMPDIR as found in the environment
     std::string cwd;
     std::vector<int> keep_fds;
+    bool private_tmp = false;  // asked for (flag or config); ignored in danger-full-access
 };
 
 Outcome build_policy(const PolicyInput& in, Policy& out);

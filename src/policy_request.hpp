@@ -14,6 +14,7 @@ struct PolicyRequest {
     std::optional<std::string> root;
     std::vector<std::string> writable;
     std::vector<int> keep_fds;
+    bool private_tmp = false;             // --private-tmp
     std::optional<std::string> config;    // the config file to read (else the default place)
     std::optional<std::string> session;   // the session log
     std::optional<std::string> approver;

@@ -159,6 +159,7 @@ ordered_json confinement_record(const Confinement& c) {
     }
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = p.writable_files;
+    j["privateTmp"] = p.private_tmp;
     std::vector<Skipped> not_granted;
     for (const auto& n : p.not_granted) not_granted.push_back({n.path, n.reason});
     not_granted.insert(not_granted.end(), c.not_granted.begin(), c.not_granted.end());

@@ -37,6 +37,11 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     if (req.root) {
         in.root = *req.root;
         in.root_source = RootSource::Flag;
+    } else if (r.session.cwd) {
+        // The seed: the session's immutable cwd; the config's root is the
+        // fallback for calls without a session.
+        in.root = *r.session.cwd;
+        in.root_source = RootSource::Session;
     } else if (r.settings.workspace_root) {
         in.root = *r.settings.workspace_root;
         in.root_source = RootSource::Config;
@@ -44,6 +49,7 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.writable = req.writable;
     in.config_writable = r.settings.writable_roots;
     in.keep_fds = req.keep_fds;
+    in.private_tmp = req.private_tmp || r.settings.private_tmp.value_or(false);
     return in;
 }
 
@@ -173,6 +179,13 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         out.base_mode = *s.mode;
         out.base_source = ModeSource::Config;
     }
+
+    // --private-tmp asks for something only a sandbox can give: with the
+    // unconfined mode it is a contradiction, refused rather than dropped.
+    // (The config's privateTmp is a default for confined runs and does not
+    // apply there, like its writableRoots.)
+    if (req.private_tmp && (out.escalation_target ? *out.escalation_target : out.base_mode) == Mode::DangerFullAccess)
+        return fail(Err::Usage, usage_text(UsageText::PrivateTmpUnconfined));
 
     if (!out.escalation_target) {
         if (auto o = build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy); !o)

@@ -1,7 +1,7 @@
 // Resolution: the request, the config file and the session log -> one Policy,
 // with the source of every value recorded. Highest first:
 //   mode: approved escalation > --mode > session's last sandbox/mode > config > read-only
-//   root: --root > config workspaceRoot > current directory
+//   root: --root > the session header's cwd > config workspaceRoot > current directory
 //   runner, probe timeout, approver: flag > config > built-in default
 #pragma once
 

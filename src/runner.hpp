@@ -38,7 +38,7 @@ struct RunnerEnv {
 };
 
 struct Verdict {
-    enum Kind { Usable, Unusable, NotCandidate } kind = Unusable;
+    enum Kind { Usable, Unusable } kind = Unusable;
     std::string reason;  // Unusable: why (goes to the record's `skipped`)
     std::string how;     // Usable: how it was found ("ran", "cached", "forced"; empty when nothing ran)
 };
@@ -131,8 +131,15 @@ class Runner {
 public:
     virtual ~Runner() = default;
     virtual RunnerKind kind() const noexcept = 0;
+    // Whether auto considers it at all here, without running anything (a
+    // custom runner only when configured). Not a candidate: not in auto's
+    // chain, the self-test's runner list or the record's `skipped`.
+    virtual bool candidate(const Config&) const noexcept { return true; }
     // Only for auto: forced runners are planned without a probe.
     virtual Verdict probe(const RunnerEnv& env) const = 0;
+    // Whether it can give the command a private /tmp (Policy::private_tmp):
+    // a mount of its own there. The chain passes over one that cannot.
+    virtual bool private_tmp() const noexcept { return false; }
     // Fills the plan (p.c.policy, argv and command_path are set). A failure
     // with Err::SandboxUnavailable and no mode is "this runner cannot be
     // used" (the chain records it and goes on); anything else ends the run.

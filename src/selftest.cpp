@@ -674,7 +674,7 @@ int run(const Request& req) {
         // Every runner of this host that auto could take (a custom runner
         // only when configured), in auto's order.
         for (const Runner* r : registry())
-            if (r->probe(RunnerEnv{}).kind != Verdict::NotCandidate) runners.emplace_back(to_string(r->kind()));
+            if (r->candidate(Config{})) runners.emplace_back(to_string(r->kind()));
 
     std::string why;
     auto base = make_scratch(why);

@@ -84,6 +84,7 @@ Outcome SessionFolder::line(std::string_view text) {
         const auto s = seq->get<uint64_t>();
         if (!state_.max_seq || s > *state_.max_seq) state_.max_seq = s;
     }
+    if (type->get_ref<const std::string&>() == "session") return header(ev, bad);
     if (type->get_ref<const std::string&>() != "sandbox/mode") return Outcome::success();
 
     auto data = ev.find("data");
@@ -103,6 +104,26 @@ Outcome SessionFolder::line(std::string_view text) {
     state_.mode = mode;
     state_.source = std::move(source);
     state_.mode_line = lineno_;
+    return Outcome::success();
+}
+
+// The session header: its cwd is the session's workspace root, and it is
+// immutable, so a second header naming another directory is an error rather
+// than a silent move of the root. A header without a cwd names none.
+Outcome SessionFolder::header(const json& ev, const std::function<Outcome(const std::string&)>& bad) {
+    auto cwd = ev.find("cwd");
+    if (cwd == ev.end()) return Outcome::success();
+    if (!cwd->is_string()) return bad("session header \"cwd\" must be a string");
+    const auto& dir = cwd->get_ref<const std::string&>();
+    if (dir.empty() || dir.front() != '/') return bad("session header \"cwd\" must be an absolute path");
+    if (state_.cwd && *state_.cwd != dir)
+        return bad(fmt::format("session header changes the session's cwd from {} (line {}); a session's cwd is "
+                               "immutable: start a new log",
+                               json(*state_.cwd).dump(), state_.cwd_line));
+    if (!state_.cwd) {
+        state_.cwd = dir;
+        state_.cwd_line = lineno_;
+    }
     return Outcome::success();
 }
 

@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "errors.hpp"
 #include "policy.hpp"
@@ -27,6 +30,10 @@ struct SessionState {
     size_t mode_line = 0;          // 1-based line of that event
     size_t lines = 0;              // non-empty lines seen
     std::optional<uint64_t> max_seq;  // the largest "seq" seen on any line
+    // The session header's cwd ({"type":"session","cwd":ABS,...}): the
+    // session's immutable working directory, its workspace root.
+    std::optional<std::string> cwd;
+    size_t cwd_line = 0;           // 1-based line of that header
 };
 
 // Folds a log line by line. `origin` names the log in messages:
@@ -46,6 +53,7 @@ public:
 
 private:
     Outcome too_long(size_t lineno);
+    Outcome header(const nlohmann::json& ev, const std::function<Outcome(const std::string&)>& bad);
     std::string origin_;
     size_t lineno_ = 0;
     size_t bytes_ = 0;

@@ -97,6 +97,7 @@ complete -c dsh-confine -n $policy_cond -l mode -x -a "$modes" -d 'file-write po
 complete -c dsh-confine -n $policy_cond -l root -x -a '(__fish_complete_directories)' -d 'workspace root'
 complete -c dsh-confine -n $policy_cond -l runner -x -a "$runners" -d 'confinement mechanism'
 complete -c dsh-confine -n $policy_cond -l writable -r -F -d 'another writable path'
+complete -c dsh-confine -n $policy_cond -l private-tmp -d 'give the command an empty /tmp of its own, discarded at exit'
 complete -c dsh-confine -n $policy_cond -l config -r -F -d 'config file (JSON)'
 complete -c dsh-confine -n $policy_cond -l session -r -F -d 'session log that sets the mode'
 complete -c dsh-confine -n $policy_cond -l probe-timeout -x -d 'bound on each runner probe (ms)'

@@ -44,13 +44,19 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     a.insert(a.end(), {"--ro-bind", "/proc/sys", "/proc/sys"});
     for (const char* p : {"/proc/sysrq-trigger", "/proc/irq", "/proc/bus"})
         a.insert(a.end(), {"--ro-bind-try", p, p});
+    // A private /tmp (--private-tmp) is a fresh tmpfs; in read-only it is
+    // remounted read-only, so it hides the host's /tmp without widening the
+    // mode. Otherwise /tmp is the host's: read-only with /, or bound below
+    // like any other writable root.
+    if (policy.mode == Mode::ReadOnly && policy.private_tmp)
+        a.insert(a.end(), {"--tmpfs", "/tmp", "--remount-ro", "/tmp"});
     if (policy.mode != Mode::WorkspaceWrite) return a;
 
     // The tmpfs first, then every root: a root (or $TMPDIR) under /tmp stays
     // visible and persists, because its bind comes after the tmpfs.
     std::vector<const WritableRoot*> binds;
     for (const auto& r : policy.writable_roots) {
-        if (r.source == "tmp")
+        if (r.source == "tmp" && !r.persists)
             a.insert(a.end(), {"--tmpfs", r.path});
         else
             binds.push_back(&r);
@@ -124,7 +130,7 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
     l.enforcement = Enforcement::Partial;
     l.details["path"] = bwrap_path;
     l.details["namespaces"] = {"mount", "pid", "ipc"};
-    l.details["tmpIsTmpfs"] = policy.mode == Mode::WorkspaceWrite;
+    l.details["tmpIsTmpfs"] = policy.mode != Mode::DangerFullAccess && policy.private_tmp;
     return l;
 }
 

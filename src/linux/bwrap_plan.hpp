@@ -31,9 +31,11 @@ struct ProfileOptions {
 //   --unshare-ipc --cap-drop ALL
 //   [--cap-add CAP_SETPCAP --cap-add CAP_SYS_ADMIN]                          (hardening)
 //   --ro-bind /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger ...      (host knobs read-only)
-//   workspace-write: --tmpfs <tmp root> then --bind R R for every other root,
+//   read-only with a private /tmp: --tmpfs /tmp --remount-ro /tmp
+//   workspace-write: [--tmpfs /tmp] then --bind R R for every other root,
 //   ancestors before descendants, so nothing bound is hidden by a later mount.
-// Roots whose source is "tmp" become the tmpfs; every other root is bound.
+// The "tmp" root becomes the tmpfs when it does not persist (--private-tmp);
+// otherwise it is the host's /tmp, bound like every other root.
 // The caller removes roots that do not exist (bwrap would refuse them).
 std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions& opts);
 

@@ -140,6 +140,7 @@ std::string bwrap_version(const std::string& path) {
 class Runner final : public dsh::Runner {
 public:
     RunnerKind kind() const noexcept override { return RunnerKind::Bwrap; }
+    bool private_tmp() const noexcept override { return true; }
 
     Verdict probe(const RunnerEnv& env) const override {
         ProbeResult pr = probe_bwrap(bwrap_path(env), env.probe_timeout_ms, env.use_probe_cache);
@@ -158,12 +159,11 @@ public:
         Policy pol = c.policy;
         std::vector<int> root_fds;
         for (auto& r : pol.writable_roots) {
-            // bwrap puts a fresh tmpfs on /tmp: what is written there is gone
-            // when the sandbox ends. Roots under it are bound from the host.
-            // The stage's Landlock rule for it is then on that tmpfs, by path
-            // (the host's /tmp descriptor names another inode).
-            if (r.source == "tmp") {
-                r.persists = false;
+            // A private /tmp (--private-tmp) is a fresh tmpfs, discarded when
+            // the sandbox ends; roots under it are bound from the host. The
+            // stage's Landlock rule for it is then on that tmpfs, by path.
+            // The host's /tmp is bound like every other root.
+            if (r.source == "tmp" && !r.persists) {
                 r.fd = -1;
                 continue;
             }
@@ -187,7 +187,7 @@ public:
 
         // The stage is our own binary, handed to bwrap as an inherited fd and
         // exec'd as /proc/self/fd/N inside: the path we were started from may
-        // be hidden (under /tmp, behind the tmpfs) or replaced by the time
+        // be hidden (under /tmp, behind a private tmpfs) or replaced by the time
         // bwrap execs it. Close-on-exec until the entry passes it on.
         int self = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
         if (self < 0)

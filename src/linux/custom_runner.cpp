@@ -14,12 +14,12 @@ using ojson = nlohmann::ordered_json;
 class Runner final : public dsh::Runner {
 public:
     RunnerKind kind() const noexcept override { return RunnerKind::Custom; }
+    // Its command gets bwrap's profile, --tmpfs /tmp included.
+    bool private_tmp() const noexcept override { return true; }
 
     // Configured: auto takes it, without a probe; otherwise auto never asks.
-    Verdict probe(const RunnerEnv& env) const override {
-        if (!env.config.custom_runner()) return {Verdict::NotCandidate, {}, {}};
-        return {Verdict::Usable, {}, {}};
-    }
+    bool candidate(const Config& config) const noexcept override { return config.custom_runner(); }
+    Verdict probe(const RunnerEnv&) const override { return {Verdict::Usable, {}, {}}; }
 
     Outcome plan(const RunnerEnv& env, const Verdict&, dsh::Plan& p) const override {
         Confinement& c = p.c;

@@ -44,9 +44,14 @@ struct __attribute__((packed)) PathBeneathAttr {
 }  // namespace
 
 [[gnu::hot]] int query_abi() noexcept {
-    long v = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, CREATE_RULESET_VERSION);
-    if (v < 0) return -errno;
-    return static_cast<int>(v);
+    // Asked once per process: auto's chain asks for bwrap's stage and again
+    // for Landlock alone, and the answer cannot change.
+    static int known = 0;
+    if (known == 0) {
+        const long v = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, CREATE_RULESET_VERSION);
+        known = v < 0 ? -errno : static_cast<int>(v);
+    }
+    return known;
 }
 
 std::string describe_unavailable(int negative_errno) {

@@ -124,7 +124,10 @@ class Scratch:
     def cleanup(self):
         def onerror(func, path, _):
             try:
-                os.chmod(os.path.dirname(path), 0o755)
+                # Never the scratch's own parent: /var/tmp must stay 1777
+                # (a failed rmdir of base made it 0755 for every other user).
+                if os.path.dirname(path) not in ("/var/tmp", "/var", "/"):
+                    os.chmod(os.path.dirname(path), 0o755)
                 os.chmod(path, 0o755)
                 func(path)
             except OSError:

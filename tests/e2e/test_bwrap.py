@@ -80,24 +80,61 @@ def test_read_only_leaves_nothing_behind_and_dev_null_works(s):
     assert r.out == "dev-ok\n", r
 
 
-def test_workspace_write_inside_lands_sibling_denied_tmp_ephemeral_tmpdir_kept(s):
+def _ws_write_tmp(s, extra=()):
+    eph = "/tmp/dsh-bwrap-e2e-tmp-%d.txt" % os.getpid()
+    r = sh("printf bwrap-ok > '%s' && printf tmp-ok > %s && cat %s && printf d > \"$TMPDIR/x\"; "
+           "printf no > '%s'; echo \" $?\"" % (s.p("ws", "allowed.txt"), eph, eph, s.p("outside", "out")), s,
+           mode="workspace-write", root=s.ws, runner="bwrap", extra=list(extra))
+    landed = os.path.exists(eph) and open(eph).read() == "tmp-ok"
+    if os.path.exists(eph):
+        os.unlink(eph)
+    return r, landed
+
+
+def test_workspace_write_inside_lands_sibling_denied_tmp_is_the_hosts_tmpdir_kept(s):
     need_bwrap()
-    eph = "/tmp/dsh-bwrap-e2e-ephemeral-%d.txt" % os.getpid()
-    r = ws_write("printf bwrap-ok > '%s' && printf tmp-ok > %s && cat %s && printf d > \"$TMPDIR/x\"; "
-                 "printf no > '%s'; echo \" $?\"" % (s.p("ws", "allowed.txt"), eph, eph, s.p("outside", "out")), s)
+    r, landed = _ws_write_tmp(s)
     assert r.rc == 0, r
     assert r.out.startswith("tmp-ok") and not r.out.endswith(" 0\n"), r
     assert open(s.p("ws", "allowed.txt")).read() == "bwrap-ok"
-    assert not os.path.exists(eph), "bwrap's /tmp leaked to the host"
+    assert landed, "the /tmp write did not reach the host's /tmp (workspace-write shares it by default)"
     assert open(s.p("tmpdir", "x")).read() == "d"
     assert not os.path.exists(s.p("outside", "out"))
     c = r.rec("confinement")
     roots = {w["path"]: w["persists"] for w in c["writableRoots"]}
-    assert roots == {s.ws: True, "/tmp": False, s.tmpdir: True}, c
+    assert roots == {s.ws: True, "/tmp": True, s.tmpdir: True}, c
+    assert c["privateTmp"] is False and c["layers"][0]["tmpIsTmpfs"] is False, c
     assert c["enforcement"] == _expected_enforcement("workspace-write"), c
 
 
-def test_root_and_tmpdir_under_tmp_are_bound_after_the_tmpfs_and_persist(s):
+def test_private_tmp_is_empty_and_discarded_and_said_so(s):
+    need_bwrap()
+    host = "/tmp/dsh-bwrap-e2e-host-%d.txt" % os.getpid()
+    with open(host, "w") as f:
+        f.write("host\n")
+    try:
+        r, landed = _ws_write_tmp(s, ["--private-tmp"])
+        assert r.rc == 0 and r.out.startswith("tmp-ok"), r
+        assert not landed, "--private-tmp's /tmp leaked to the host"
+        assert open(s.p("tmpdir", "x")).read() == "d"
+        c = r.rec("confinement")
+        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {s.ws: True, "/tmp": False, s.tmpdir: True}
+        assert c["privateTmp"] is True and c["layers"][0]["tmpIsTmpfs"] is True, c
+        # Empty: the host's files are not there.
+        r = sh("ls -A /tmp; cat %s" % host, s, mode="workspace-write", root=s.ws, runner="bwrap",
+               extra=["--private-tmp"])
+        assert r.rc != 0 and r.out == "", r
+        # read-only: an empty /tmp that is read-only too (no widening).
+        r = sh("ls -A /tmp; echo x > /tmp/y; echo \"rc=$?\"; cat %s" % host, s, runner="bwrap",
+               extra=["--private-tmp"])
+        assert r.out == "rc=2\n" and "Read-only file system" in r.err, r
+        c = r.rec("confinement")
+        assert c["mode"] == "read-only" and c["privateTmp"] is True and c["writableRoots"] == [], c
+    finally:
+        os.unlink(host)
+
+
+def test_root_and_tmpdir_under_a_private_tmp_are_bound_after_the_tmpfs_and_persist(s):
     need_bwrap()
     base = "/tmp/dsh-e2e-bw-under-tmp-%d" % os.getpid()
     ws, td = base + "/my ws", base + "/--tmpdir"
@@ -105,7 +142,7 @@ def test_root_and_tmpdir_under_tmp_are_bound_after_the_tmpfs_and_persist(s):
     os.makedirs(td)
     try:
         r = sh("echo in > a && echo t > \"$TMPDIR/t\" && echo gone > /tmp/gone-%d && ls /tmp" % os.getpid(), s,
-               mode="workspace-write", root=ws, runner="bwrap", cwd=ws, env={"TMPDIR": td})
+               mode="workspace-write", root=ws, runner="bwrap", cwd=ws, env={"TMPDIR": td}, extra=["--private-tmp"])
         assert r.rc == 0, r
         assert open(ws + "/a").read() == "in\n" and open(td + "/t").read() == "t\n"
         assert not os.path.exists("/tmp/gone-%d" % os.getpid())
@@ -119,20 +156,22 @@ def test_root_and_tmpdir_under_tmp_are_bound_after_the_tmpfs_and_persist(s):
 def test_binary_under_tmp_still_starts_its_stage(s):
     need_bwrap()
     # The stage is exec'd from an inherited fd: a dsh-confine living under /tmp, hidden
-    # by the tmpfs inside, still confines.
+    # by a private /tmp inside, still confines; with the host's /tmp it is there, too.
     d = "/tmp/dsh-e2e-bw-bin-%d" % os.getpid()
     os.mkdir(d)
     os.chmod(d, 0o755)
     try:
         binary = os.path.join(d, "dsh-confine")
         shutil.copy2(DSH, binary)
-        r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--", "sh", "-c",
-                 "echo in > %s; echo out > %s; ls %s" % (s.p("ws", "in"), s.p("outside", "out"), d)], s,
-                binary=binary)
-        assert r.rc != 0 or r.out == "", r  # the directory is not there inside
-        assert open(s.p("ws", "in")).read() == "in\n", r
-        assert not os.path.exists(s.p("outside", "out"))
-        assert r.rec("confinement")["runner"] == "bwrap", r
+        for extra, listed in (["--private-tmp"], ""), ([], "dsh-confine\n"):
+            os.path.exists(s.p("ws", "in")) and os.unlink(s.p("ws", "in"))
+            r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap"] + extra + ["--", "sh", "-c",
+                     "echo in > %s; echo out > %s; ls %s" % (s.p("ws", "in"), s.p("outside", "out"), d)], s,
+                    binary=binary)
+            assert r.out == listed, (extra, r)
+            assert open(s.p("ws", "in")).read() == "in\n", r
+            assert not os.path.exists(s.p("outside", "out"))
+            assert r.rec("confinement")["runner"] == "bwrap", r
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

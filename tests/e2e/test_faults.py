@@ -35,7 +35,8 @@ def _assert_refused(r, s, message, code, status=125, where=None):
 
 # -- Landlock missing or refused at each step of the setup -------------------------------------------
 
-# (errno, syscalls to fail, the runner failure detail; None: found before any setup).
+# (errno, syscalls to fail, the runner failure detail; None: found before any setup, when
+# auto passes the runner over; forced, its reason is the run's: FORCED_REASONS).
 # 444 landlock_create_ruleset (arg 2 = flags: 1 asks for the ABI version, 0 builds a
 # ruleset), 445 landlock_add_rule, 446 landlock_restrict_self, 157 prctl (arg 0 = 38
 # PR_SET_NO_NEW_PRIVS, 22 PR_SET_SECCOMP), 317 seccomp, 126 capset, 436 close_range.
@@ -59,12 +60,22 @@ LANDLOCK_STEPS = [
 ]
 
 
+FORCED_REASONS = {
+    ("ENOSYS", "444,445,446"): "Landlock is not available: the kernel has no landlock system calls (ENOSYS)",
+    ("EOPNOTSUPP", "444,445,446"): "Landlock is not available: it is built into the kernel but not enabled "
+                                   "(EOPNOTSUPP; add landlock to the lsm= boot parameter)",
+    ("EPERM", "444"): "Landlock is not available: Operation not permitted",
+}
+
+
 def test_landlock_missing_or_refused_at_each_step(s):
     need_landlock()
     for runner in ("landlock", "auto"):
         for err, calls, detail in LANDLOCK_STEPS:
             if runner == "auto" and detail is None:
                 continue  # auto with no runner left is covered below
+            if detail is None:
+                detail = FORCED_REASONS[(err, calls)]  # forced: the reason probe and skippedRunners give
             r = _run_ws(s, extra=["--runner", runner], pre=[tool("sysfault"), err, calls, "--"])
             msg = UNAVAILABLE_WS + ("" if detail is None else " Runner failure: " + detail)
             try:

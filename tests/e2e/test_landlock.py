@@ -230,6 +230,89 @@ def test_report_fields_match_what_happened(s):
     assert c["keptFds"] == []
 
 
+ABI_PROBE = r"""
+import os, signal, sys
+out, ws, target = sys.argv[1], sys.argv[2], int(sys.argv[3])
+res = {}
+def attempt(name, fn):
+    try:
+        fn()
+        res[name] = "ok"
+    except OSError as e:
+        res[name] = e.errno
+attempt("truncate", lambda: os.truncate(os.path.join(out, "f"), 0))
+attempt("rename", lambda: os.rename(os.path.join(ws, "a", "f"), os.path.join(ws, "b", "f")))
+attempt("signal", lambda: os.kill(target, 0))
+print(res)
+"""
+
+
+def test_an_older_landlock_abi_the_report_and_the_world_agree(s):
+    # The kernel's answer to the ABI query is replaced by 1..6 (tests/helpers/
+    # landlock_abi.c, a seccomp user notification; everything else reaches the
+    # real kernel), so dsh-confine handles only that ABI's rights, and the real
+    # kernel enforces exactly those. At each ABI, under Landlock alone and
+    # stacked under bwrap, in both confined modes: the report's landlockAbi,
+    # gaps and enforcement say what the world then shows. A gap that is not
+    # listed must be closed; one that is listed is real (Landlock alone).
+    need_landlock()
+    real = landlock_abi()
+    import ast
+    import harness
+    runners = ["landlock"] + (["bwrap"] if harness.bwrap_works() else [])
+    for d in ("a", "b"):
+        os.mkdir(s.p("ws", d))
+    outside_proc = subprocess.Popen(["sleep", "60"])
+    try:
+        for runner in runners:
+            for abi in range(1, 7):
+                if abi > real:
+                    continue
+                for mode in ("read-only", "workspace-write"):
+                    with open(s.p("outside", "f"), "w") as f:
+                        f.write("data")
+                    open(s.p("ws", "a", "f"), "w").close()
+                    r = dsh(["--runner", runner, "--mode", mode, "--root", s.ws, "--", "python3", "-c", ABI_PROBE,
+                             s.outside, s.ws, str(outside_proc.pid)], s, pre=[tool("landlock-abi"), str(abi), "--"])
+                    what = (runner, abi, mode, r)
+                    assert r.rc == 0, what
+                    world = ast.literal_eval(r.out.strip())
+                    c = r.rec("confinement")
+                    assert c["landlockAbi"] == abi, what
+                    own = {g["effect"] for g in c["gaps"] if g["ownEffect"]}
+                    other = {g["effect"] for g in c["gaps"] if not g["ownEffect"]}
+                    assert c["enforcement"] == ("partial" if own else "full"), what
+                    if runner == "landlock":
+                        expected = set()
+                        if abi < 2:
+                            expected.add("refer")
+                        if abi < 3:
+                            expected.add("truncate")
+                        if abi < 5:
+                            expected.add("ioctl-dev")
+                        if mode == "workspace-write":
+                            expected.add("metadata")
+                        assert own == expected, what
+                        assert ("signals" in other) == (abi < 6), what
+                        # Listed gaps are real, unlisted ones closed.
+                        assert (world["truncate"] == "ok") == ("truncate" in own), what
+                        assert (world["signal"] == "ok") == ("signals" in other), what
+                        if mode == "workspace-write":
+                            # ABI 1 cannot allow a rename across directories at all.
+                            assert (world["rename"] == "ok") == (abi >= 2), what
+                    else:
+                        # bwrap's read-only binds close what the old ABI leaves
+                        # open, and its PID namespace hides the host's processes.
+                        assert "truncate" not in own and "refer" not in own, what
+                        assert world["truncate"] != "ok" and world["signal"] != "ok", what
+                    assert open(s.p("outside", "f")).read() == ("" if world["truncate"] == "ok" else "data"), what
+                    if os.path.exists(s.p("ws", "b", "f")):
+                        os.unlink(s.p("ws", "b", "f"))
+        assert outside_proc.poll() is None  # kill(pid, 0) only probes
+    finally:
+        outside_proc.kill()
+        outside_proc.wait()
+
 def test_fail_closed_when_landlock_syscalls_are_missing(s):
     need_landlock()
     for errno_name, calls in (("ENOSYS", "444,445,446"), ("EOPNOTSUPP", "444"), ("EPERM", "446")):

@@ -121,6 +121,39 @@ def test_session_switch_applies_to_next_call_not_explicit_mode(s):
     assert all(l["type"] == "sandbox/mode" and isinstance(l["time"], int) for l in lines)
 
 
+def test_session_header_cwd_is_the_root(s):
+    # The seed: "The workspace-write root is the session's immutable cwd; a
+    # configured root is the fallback for agentless calls." Checked from
+    # outside: the write lands in the session's cwd, not in the process cwd
+    # (base, which is also the config's root here) nor anywhere else.
+    need_landlock()
+    log = s.p("base", "session.jsonl")
+    cfg = s.p("base", "config.json")
+    write_config(cfg, {"workspaceRoot": s.outside})
+    with open(log, "w") as f:
+        f.write(json.dumps({"type": "session", "id": "e2e", "cwd": s.ws}) + "\n")
+    set_mode(s, log, "workspace-write")
+    script = "touch %s/in-session; touch %s/in-config" % (s.ws, s.outside)
+    r = dsh(["--session", log, "--config", cfg] + LL + ["--", "sh", "-c", script], s, cwd=s.base)
+    assert r.rc != 0, r
+    assert os.path.exists(s.p("ws", "in-session")) and not os.path.exists(s.p("outside", "in-config")), r
+    c = r.rec("confinement")
+    assert (c["workspaceRoot"], c["rootSource"], c["modeSource"]) == (s.ws, "session", "session"), r
+    # --root still beats the session.
+    r = dsh(["--session", log, "--config", cfg, "--root", s.outside] + LL + ["--", "sh", "-c", script], s,
+            cwd=s.base)
+    assert r.rc == 0 and os.path.exists(s.p("outside", "in-config")), r
+    assert r.rec("confinement")["rootSource"] == "flag", r
+    # The cwd is immutable: a second header naming another directory runs nothing.
+    with open(log, "a") as f:
+        f.write(json.dumps({"type": "session", "cwd": s.outside}) + "\n")
+    os.unlink(s.p("ws", "in-session"))
+    r = dsh(["--session", log, "--config", cfg] + LL + ["--", "sh", "-c", script], s, cwd=s.base)
+    assert r.rc == 125 and not os.path.exists(s.p("ws", "in-session")), r
+    assert r.err == ("dsh-confine: session log %s line 3: session header changes the session's cwd from \"%s\" "
+                     "(line 1); a session's cwd is immutable: start a new log\n" % (log, s.ws)), r
+
+
 def test_session_concurrent_appends(s):
     log = s.p("base", "session.jsonl")
     modes = ["read-only", "workspace-write", "danger-full-access"]
@@ -191,36 +224,83 @@ def test_escalation_allowed_once_lets_the_write_land(s):
     assert r.rc != 0 and not os.path.exists(s.p("ws", "ws-file")), r
 
 
+def test_granted_escalation_still_fails_closed_and_danger_never_touches_a_runner(s):
+    # The seed: an approved mode is confined like any other; approval is not a
+    # way around fail-closed. A granted workspace-write with no usable runner
+    # (Landlock's system calls answer ENOSYS) runs nothing and is
+    # SANDBOX_UNAVAILABLE; a granted danger-full-access never asks a runner,
+    # so the same missing Landlock (and a bwrap that does not exist) cannot stop it.
+    from harness import SANDBOX_UNAVAILABLE, tool
+    cmd, marker = approver(s, 0)
+    nolandlock = [tool("sysfault"), "ENOSYS", "444,445,446", "--"]
+    args = ["--root", s.ws, "--runner", "landlock", "--escalate", "workspace-write", "--justification",
+            "the test writes a file", "--approver", cmd, "--", "sh", "-c", WRITE]
+    r = dsh(args, s, cwd=s.ws, pre=nolandlock)
+    assert os.path.exists(marker), r  # it was asked, and allowed
+    assert r.rc == 125 and not os.path.exists(s.p("ws", "ws-file")), r
+    assert r.err == "dsh-confine: %s Runner failure: %s\n" % (
+        SANDBOX_UNAVAILABLE.format(mode="workspace-write"),
+        "Landlock is not available: the kernel has no landlock system calls (ENOSYS)"), r
+    assert r.rec("error")["code"] == "SANDBOX_UNAVAILABLE" and r.rec("confinement") is None, r
+    os.unlink(marker)
+    cfg = s.p("base", "config.json")
+    write_config(cfg, {"runner": "bwrap", "bwrapPath": s.p("base", "no-such-bwrap")})
+    args = ["--config", cfg, "--root", s.ws, "--escalate", "danger-full-access", "--justification",
+            "the test writes a file", "--approver", cmd, "--", "sh", "-c", "echo hi > %s" % s.p("outside", "o")]
+    r = dsh(args, s, cwd=s.ws, pre=nolandlock)
+    assert os.path.exists(marker) and r.rc == 0, r
+    assert open(s.p("outside", "o")).read() == "hi\n", r
+    c = r.rec("confinement")
+    assert (c["mode"], c["modeSource"], c["runner"], c["enforcement"]) == (
+        "danger-full-access", "escalation", "none", "none"), r
+
 def test_escalation_refusals_write_nothing(s):
     cases = [
         (1, "ESCALATION_REJECTED", 'the user rejected escalating this command to "workspace-write"'),
         (2, "ESCALATION_CANCELLED", 'approval for escalating to "workspace-write" was cancelled'),
+        # An approver that ran and failed is said to have failed, with its status: not "no channel".
         (5, "ESCALATION_UNAVAILABLE",
-         'sandbox escalation to "workspace-write" requires approval, but no approval channel is available'),
+         'sandbox escalation to "workspace-write" requires approval, but the approver failed: it exited with '
+         'status 5 (0 allows once, 1 rejects, 2 cancels)'),
+        (137, "ESCALATION_UNAVAILABLE",
+         'sandbox escalation to "workspace-write" requires approval, but the approver failed: it was killed by '
+         'signal 9 (SIGKILL)'),
     ]
     for status, code, text in cases:
         cmd, marker = approver(s, status, "a%d" % status)
+        if status == 137:  # killed, not exited: the approver process itself (sh execs it)
+            with open(cmd) as f:
+                body = f.read().replace("exit 137", "kill -9 $$")
+            with open(cmd, "w") as f:
+                f.write(body)
+            cmd = "exec " + cmd
         r = escalate(s, "workspace-write", ["--approver", cmd])
         assert r.rc == 125, r
         assert r.err == "dsh-confine: %s\n" % text, r
-        assert r.rec("error")["code"] == code, r
+        assert r.rec("error")["code"] == code and r.rec("error")["message"] == text, r
         assert r.rec("confinement") is None
         assert os.path.exists(marker), "the approver was asked"
         assert not os.path.exists(s.p("ws", "ws-file")), r
-    # An approver that cannot run at all: unavailable.
+    # An approver /bin/sh cannot find: it ran (sh did) and failed with sh's 127.
     r = escalate(s, "workspace-write", ["--approver", s.p("base", "no-such-approver")])
-    assert r.rc == 125 and "no approval channel is available" in r.err, r
+    assert r.rc == 125, r
+    assert r.err.endswith('\ndsh-confine: sandbox escalation to "workspace-write" requires approval, but the '
+                          'approver failed: it exited with status 127 (/bin/sh found no such command)\n'), r
     # No approver composed.
     r = escalate(s, "workspace-write")
     assert r.rc == 125, r
-    assert r.err == 'dsh-confine: sandbox escalation to "workspace-write" requires approval, ' \
-                    'but no approval service is composed\n', r
-    assert r.rec("error")["code"] == "ESCALATION_NO_APPROVER"
+    no_service = 'sandbox escalation to "workspace-write" requires approval, but no approval service is composed'
+    assert r.err == 'dsh-confine: %s; give --approver tty (asks on the terminal) or --approver COMMAND, or ' \
+                    '"approver" in the config\n' % no_service, r
+    assert r.rec("error")["code"] == "ESCALATION_NO_APPROVER" and r.rec("error")["message"] == no_service, r
     assert not os.path.exists(s.p("ws", "ws-file"))
     # tty with no terminal (stdin is /dev/null, no controlling terminal in a new session).
     r = dsh(["--root", s.ws, "--escalate", "workspace-write", "--justification", "x", "--approver", "tty",
              "--", "sh", "-c", WRITE], s, cwd=s.ws, pre=["setsid", "-w"])
-    assert r.rc == 125 and "no approval channel is available" in r.err, r
+    no_channel = 'sandbox escalation to "workspace-write" requires approval, but no approval channel is available'
+    assert r.rc == 125 and r.rec("error")["message"] == no_channel, r
+    assert r.err == "dsh-confine: %s; --approver tty needs a terminal and /dev/tty cannot be opened (No such device " \
+                    "or address); run from a terminal or give --approver COMMAND\n" % no_channel, r
     assert not os.path.exists(s.p("ws", "ws-file"))
 
 
@@ -282,9 +362,11 @@ def test_escalation_same_or_narrower_never_asks(s):
         cmd, marker = approver(s, 0, "m-%s-%s" % (mode, target))
         r = escalate(s, target, ["--approver", cmd], mode=mode, script="touch ws-file")
         assert r.rc == 125, r
-        assert r.err == 'dsh-confine: sandbox escalation to "%s" is not strictly wider than this call\'s ' \
-                        'current "%s" mode\n' % (target, mode), r
-        assert r.rec("error")["code"] == "ESCALATION_NOT_WIDER"
+        text = 'sandbox escalation to "%s" is not strictly wider than this call\'s current "%s" mode' % (target, mode)
+        # The report: the harness contract's text; stderr: also how to spell it here.
+        assert r.err == 'dsh-confine: %s; --escalate takes a mode wider than the call\'s "%s" ' \
+                        '(read-only < workspace-write < danger-full-access)\n' % (text, mode), r
+        assert r.rec("error")["code"] == "ESCALATION_NOT_WIDER" and r.rec("error")["message"] == text, r
         assert not os.path.exists(marker), "the approver ran for %s -> %s" % (mode, target)
         assert not os.path.exists(s.p("ws", "ws-file"))
 
@@ -292,16 +374,20 @@ def test_escalation_same_or_narrower_never_asks(s):
 def test_escalation_argument_texts(s):
     cmd, marker = approver(s, 0)
     base = ["--root", s.ws, "--approver", cmd]
-    for extra, text in [
-        (["--escalate", "workspace-write"], "invalid escalation: sandbox_permissions requires a justification"),
+    for extra, text, spelling in [
+        (["--escalate", "workspace-write"], "invalid escalation: sandbox_permissions requires a justification",
+         "on the command line: --escalate MODE --justification TEXT"),
         (["--justification", "why"],
-         "invalid escalation: justification is only valid together with sandbox_permissions"),
+         "invalid escalation: justification is only valid together with sandbox_permissions",
+         "on the command line: --justification TEXT goes with --escalate MODE"),
         (["--escalate", "workspace-write", "--justification", "  "],
-         "invalid justification: expected a non-empty sentence"),
+         "invalid justification: expected a non-empty sentence",
+         "on the command line: --justification TEXT says in words why the wider mode is needed"),
     ]:
         r = dsh(base + extra + ["--", "touch", s.p("ws", "f")], s)
-        assert r.rc == 125 and r.err == "dsh-confine: %s\n" % text, r
-        assert r.rec("error")["code"] == "ESCALATION_INVALID"
+        # The report keeps the exact text harnesses match; stderr adds our spelling.
+        assert r.rc == 125 and r.err == "dsh-confine: %s; %s\n" % (text, spelling), r
+        assert r.rec("error")["code"] == "ESCALATION_INVALID" and r.rec("error")["message"] == text, r
         assert not os.path.exists(marker) and not os.path.exists(s.p("ws", "f"))
 
 
@@ -362,6 +448,57 @@ def actually_writable(s, mode, path):
     if landed and not existed:
         os.unlink(real)
     return landed
+
+
+def test_check_write_says_whether_a_tmp_write_persists(s):
+    base = ["check", "--write", "/tmp/x", "--mode", "workspace-write", "--root", s.ws]
+    r = dsh(base, s, report=False)
+    assert (r.rc, r.out) == (0, 'yes: "/tmp/x" is under "/tmp" (tmp) in workspace-write\n'), r
+    r = dsh(base + ["--private-tmp"], s, report=False)
+    assert (r.rc, r.out) == (0, 'yes: "/tmp/x" is under "/tmp" (tmp) in workspace-write; the write is discarded '
+                                'when the command exits (private /tmp)\n'), r
+    for extra, persists in (([], True), (["--private-tmp"], False)):
+        j = json.loads(dsh(base + extra + ["--json"], s, report=False).out)
+        assert (j["write"], j["persists"], j["privateTmp"]) == (True, persists, not persists), j
+        assert {w["path"]: w["persists"] for w in j["writableRoots"]}["/tmp"] is persists, j
+    # $TMPDIR under a private /tmp is the host's: the innermost root answers.
+    td = "/tmp/dsh-e2e-pm-td-%d" % os.getpid()
+    os.mkdir(td)
+    try:
+        j = json.loads(dsh(base[:2] + [td + "/f"] + base[3:] + ["--private-tmp", "--json"], s, report=False,
+                           env={"TMPDIR": td}).out)
+        assert (j["matched"], j["persists"]) == ({"path": td, "source": "tmpdir"}, True), j
+    finally:
+        os.rmdir(td)
+    j = json.loads(dsh(["check", "--write", "/tmp/x", "--private-tmp", "--json"], s, report=False).out)
+    assert (j["write"], j["persists"], j["privateTmp"]) == (False, None, True), j
+
+
+def test_private_tmp_where_no_runner_can_give_it_and_in_danger_full_access(s):
+    need_landlock()
+    target = s.p("ws", "f")
+    r = dsh(["--mode", "workspace-write", "--root", s.ws, "--private-tmp"] + LL + ["--", "touch", target], s)
+    why = ("landlock cannot give the command a private /tmp (--private-tmp): it restricts access to the host's "
+           "files and mounts nothing; use --runner bwrap (or auto), or drop --private-tmp")
+    assert r.rc == 125 and r.err.endswith(" Runner failure: %s\n" % why), r
+    assert r.rec("error")["code"] == "SANDBOX_UNAVAILABLE" and r.rec("error")["runnerFailure"] == why, r
+    assert not os.path.exists(target)
+    # The config's key asks the same.
+    conf = s.p("base", "pt.json")
+    write_config(conf, {"privateTmp": True, "runner": "landlock"})
+    r = dsh(["--config", conf, "--mode", "workspace-write", "--root", s.ws, "--", "touch", target], s)
+    assert r.rc == 125 and r.rec("error")["runnerFailure"] == why and not os.path.exists(target), r
+    # ... but not in danger-full-access, where nothing is confined; the flag there is a usage error.
+    r = dsh(["--config", conf, "--mode", "danger-full-access", "--", "touch", target], s)
+    assert r.rc == 0 and os.path.exists(target), r
+    os.unlink(target)
+    r = dsh(["--mode", "danger-full-access", "--private-tmp", "--", "touch", target], s)
+    assert r.rc == 125 and r.err == ("dsh-confine: --private-tmp needs a confined mode (read-only or workspace-write): "
+                                     "danger-full-access runs the command on the host's /tmp; drop one of the two\n"), r
+    assert r.rec("error")["code"] == "USAGE" and not os.path.exists(target), r
+    write_config(conf, {"privateTmp": "yes"})
+    r = dsh(["--config", conf, "--", "true"], s)
+    assert r.rc == 125 and r.err == 'dsh-confine: config %s: "privateTmp" must be true or false, not a string\n' % conf, r
 
 
 def test_check_write_agrees_with_the_runner(s):

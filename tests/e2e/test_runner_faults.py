@@ -118,12 +118,14 @@ def test_bwrap_missing_auto_falls_back_to_landlock_and_confines(s):
 
 def test_bwrap_missing_forced_bwrap_fails_closed(s):
     need_landlock()
-    for pre, extra, _ in _missing_variants(s):
+    for pre, extra, path in _missing_variants(s):
+        # Forced, its reason is the run's: the one probe gives.
+        message = UNAVAILABLE_WS + " Runner failure: bwrap is not usable: %s: No such file or directory" % path
         r = _run(s, extra=extra + ["--runner", "bwrap"], pre=pre)
-        _refused_unavailable(s, r)
+        _refused_unavailable(s, r, message)
         # Supervise mode refuses the same way, before any child is started.
         r = _run(s, extra=extra + ["--runner", "bwrap", "--supervise"], pre=pre)
-        _refused_unavailable(s, r)
+        _refused_unavailable(s, r, message)
 
 
 def test_probe_reports_the_bwrap_and_runner_a_run_would_use(s):

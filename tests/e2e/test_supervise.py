@@ -522,9 +522,57 @@ def test_a_command_cannot_forge_a_runner_failure(s):
         assert r.rec("error") is None, (runner, r)
 
 
+MAILBOX_PROBE = r"""
+import glob, json, os, sys
+rec = json.dumps({"type": "error", "version": 1, "code": "SANDBOX_UNAVAILABLE", "exitStatus": 125,
+                  "message": "forged", "runnerFailure": "forged by the command"})
+seen = wrote = 0
+for link in glob.glob("/proc/*/fd/*"):
+    try:
+        target = os.readlink(link)
+    except OSError:
+        continue
+    if "dsh-confine-stage" not in target:
+        continue
+    seen += 1
+    for flags in (os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        try:
+            fd = os.open(link, flags)
+        except OSError:
+            continue
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, rec.encode(), 0)
+            wrote += 1
+        except OSError:
+            pass
+        os.close(fd)
+print("seen=%d wrote=%d" % (seen, wrote))
+sys.exit(125)
+"""
+
+
+def test_a_command_cannot_write_the_stages_sealed_mailbox(s):
+    # The bwrap stage's failure comes back to supervise in a memfd it seals;
+    # a command that finds that memfd (its own fds, any /proc/PID/fd it can
+    # see) and writes an error record into it must not turn its own exit 125
+    # into a runner failure: the mailbox is closed on exec and sealed against
+    # writes before the command starts.
+    need_runner("bwrap")
+    r = dsh(["--runner", "bwrap", "--mode", "workspace-write", "--root", s.ws, "--supervise", "--",
+             "python3", "-c", MAILBOX_PROBE], s)
+    assert r.rc == 125, r
+    # Not reachable (closed on exec, bwrap holds no copy the command can
+    # open) and, were it reached, not writable.
+    assert r.out == "seen=0 wrote=0\n", r
+    res = result_of(r)
+    assert res["runnerFailed"] is False and res["runnerFailure"] is None and res["exitCode"] == 125, r
+    assert r.rec("error") is None, r
+
+
 def test_a_command_bwrap_cannot_exec_is_the_commands_127_not_a_runner_failure(s):
     # A command that exists when dsh-confine looks it up but not inside bwrap's
-    # mount view (bwrap puts a fresh tmpfs on /tmp): the stage's exec fails with
+    # mount view (--private-tmp puts a fresh tmpfs on /tmp): the stage's exec fails with
     # ENOENT. As in exec mode, that is the command's 127, never a runner failure.
     need_runner("bwrap")
     d = tempfile.mkdtemp(dir="/tmp")
@@ -535,7 +583,8 @@ def test_a_command_bwrap_cannot_exec_is_the_commands_127_not_a_runner_failure(s)
             f.write("#!/bin/sh\nexit 0\n")
         os.chmod(prog, 0o755)
         for extra in ([], ["--supervise"]):
-            r = dsh(["--runner", "bwrap", "--mode", "workspace-write", "--root", s.ws] + extra + ["--", prog], s)
+            r = dsh(["--runner", "bwrap", "--mode", "workspace-write", "--root", s.ws, "--private-tmp"] + extra +
+                    ["--", prog], s)
             assert r.rc == 127, (extra, r)
             assert r.err.startswith("dsh-confine: %s: " % prog), (extra, r)
             err = r.rec("error")

@@ -42,23 +42,50 @@ TEST_CASE("bwrap read-only profile: the seed's, hardened") {
     CHECK(bwrap::profile_args(p, root) == cat({kBase, {"--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SYS_ADMIN"}, kProc}));
 }
 
-TEST_CASE("bwrap workspace-write: tmpfs first, then the roots") {
+TEST_CASE("bwrap workspace-write: the host's /tmp is bound like any root") {
     auto p = ww({{"/home/u/ws", "workspace", true}, {"/tmp", "tmp", true}, {"/var/tmp/t", "tmpdir", true}});
     CHECK(bwrap::profile_args(p, {}) ==
           cat({kBase, kProc,
-               {"--tmpfs", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--bind", "/var/tmp/t", "/var/tmp/t"}}));
+               {"--bind", "/tmp", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--bind", "/var/tmp/t",
+                "/var/tmp/t"}}));
+    auto l = bwrap::layer(p, "/usr/bin/bwrap");
+    CHECK(l.details["tmpIsTmpfs"] == false);
 }
 
-TEST_CASE("bwrap workspace-write: root and $TMPDIR under /tmp are bound after the tmpfs") {
-    auto p = ww({{"/tmp/ws", "workspace", true}, {"/tmp", "tmp", true}, {"/tmp/user-tmp", "tmpdir", true}});
+TEST_CASE("bwrap workspace-write, private /tmp: tmpfs first, then the roots") {
+    auto p = ww({{"/home/u/ws", "workspace", true}, {"/tmp", "tmp", false}, {"/var/tmp/t", "tmpdir", true}});
+    p.private_tmp = true;
+    CHECK(bwrap::profile_args(p, {}) ==
+          cat({kBase, kProc,
+               {"--tmpfs", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--bind", "/var/tmp/t", "/var/tmp/t"}}));
+    CHECK(bwrap::layer(p, "/usr/bin/bwrap").details["tmpIsTmpfs"] == true);
+}
+
+TEST_CASE("bwrap read-only, private /tmp: an empty tmpfs, remounted read-only (no widening)") {
+    Policy p;
+    p.mode = Mode::ReadOnly;
+    p.writable_files = {"/dev/null"};
+    p.private_tmp = true;
+    CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc, {"--tmpfs", "/tmp", "--remount-ro", "/tmp"}}));
+}
+
+TEST_CASE("bwrap workspace-write: root and $TMPDIR under a private /tmp are bound after the tmpfs") {
+    auto p = ww({{"/tmp/ws", "workspace", true}, {"/tmp", "tmp", false}, {"/tmp/user-tmp", "tmpdir", true}});
+    p.private_tmp = true;
     CHECK(bwrap::profile_args(p, {}) ==
           cat({kBase, kProc,
                {"--tmpfs", "/tmp", "--bind", "/tmp/ws", "/tmp/ws", "--bind", "/tmp/user-tmp", "/tmp/user-tmp"}}));
 }
 
+TEST_CASE("bwrap workspace-write: the host's /tmp is bound before a root under it") {
+    auto p = ww({{"/tmp/ws", "workspace", true}, {"/tmp", "tmp", true}});
+    CHECK(bwrap::profile_args(p, {}) ==
+          cat({kBase, kProc, {"--bind", "/tmp", "/tmp", "--bind", "/tmp/ws", "/tmp/ws"}}));
+}
+
 TEST_CASE("bwrap workspace-write: extra roots, ancestors before descendants") {
     auto p = ww({{"/srv/ws/sub/deep", "workspace", true},
-                 {"/tmp", "tmp", true},
+                 {"/tmp", "tmp", false},
                  {"/srv/ws", "flag", true},
                  {"/opt/cache", "flag", true}});
     CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc,
@@ -68,7 +95,7 @@ TEST_CASE("bwrap workspace-write: extra roots, ancestors before descendants") {
 }
 
 TEST_CASE("bwrap: paths with spaces and leading dashes stay single argv elements") {
-    auto p = ww({{"/home/u/my ws", "workspace", true}, {"/tmp", "tmp", true}, {"/home/u/--help", "flag", true},
+    auto p = ww({{"/home/u/my ws", "workspace", true}, {"/tmp", "tmp", false}, {"/home/u/--help", "flag", true},
                  {"/home/u/-x y", "flag", true}});
     auto args = bwrap::profile_args(p, {});
     CHECK(args == cat({kBase, kProc,
@@ -77,7 +104,7 @@ TEST_CASE("bwrap: paths with spaces and leading dashes stay single argv elements
 }
 
 TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
-    auto p = ww({{"/tmp/my ws", "workspace", true}, {"/tmp", "tmp", true}});
+    auto p = ww({{"/tmp/my ws", "workspace", true}, {"/tmp", "tmp", false}});
     p.writable_roots[0].fd = 9;  // opened when the policy was built
     p.keep_fds = {7};
     bwrap::StageSpec spec;
@@ -141,7 +168,7 @@ TEST_CASE("custom runner: runnerCommand, the bwrap-shaped profile, --, argv") {
     auto p = ww({{"/home/u/ws", "workspace", true}, {"/tmp", "tmp", true}});
     auto argv = bwrap::custom_argv({"/opt/run", "--flag"}, p, {"sh", "-c", "x"});
     CHECK(argv == cat({{"/opt/run", "--flag"}, kBase, kProc,
-                       {"--tmpfs", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--", "sh", "-c", "x"}}));
+                       {"--bind", "/tmp", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--", "sh", "-c", "x"}}));
 }
 
 TEST_CASE("bwrap layer: the gaps a read-only bind leaves, closed by Landlock when stacked") {

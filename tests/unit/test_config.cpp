@@ -36,6 +36,7 @@ TEST_CASE("config: an empty object is all defaults") {
     CHECK_FALSE(c.probe_timeout_ms);
     CHECK(c.writable_roots.empty());
     CHECK_FALSE(c.approver);
+    CHECK_FALSE(c.private_tmp);
     CHECK_FALSE(c.custom_runner());
 }
 
@@ -50,7 +51,8 @@ TEST_CASE("config: every key parses") {
         "runnerFailureSignatures": ["runner: ", "fatal"],
         "probeTimeoutMs": 250,
         "writableRoots": ["/srv/cache", "/srv/out"],
-        "approver": "/usr/local/bin/approve"
+        "approver": "/usr/local/bin/approve",
+        "privateTmp": true
     })",
                   c));
     CHECK(c.mode == Mode::WorkspaceWrite);
@@ -62,7 +64,11 @@ TEST_CASE("config: every key parses") {
     CHECK(c.probe_timeout_ms == 250);
     CHECK(c.writable_roots == std::vector<std::string>{"/srv/cache", "/srv/out"});
     CHECK(c.approver == std::string("/usr/local/bin/approve"));
+    CHECK(c.private_tmp == true);
     CHECK(c.custom_runner());
+    Config off;
+    REQUIRE(parse(R"({"privateTmp": false})", off));
+    CHECK(off.private_tmp == false);
 }
 
 TEST_CASE("config: each mode and runner name") {
@@ -86,7 +92,7 @@ TEST_CASE("config: each mode and runner name") {
 TEST_CASE("config: an unknown key is an error naming it") {
     CHECK(err(R"({"mode":"read-only","modes":"x"})") ==
           "config /etc/c.json: unknown key \"modes\" (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-          "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver)");
+          "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp)");
     CHECK_THAT(err(R"({"WorkspaceRoot":"/x"})"), Catch::Contains("unknown key \"WorkspaceRoot\""));
 }
 
@@ -102,11 +108,15 @@ TEST_CASE("config: every wrong type names the key") {
         {"probeTimeoutMs", {"\"5000\"", "a number, not a string"}},
         {"writableRoots", {"\"/x\"", "an array of strings, not a string"}},
         {"approver", {"null", "a string, not null"}},
+        // Strictly a boolean: "true", 1 or null are not.
+        {"privateTmp", {"\"true\"", "true or false, not a string"}},
     };
     for (const auto& [key, v] : cases) {
         INFO(key);
         CHECK(err("{\"" + key + "\":" + v.first + "}") == "config /etc/c.json: \"" + key + "\" must be " + v.second);
     }
+    CHECK(err(R"({"privateTmp":1})") == "config /etc/c.json: \"privateTmp\" must be true or false, not a number");
+    CHECK(err(R"({"privateTmp":null})") == "config /etc/c.json: \"privateTmp\" must be true or false, not null");
     CHECK(err(R"({"writableRoots":["/a",2]})") ==
           "config /etc/c.json: \"writableRoots\"[1] must be a string, not a number");
     CHECK(err(R"({"runnerCommand":[null],"runnerFailureSignatures":["x"]})") ==
@@ -170,7 +180,7 @@ TEST_CASE("config: a key is echoed quoted as JSON, so the message stays one line
     // Found by fuzz/fuzz_config.cpp: keys went into the message raw.
     CHECK(err("{\"mo\\nde\":1}") ==
           "config /etc/c.json: unknown key \"mo\\nde\" (known: mode, workspaceRoot, runner, bwrapPath, "
-          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, approver)");
+          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp)");
     CHECK_THAT(err("{\"\\u001b[2J\\\"x\":1}"), Catch::Contains("unknown key \"\\u001b[2J\\\"x\" (known:"));
     CHECK(err("{\"writableRoots\":[{\"a\\rb\":1,\"a\\rb\":2}]}") ==
           "config /etc/c.json: key \"a\\rb\" appears more than once");

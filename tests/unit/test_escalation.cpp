@@ -150,9 +150,62 @@ TEST_CASE("escalation: an approver command's status") {
     CHECK(approval_from_status(exited(0)) == Approval::AllowedOnce);
     CHECK(approval_from_status(exited(1)) == Approval::Rejected);
     CHECK(approval_from_status(exited(2)) == Approval::Cancelled);
-    CHECK(approval_from_status(exited(3)) == Approval::Unavailable);
-    CHECK(approval_from_status(exited(127)) == Approval::Unavailable);
-    CHECK(approval_from_status(SIGKILL) == Approval::Unavailable);  // killed by a signal
+    // It ran and gave no answer: failed, not "no channel".
+    CHECK(approval_from_status(exited(3)) == Approval::Failed);
+    CHECK(approval_from_status(exited(127)) == Approval::Failed);
+    CHECK(approval_from_status(SIGKILL) == Approval::Failed);  // killed by a signal
+    CHECK(approver_status_text(exited(5)) == "it exited with status 5 (0 allows once, 1 rejects, 2 cancels)");
+    CHECK(approver_status_text(exited(127)) == "it exited with status 127 (/bin/sh found no such command)");
+    CHECK(approver_status_text(exited(126)) == "it exited with status 126 (/bin/sh could not execute it)");
+    CHECK(approver_status_text(SIGKILL) == "it was killed by signal 9 (SIGKILL)");
+    CHECK(approver_status_text(SIGTERM) == "it was killed by signal 15 (SIGTERM)");
+}
+
+TEST_CASE("escalation: a failed approver is reported as such, with its status") {
+    struct Failing : Approver {
+        Approval ask(const EscalationRequest&) override { return Approval::Failed; }
+        std::string failure() const override { return "it exited with status 5 (0 allows once, 1 rejects, 2 cancels)"; }
+    } f;
+    Mode g = Mode::ReadOnly;
+    Outcome o = approve_escalation(req(Mode::WorkspaceWrite, Mode::ReadOnly), &f, g);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::EscalationUnavailable);
+    CHECK(o.text() == "sandbox escalation to \"workspace-write\" requires approval, but the approver failed: it "
+                      "exited with status 5 (0 allows once, 1 rejects, 2 cancels)");
+    CHECK(o.stderr_text() == o.text());
+    CHECK(g == Mode::ReadOnly);
+}
+
+TEST_CASE("escalation: the report keeps the seed's texts; stderr adds the command line's spelling") {
+    Mode t = Mode::ReadOnly;
+    Outcome a = validate_escalation_args(std::string("workspace-write"), std::nullopt, t);
+    CHECK(a.text() == "invalid escalation: sandbox_permissions requires a justification");
+    CHECK(a.stderr_text() == "invalid escalation: sandbox_permissions requires a justification; on the command "
+                             "line: --escalate MODE --justification TEXT");
+    Outcome b = validate_escalation_args(std::nullopt, std::string("why"), t);
+    CHECK(b.text() == "invalid escalation: justification is only valid together with sandbox_permissions");
+    CHECK(b.stderr_text() == "invalid escalation: justification is only valid together with sandbox_permissions; "
+                             "on the command line: --justification TEXT goes with --escalate MODE");
+    Outcome c = validate_escalation_args(std::string("workspace-write"), std::string(" \t"), t);
+    CHECK(c.text() == "invalid justification: expected a non-empty sentence");
+    CHECK(c.stderr_text() == "invalid justification: expected a non-empty sentence; on the command line: "
+                             "--justification TEXT says in words why the wider mode is needed");
+    Mode g = Mode::ReadOnly;
+    Outcome d = approve_escalation(req(Mode::ReadOnly, Mode::WorkspaceWrite), nullptr, g);
+    CHECK(d.text() == "sandbox escalation to \"read-only\" is not strictly wider than this call's current "
+                      "\"workspace-write\" mode");
+    CHECK(d.stderr_text() == d.text() + "; --escalate takes a mode wider than the call's \"workspace-write\" "
+                                        "(read-only < workspace-write < danger-full-access)");
+    Outcome e = approve_escalation(req(Mode::WorkspaceWrite, Mode::ReadOnly), nullptr, g);
+    CHECK(e.text() == "sandbox escalation to \"workspace-write\" requires approval, but no approval service is "
+                      "composed");
+    CHECK(e.stderr_text() == e.text() + "; give --approver tty (asks on the terminal) or --approver COMMAND, or "
+                                        "\"approver\" in the config");
+    // Unavailable: the contract's text exactly; the cause on stderr only.
+    Outcome u = approval_error(Approval::Unavailable, req(Mode::WorkspaceWrite, Mode::ReadOnly), "no terminal");
+    CHECK(u.text() == "sandbox escalation to \"workspace-write\" requires approval, but no approval channel is "
+                      "available");
+    CHECK(u.stderr_text() == u.text() + "; no terminal");
 }
 
 TEST_CASE("escalation: a real approver command") {
@@ -160,9 +213,15 @@ TEST_CASE("escalation: a real approver command") {
     CHECK(CommandApprover("exit 0").ask(r) == Approval::AllowedOnce);
     CHECK(CommandApprover("exit 1").ask(r) == Approval::Rejected);
     CHECK(CommandApprover("exit 2").ask(r) == Approval::Cancelled);
-    CHECK(CommandApprover("exit 9").ask(r) == Approval::Unavailable);
-    CHECK(CommandApprover("/nonexistent/approver").ask(r) == Approval::Unavailable);
-    CHECK(CommandApprover("kill -9 $$").ask(r) == Approval::Unavailable);
+    CommandApprover nine("exit 9");
+    CHECK(nine.ask(r) == Approval::Failed);
+    CHECK(nine.failure() == "it exited with status 9 (0 allows once, 1 rejects, 2 cancels)");
+    CommandApprover missing("/nonexistent/approver");
+    CHECK(missing.ask(r) == Approval::Failed);
+    CHECK(missing.failure() == "it exited with status 127 (/bin/sh found no such command)");
+    CommandApprover killed("kill -9 $$");
+    CHECK(killed.ask(r) == Approval::Failed);
+    CHECK(killed.failure() == "it was killed by signal 9 (SIGKILL)");
     // It reads the request on stdin.
     CHECK(CommandApprover("grep -q '\"mode\":\"workspace-write\"'").ask(r) == Approval::AllowedOnce);
 }

@@ -108,6 +108,55 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
         CHECK(p.writable_roots[2].source == "flag");
         CHECK(to_string(p.root_source) == "flag");
     }
+    SECTION("workspace-write: the host's /tmp is a root opened like any other, and persists") {
+        in.mode = Mode::WorkspaceWrite;
+        Policy p;
+        REQUIRE(build_policy(in, p));
+        REQUIRE(p.writable_roots.size() == 2);
+        CHECK(p.writable_roots[1].path == "/tmp");
+        CHECK(p.writable_roots[1].source == "tmp");
+        CHECK(p.writable_roots[1].persists);
+        CHECK(p.writable_roots[1].fd >= 0);
+        CHECK_FALSE(p.private_tmp);
+    }
+    SECTION("--private-tmp: /tmp is a root that does not persist, and nothing of the host's is opened") {
+        in.mode = Mode::WorkspaceWrite;
+        in.private_tmp = true;
+        in.tmpdir = "/tmp";
+        Policy p;
+        REQUIRE(build_policy(in, p));
+        REQUIRE(p.writable_roots.size() == 2);
+        CHECK(p.private_tmp);
+        CHECK(p.writable_roots[1].path == "/tmp");
+        CHECK_FALSE(p.writable_roots[1].persists);
+        CHECK(p.writable_roots[1].fd == -1);
+        // A write meant to last there would be discarded: refused.
+        in.writable = {"/tmp"};
+        Policy q;
+        auto o = build_policy(in, q);
+        CHECK(o.err == Err::InvalidPath);
+        CHECK(o.message == "writable path /tmp is the private /tmp of --private-tmp, whose writes are discarded at "
+                           "exit; drop one of the two");
+        in.writable.clear();
+        in.root = "/tmp";
+        Policy r;
+        o = build_policy(in, r);
+        CHECK(o.err == Err::InvalidRoot);
+        CHECK(o.message == "workspace root /tmp cannot be kept with --private-tmp, which puts an empty /tmp over it; "
+                           "choose another --root or drop --private-tmp");
+    }
+    SECTION("--private-tmp in read-only: no root, the policy says private; danger-full-access: not applied") {
+        in.private_tmp = true;
+        Policy p;
+        REQUIRE(build_policy(in, p));
+        CHECK(p.writable_roots.empty());
+        CHECK(p.private_tmp);
+        CHECK_FALSE(write_allowed(p, "/tmp/x", "/"));
+        in.mode = Mode::DangerFullAccess;
+        Policy d;
+        REQUIRE(build_policy(in, d));
+        CHECK_FALSE(d.private_tmp);
+    }
     SECTION("each root is granted as the descriptor opened while resolving it") {
         in.mode = Mode::WorkspaceWrite;
         in.root = t.base + "/real/sub";

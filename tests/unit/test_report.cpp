@@ -15,6 +15,7 @@ TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
     c.policy.root_source = RootSource::Flag;
     c.policy.writable_roots = {{"/ws", "workspace", true}, {"/tmp", "tmp", false}};
     c.policy.writable_files = {"/dev/null"};
+    c.policy.private_tmp = true;
     c.policy.keep_fds = {5};
     c.runner = RunnerKind::Landlock;
     Layer l;
@@ -35,7 +36,7 @@ TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
           R"("enforcement":"partial","gaps":[{"effect":"network","detail":"n","ownEffect":false},{"effect":"metadata",)"
           R"("detail":"m","ownEffect":true}],"abi":4}],"writableRoots":[{"path":"/ws","source":"workspace",)"
           R"("persists":true},{"path":"/tmp","source":"tmp","persists":false}],"writableFiles":["/dev/null"],)"
-          R"("notGranted":[],"skippedRunners":[],"denialSignatures":["permission denied"],"runnerFailureRules":[],)"
+          R"("privateTmp":true,"notGranted":[],"skippedRunners":[],"denialSignatures":["permission denied"],"runnerFailureRules":[],)"
           R"("landlockAbi":4,"hardening":["no-new-privs"],"keptFds":[5],"environment":{"cleared":false,"set":[],"unset":[],"scrubbed":[]},)"
           R"("command":"/bin/echo","argv":["echo","hi"],"execArgv":["echo","hi"]})");
 }

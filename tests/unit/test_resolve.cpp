@@ -100,6 +100,32 @@ TEST_CASE("resolve: root is --root > config workspaceRoot > cwd") {
     CHECK(to_string(res.policy.root_source) == "cwd");
 }
 
+TEST_CASE("resolve: root is --root > the session header's cwd > config workspaceRoot > cwd") {
+    // The seed: "The workspace-write root is the session's immutable cwd; a
+    // configured root is the fallback for agentless calls."
+    Scene s;
+    ::mkdir((s.base + "/sess").c_str(), 0755);
+    s.write(s.config, R"({"mode": "workspace-write", "workspaceRoot": ")" + s.base + R"(/other"})");
+    s.write(s.session, R"({"type":"session","id":"x","cwd":")" + s.base + "/sess\"}\n" +
+                           mode_event_line(Mode::WorkspaceWrite, 1, 1000));
+    Request req = run_request(s);
+    req.session = s.session;
+    Resolution res;
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.workspace_root == s.base + "/sess");
+    CHECK(to_string(res.policy.root_source) == "session");
+    req.root = s.ws;
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.workspace_root == s.ws);
+    CHECK(to_string(res.policy.root_source) == "flag");
+    // A log without a header: the config's root, as for a call without a session.
+    s.write(s.session, mode_event_line(Mode::WorkspaceWrite, 1, 1000));
+    req.root.reset();
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.workspace_root == s.base + "/other");
+    CHECK(to_string(res.policy.root_source) == "config");
+}
+
 TEST_CASE("resolve: probe timeout is flag > config > 5000 ms") {
     Scene s;
     s.write(s.config, "{}");

@@ -60,7 +60,8 @@ TEST_CASE("seam: auto passes over an unusable runner and records why") {
 
 TEST_CASE("seam: a runner that is not a candidate is not listed, and nothing usable fails closed") {
     testrunner::Script quiet, failing;
-    quiet.probe = Verdict::NotCandidate;
+    quiet.candidate = false;
+    quiet.probe = Verdict::Unusable;  // never asked: not a candidate
     failing.plan_fails = true;
     auto a = testrunner::make(RunnerKind::Custom, quiet, "exit 0");
     auto b = testrunner::make(RunnerKind::Landlock, failing, "exit 0");
@@ -87,6 +88,56 @@ TEST_CASE("seam: a forced runner is planned without a probe; one not built here 
     REQUIRE_FALSE(o);
     REQUIRE(q.c.skipped.size() == 1);
     CHECK(q.c.skipped[0].reason == "not available on this platform");
+}
+
+TEST_CASE("seam: a forced runner that cannot be used gives its reason as the run's") {
+    testrunner::Script s;
+    s.plan_fails = true;
+    auto a = testrunner::make(RunnerKind::Landlock, s, "exit 0");
+    Plan p = ws_plan();
+    Outcome o = chain::choose(RunnerKind::Landlock, RunnerEnv{}, p, {a.get()});
+    REQUIRE_FALSE(o);
+    CHECK(o.runner_failure == "the fake cannot plan");
+    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: the fake cannot plan");
+    Plan q = ws_plan();
+    o = chain::choose(RunnerKind::Seatbelt, RunnerEnv{}, q, {a.get()});
+    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: seatbelt is not available on this platform (linux)");
+}
+
+TEST_CASE("seam: --private-tmp passes over a runner that cannot mount one; forced, it is the reason") {
+    testrunner::Script cannot, can;
+    can.private_tmp = true;
+    auto a = testrunner::make(RunnerKind::Landlock, cannot, "exit 0");
+    auto b = testrunner::make(RunnerKind::Bwrap, can, "exit 0");
+    const std::string why = "landlock cannot give the command a private /tmp (--private-tmp): it restricts access "
+                            "to the host's files and mounts nothing; use --runner bwrap (or auto), or drop "
+                            "--private-tmp";
+    // auto: the one that can is taken; the other is listed, and never probed.
+    Plan p = ws_plan();
+    p.c.policy.private_tmp = true;
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, p, {a.get(), b.get()}));
+    CHECK(p.c.runner == RunnerKind::Bwrap);
+    REQUIRE(p.c.skipped.size() == 1);
+    CHECK(p.c.skipped[0].runner == "landlock");
+    CHECK(p.c.skipped[0].reason == why);
+    CHECK(cannot.probes == 0);
+    // forced: 125 with the reason.
+    Plan q = ws_plan();
+    q.c.policy.private_tmp = true;
+    Outcome o = chain::choose(RunnerKind::Landlock, RunnerEnv{}, q, {a.get(), b.get()});
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::SandboxUnavailable);
+    CHECK(o.exit_status() == 125);
+    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: " + why);
+    // auto with nothing that can: fails closed, each one listed.
+    Plan r = ws_plan();
+    r.c.policy.private_tmp = true;
+    CHECK_FALSE(chain::choose(RunnerKind::Auto, RunnerEnv{}, r, {a.get()}));
+    CHECK(r.c.skipped.size() == 1);
+    // Without --private-tmp both are candidates, in order.
+    Plan t = ws_plan();
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, t, {a.get(), b.get()}));
+    CHECK(t.c.runner == RunnerKind::Landlock);
 }
 
 TEST_CASE("seam: a plan failure that ends the run is returned as it is, with its cause as data") {

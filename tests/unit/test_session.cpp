@@ -61,6 +61,25 @@ TEST_CASE("session: the last sandbox/mode event wins") {
     CHECK(s.mode == Mode::ReadOnly);
 }
 
+TEST_CASE("session: the header's cwd is the session's, and immutable") {
+    SessionState s;
+    REQUIRE(fold_session_log("{\"type\":\"session\",\"id\":\"a\",\"cwd\":\"/w/proj\"}\n" + ev("read-only"), "/s", s));
+    CHECK(s.cwd == std::string("/w/proj"));
+    CHECK(s.cwd_line == 1);
+    // A header without a cwd names none; the same header again changes nothing.
+    REQUIRE(fold_session_log("{\"type\":\"session\"}\n", "/s", s));
+    CHECK_FALSE(s.cwd);
+    REQUIRE(fold_session_log("{\"type\":\"session\",\"cwd\":\"/w\"}\n{\"type\":\"session\",\"cwd\":\"/w\"}\n", "/s", s));
+    CHECK(s.cwd == std::string("/w"));
+    CHECK(err("{\"type\":\"session\",\"cwd\":\"/w\"}\n{\"type\":\"session\",\"cwd\":\"/x\"}\n") ==
+          "session log /s.jsonl line 2: session header changes the session's cwd from \"/w\" (line 1); a session's "
+          "cwd is immutable: start a new log");
+    CHECK(err("{\"type\":\"session\",\"cwd\":\"w\"}\n") ==
+          "session log /s.jsonl line 1: session header \"cwd\" must be an absolute path");
+    CHECK(err("{\"type\":\"session\",\"cwd\":7}\n") ==
+          "session log /s.jsonl line 1: session header \"cwd\" must be a string");
+}
+
 TEST_CASE("session: data.source is kept") {
     SessionState s;
     REQUIRE(fold_session_log(

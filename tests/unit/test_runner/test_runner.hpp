@@ -9,12 +9,15 @@ namespace dsh::testrunner {
 
 // What the fake does, set by each test.
 struct Script {
+    bool candidate = true;         // candidate(): false = auto never asks
     Verdict::Kind probe = Verdict::Usable;
     std::string unusable_reason = "not here";
     bool plan_fails = false;       // plan(): "cannot be used" (passed over)
     bool plan_ends_run = false;    // plan(): a failure that ends the run (the mode's text)
     bool apply_fails = false;      // the in-process layer fails in the child
     int apply_marker_fd = -1;      // the layer writes one byte here when it applies
+    bool private_tmp = false;      // it can give a private /tmp
+    int probes = 0;                // how often probe() was asked
 };
 
 // A runner of `kind` (the report needs a name from its vocabulary) that
