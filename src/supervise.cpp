@@ -303,8 +303,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     struct sigaction reset_act[kN + 1];
     int n_reset = 0;
     bool installed[kN] = {};
-    const bool own_group =
-        tty.active() || (watch && watch->own_process_group()) || !terminal::any_std_terminal();
+    const bool own_group = tty.active() || (watch && watch->own_process_group());
     g_same_group = own_group ? 0 : 1;
     if (tty.active()) {
         g_winch_from = tty.user();
@@ -358,11 +357,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         child.terminal_on = tty.slave_on();
     } else if (watch && watch->own_process_group()) {
         child.new_session = true;
-    } else if (!terminal::any_std_terminal()) {
-        // No terminal: a process group of its own, so that a signal sent to
-        // ours (timeout's kill(0, sig)) reaches the command once, forwarded,
-        // not twice. With a terminal (--no-pty) it stays in the foreground job.
-        child.new_group = true;
     }
     if (capture) {
         child.stderr_fd = err_pipe[1];
