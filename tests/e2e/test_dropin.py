@@ -514,7 +514,9 @@ def _signalled(side, sig, to_group):
 
 def _trap(sig, to_group=False):
     def check(s, bare, conf):
-        if to_group and conf.extra and SUPERVISE_FORWARDS_GROUP_SIGNALS_TWICE:
+        # Under bwrap the command is in a session of its own: a group signal
+        # reaches it once, forwarded (issue 15).
+        if to_group and conf.extra and conf.runner == "landlock" and SUPERVISE_FORWARDS_GROUP_SIGNALS_TWICE:
             skip(SUPERVISE_TWICE_REASON)
         rb, rc = _signalled(bare, sig, to_group), _signalled(conf, sig, to_group)
         same(bare, conf, rb, rc)
