@@ -117,6 +117,12 @@ for runner in landlock bwrap auto; do
         fi
     fi
 done
+# The network axis (issue 17): --net off beside the rows without it, same run.
+for runner in landlock bwrap; do
+    if works "dsh $runner --net off" "$D" --runner "$runner" --net off -- /bin/true; then
+        add "dsh $runner --net off" "$D --runner $runner --net off -- /bin/true"
+    fi
+done
 if [ -n "$dynamic" ]; then
     for runner in landlock auto; do
         if works "dsh-dynamic $runner" "$dynamic" --runner "$runner" -- /bin/true; then

@@ -26,13 +26,6 @@ namespace dsh {
 
 namespace {
 
-// Reports a failure: stderr, then the report's error record. Returns the exit status.
-int failed(const Report& report, const Outcome& o) {
-    print_error(o.stderr_text());
-    (void)report.write(error_record(o));
-    return o.exit_status();
-}
-
 // The env flags -> l.env and the record's names. No flag: environ is not read.
 Outcome apply_environment(const Request& req, Plan& l) {
     EnvRequest er{req.clearenv, req.setenv, req.unsetenv, req.scrub_secrets};
@@ -96,10 +89,10 @@ Outcome resolve_and_prepare(const Request& req, AskApprover ask, Resolution& res
 int run_command(const Request& req, const Report& report) {
     Plan l;
     if (req.markers && !req.supervise)
-        return failed(report, fail(Err::Usage, "--markers needs --supervise: in exec mode nothing is left to "
+        return report_failure(report, fail(Err::Usage, "--markers needs --supervise: in exec mode nothing is left to "
                                                "write them once the command ends"));
     Resolution res;
-    if (auto o = resolve_and_prepare(req, AskApprover::Yes, res, l); !o) return failed(report, o);
+    if (auto o = resolve_and_prepare(req, AskApprover::Yes, res, l); !o) return report_failure(report, o);
     // Escalation is advertised when an approver is composed (flag or config).
     SuperviseOptions opts;
     opts.pty = !req.no_pty;
@@ -114,7 +107,7 @@ int run_command(const Request& req, const Report& report) {
         opts.forwarder = true;
         return supervise(l, report, opts);
     }
-    return failed(report, enter_and_exec(l, report));
+    return report_failure(report, enter_and_exec(l, report));
 }
 
 int explain_command(const Request& req, const Report& report) {
@@ -125,7 +118,7 @@ int explain_command(const Request& req, const Report& report) {
         standing.escalate.reset();
         standing.justification.reset();
         Resolution res;
-        if (auto o = resolve(standing.policy_request(), current_env(), AskApprover::No, res); !o) return failed(report, o);
+        if (auto o = resolve(standing.policy_request(), current_env(), AskApprover::No, res); !o) return report_failure(report, o);
         std::string text = policy_context_text(res.policy) + "\n";
         std::fputs(text.c_str(), stdout);
         return 0;
@@ -134,16 +127,16 @@ int explain_command(const Request& req, const Report& report) {
         // Another system's plan, from the pure builders: shown, never run.
         Resolution res;
         const ResolveEnv env = current_env();
-        if (auto o = resolve(req.policy_request(), env, AskApprover::No, res); !o) return failed(report, o);
+        if (auto o = resolve(req.policy_request(), env, AskApprover::No, res); !o) return report_failure(report, o);
         std::string text;
         const ForeignPlanInput in{res.policy, req.argv, env.tmpdir ? *env.tmpdir : "/tmp", res.session_path.has_value()};
-        if (auto o = foreign_plan_text(*req.platform, in, text); !o) return failed(report, o);
+        if (auto o = foreign_plan_text(*req.platform, in, text); !o) return report_failure(report, o);
         std::fputs(text.c_str(), stdout);
         return 0;
     }
     Plan l;
     Resolution res;
-    if (auto o = resolve_and_prepare(req, AskApprover::No, res, l); !o) return failed(report, o);
+    if (auto o = resolve_and_prepare(req, AskApprover::No, res, l); !o) return report_failure(report, o);
     std::string text = req.json ? plan_json(res, l).dump() + "\n" : plan_text(res, l);
     std::fputs(text.c_str(), stdout);
     return 0;
@@ -152,7 +145,7 @@ int explain_command(const Request& req, const Report& report) {
 int check_command(const Request& req, const Report& report) {
     Resolution res;
     const ResolveEnv env = current_env();
-    if (auto o = resolve(req.policy_request(), env, AskApprover::Yes, res); !o) return failed(report, o);
+    if (auto o = resolve(req.policy_request(), env, AskApprover::Yes, res); !o) return report_failure(report, o);
     const CheckAnswer a = check_write(res.policy, *req.check_write, env.cwd);
     std::string text = req.json ? check_json(res, a).dump() + "\n" : check_text(res, a);
     std::fputs(text.c_str(), stdout);

@@ -30,6 +30,7 @@ enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
+    Net,
 };
 
 struct OptionSpec {
@@ -53,6 +54,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Root, "--root", "", "DIR", false, kGlobal, kPolicyHelp, "workspace root (default: the current directory)"},
     {Opt::Runner, "--runner", "", "RUNNER", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "auto (default), bwrap, landlock, seatbelt, windows-acl or custom"},
+    {Opt::Net, "--net", "", "NET", false, kGlobal, kPolicyHelp,
+     "network: host (default), loopback or off"},
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
     {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
      "give the command an empty /tmp of its own, discarded at exit"},
@@ -214,6 +217,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Mode: return set_once(r.mode, v) ? Outcome::success() : twice();
         case Opt::Root: return set_once(r.root, v) ? Outcome::success() : twice();
         case Opt::Runner: return set_once(r.runner, v) ? Outcome::success() : twice();
+        case Opt::Net: return set_once(r.net, v) ? Outcome::success() : twice();
         case Opt::Writable: r.writable.emplace_back(v); break;
         case Opt::PrivateTmp: return flag_once(r.private_tmp) ? Outcome::success() : twice();
         case Opt::Config: return set_once(r.config, v) ? Outcome::success() : twice();
@@ -555,6 +559,7 @@ PolicyRequest Request::policy_request() const {
     p.session = session;
     p.approver = approver;
     p.runner = runner;
+    p.net = net;
     p.probe_timeout_ms = probe_timeout_ms;
     p.escalate = escalate;
     p.justification = justification;

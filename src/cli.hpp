@@ -29,6 +29,7 @@ struct Request {
     std::optional<std::string> mode;
     std::optional<std::string> root;
     std::optional<std::string> runner;
+    std::optional<std::string> net;      // --net, checked by resolve
     std::vector<std::string> writable;
     bool private_tmp = false;  // --private-tmp
     std::vector<int> keep_fds;

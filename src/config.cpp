@@ -196,6 +196,11 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
                     return c.err("\"writableRoots\"[" + std::to_string(i) + "] must be an absolute path, not " +
                                  json(p).dump());
             }
+        } else if (k == "network") {
+            if (auto o = c.string(k, v, s); !o) return o;
+            auto n = parse_network(s);
+            if (!n) return c.err("\"network\": unknown network mode " + v.dump() + " (off, loopback or host)");
+            out.network = *n;
         } else if (k == "approver") {
             if (auto o = c.string(k, v, s); !o) return o;
             out.approver = s;
@@ -205,7 +210,7 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else {
             return c.err("unknown key " + json(k).dump() +
                          " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp)");
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp, network)");
         }
     }
 

@@ -42,6 +42,7 @@ struct Config {
     std::vector<std::string> writable_roots;       // "writableRoots" (absolute)
     std::optional<std::string> approver;           // "approver": "tty" or a command
     std::optional<bool> private_tmp;               // "privateTmp": a private /tmp in confined modes
+    std::optional<Network> network;                // "network": off, loopback or host
 
     bool custom_runner() const noexcept { return !runner_command.empty(); }
 };

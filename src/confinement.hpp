@@ -26,6 +26,14 @@ struct Gap {
     bool own_effect = true;
 };
 
+// The network axis as enforced on this host (the record's `network`): how
+// each part is enforced ("landlock-tcp", "seccomp-socket-families",
+// "net-namespace", "unix-socket-refused", ...) and the typed gaps left.
+struct NetworkAxis {
+    std::vector<std::string> enforced;
+    std::vector<Gap> gaps;
+};
+
 struct Layer {
     std::string name;  // "landlock", "bwrap", "seccomp", ...
     Enforcement enforcement = Enforcement::Full;
@@ -51,6 +59,7 @@ struct Confinement {
     std::string command_path;       // the resolved COMMAND
     std::vector<std::string> hardening;  // e.g. "no-new-privs", "capabilities-dropped"
     EnvChanges environment;              // names changed by the env flags (never values)
+    NetworkAxis network;                 // filled by the runner's plan
 
     // The overall verdict: the strongest claim every own effect supports.
     Enforcement enforcement() const;

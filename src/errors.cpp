@@ -230,6 +230,11 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
         case UsageText::PrivateTmpUnconfined:
             return "--private-tmp needs a confined mode (read-only or workspace-write): danger-full-access runs the "
                    "command on the host's /tmp; drop one of the two";
+        case UsageText::UnknownNetwork:
+            return fmt::format("unknown network mode \"{}\" for --net (off, loopback or host)", a);
+        case UsageText::NetworkUnderDanger:
+            return fmt::format("--net {} cannot hold under danger-full-access, which confines nothing; "
+                               "choose read-only or workspace-write, or drop --net", a);
     }
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
 }

@@ -99,6 +99,8 @@ enum class UsageText {
     UnknownMode,          // a: the mode
     UnknownRunner,        // a: the runner
     PrivateTmpUnconfined, // --private-tmp with danger-full-access
+    UnknownNetwork,       // a: the --net value
+    NetworkUnderDanger,   // a: the --net value (off or loopback) asked with danger-full-access
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 

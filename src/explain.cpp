@@ -49,6 +49,7 @@ ordered_json sources_json(const Resolution& r) {
     s["mode"] = to_string(r.policy.mode_source);
     s["workspaceRoot"] = to_string(r.policy.root_source);
     s["runner"] = r.runner_source;
+    s["network"] = to_string(r.policy.network_source);
     s["probeTimeoutMs"] = r.probe_timeout_source;
     s["approver"] = r.approver_source;
     s["config"] = r.settings.path.empty() ? ordered_json(nullptr) : ordered_json(r.settings.path);
@@ -108,7 +109,7 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     line("root:", fmt::format("{} (from {})", q(p.workspace_root), root_from));
     bool first = true;
     for (const auto& w : p.writable_roots) {
-        line(first ? "writable:" : "", fmt::format("{} ({}{})", q(w.path), w.source, w.persists ? "" : ", discarded at exit"));
+        line(first ? "writable:" : "", fmt::format("{} ({}{})", q(w.path), to_string(w.source), w.persists ? "" : ", discarded at exit"));
         first = false;
     }
     for (const auto& f : p.writable_files) {
@@ -119,6 +120,17 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     if (p.private_tmp)
         line("tmp:", p.mode == Mode::ReadOnly ? "private (--private-tmp): empty, read-only, discarded at exit"
                                               : "private (--private-tmp): empty, writable, discarded at exit");
+    {
+        const char* from = p.network_source == NetworkSource::Flag     ? "--net"
+                           : p.network_source == NetworkSource::Config ? "config"
+                                                                       : "default";
+        std::string net = fmt::format("{} (from {})", to_string(p.network), from);
+        if (p.network_requested)
+            net += fmt::format("; the config's \"{}\" cannot hold under danger-full-access", to_string(*p.network_requested));
+        if (!l.c.network.enforced.empty()) net += fmt::format(", enforced by {}", fmt::join(l.c.network.enforced, ", "));
+        line("network:", net);
+        for (const auto& g : l.c.network.gaps) line("net gap:", g.effect + ": " + g.detail);
+    }
     line("config:", r.settings.path.empty() ? "none found" : q(r.settings.path));
     if (r.session_path)
         line("session:", r.session.mode ? fmt::format("{} (last sandbox/mode at line {}: {})", q(*r.session_path),
@@ -166,7 +178,7 @@ CheckAnswer check_write(const Policy& p, const std::string& path, const std::str
         if (under(a.canonical, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
     if (best) {
         a.matched = best->path;
-        a.matched_source = best->source;
+        a.matched_source = std::string(to_string(best->source));
         a.persists = best->persists;
     }
     return a;
@@ -175,11 +187,15 @@ CheckAnswer check_write(const Policy& p, const std::string& path, const std::str
 std::string check_text(const Resolution& r, const CheckAnswer& a) {
     const Policy& p = r.policy;
     if (!a.allowed)
-        return fmt::format("no: a write to {} is outside what {} allows\n", q(a.canonical), to_string(p.mode));
-    if (a.matched_source == "mode") return fmt::format("yes: {} does not restrict writes\n", to_string(p.mode));
+        return fmt::format("no: a write to {} is outside what {} allows\n", q(a.canonical), to_string(p.mode)) +
+               (p.network == Network::Host ? std::string() : fmt::format("network: {}\n", to_string(p.network)));
+    // The network axis is named where it is not the default, so a caller sees what else the policy holds.
+    const std::string net = p.network == Network::Host ? std::string()
+                                                        : fmt::format("network: {}\n", to_string(p.network));
+    if (a.matched_source == "mode") return fmt::format("yes: {} does not restrict writes\n", to_string(p.mode)) + net;
     return fmt::format("yes: {} is under {} ({}) in {}{}\n", q(a.canonical), q(a.matched), a.matched_source,
                        to_string(p.mode),
-                       a.persists ? "" : "; the write is discarded when the command exits (private /tmp)");
+                       a.persists ? "" : "; the write is discarded when the command exits (private /tmp)") + net;
 }
 
 nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
@@ -201,10 +217,12 @@ nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
     j["persists"] = a.allowed ? ordered_json(a.persists) : ordered_json(nullptr);
     ordered_json roots = ordered_json::array();
     for (const auto& w : r.policy.writable_roots)
-        roots.push_back(ordered_json{{"path", w.path}, {"source", w.source}, {"persists", w.persists}});
+        roots.push_back(ordered_json{{"path", w.path}, {"source", to_string(w.source)}, {"persists", w.persists}});
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = r.policy.writable_files;
     j["privateTmp"] = r.policy.private_tmp;
+    j["network"] = to_string(r.policy.network);
+    j["networkSource"] = to_string(r.policy.network_source);
     return j;
 }
 

@@ -25,6 +25,23 @@ std::string_view to_string(ModeSource s) noexcept {
     return "default";
 }
 
+std::string_view to_string(Grant g) noexcept {
+    switch (g) {
+        case Grant::Workspace: return "workspace";
+        case Grant::Tmp: return "tmp";
+        case Grant::Tmpdir: return "tmpdir";
+        case Grant::Flag: return "flag";
+        case Grant::Config: return "config";
+    }
+    return "workspace";
+}
+
+std::optional<Grant> parse_grant(std::string_view s) noexcept {
+    for (Grant g : {Grant::Workspace, Grant::Tmp, Grant::Tmpdir, Grant::Flag, Grant::Config})
+        if (to_string(g) == s) return g;
+    return std::nullopt;
+}
+
 std::string_view to_string(RootSource s) noexcept {
     switch (s) {
         case RootSource::Cwd: return "cwd";
@@ -53,6 +70,30 @@ std::string_view to_string(RootSource s) noexcept {
 
 bool is_strictly_wider(Mode target, Mode current) noexcept {
     return static_cast<int>(target) > static_cast<int>(current);
+}
+
+std::string_view to_string(Network n) noexcept {
+    switch (n) {
+        case Network::Host: return "host";
+        case Network::Loopback: return "loopback";
+        case Network::Off: return "off";
+    }
+    return "host";
+}
+
+std::string_view to_string(NetworkSource s) noexcept {
+    switch (s) {
+        case NetworkSource::Default: return "default";
+        case NetworkSource::Flag: return "flag";
+        case NetworkSource::Config: return "config";
+    }
+    return "default";
+}
+
+std::optional<Network> parse_network(std::string_view s) noexcept {
+    for (auto n : {Network::Off, Network::Loopback, Network::Host})
+        if (s == to_string(n)) return n;
+    return std::nullopt;
 }
 
 std::string_view to_string(Enforcement e) noexcept {
@@ -160,7 +201,7 @@ enum class Need { Required, Optional };
 // (src/roots.hpp). A required root (the workspace, --writable, config
 // writableRoots) that cannot be granted is an error naming `what`; an
 // optional one (/tmp, $TMPDIR) is left out and listed in not_granted.
-Outcome grant(Policy& out, const std::string& given, const char* source, Need need, Err err,
+Outcome grant(Policy& out, const std::string& given, Grant source, Need need, Err err,
               std::string_view what) {
     // The path as given first: its magic links (/proc/self/cwd) lead anywhere.
     if (std::string k = roots::kernel_prefix(lexically_normal(given)); !k.empty()) {
@@ -254,7 +295,7 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     // The root as given, resolved once more by open_root: the descriptor, not
     // the name, is what is granted; its walk refuses planted symlinks.
     const std::string given = in.root ? absolute(*in.root, in.cwd) : in.cwd;
-    if (auto o = grant(out, given, "workspace", Need::Required, Err::InvalidRoot, "workspace root"); !o) return o;
+    if (auto o = grant(out, given, Grant::Workspace, Need::Required, Err::InvalidRoot, "workspace root"); !o) return o;
     out.workspace_root = out.writable_roots.front().path;
     // A root the caller cannot open (e.g. mode 000, not its owner) would be
     // granted yet refuse every write by plain DAC: a silent narrowing to
@@ -271,19 +312,19 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
         if (out.workspace_root == "/tmp")
             return fail(Err::InvalidRoot, "workspace root /tmp cannot be kept with --private-tmp, which puts an "
                                           "empty /tmp over it; choose another --root or drop --private-tmp");
-        out.writable_roots.push_back(WritableRoot{"/tmp", "tmp", false});
+        out.writable_roots.push_back(WritableRoot{"/tmp", Grant::Tmp, false});
     } else {
-        (void)grant(out, "/tmp", "tmp", Need::Optional, Err::InvalidPath, "");
+        (void)grant(out, "/tmp", Grant::Tmp, Need::Optional, Err::InvalidPath, "");
     }
     // $TMPDIR is the environment's, which the command's parent controls: it
     // is only ever an optional grant, under every rule a root obeys.
     if (in.tmpdir && !in.tmpdir->empty()) {
         if ((*in.tmpdir)[0] == '/')
-            (void)grant(out, *in.tmpdir, "tmpdir", Need::Optional, Err::InvalidPath, "");
+            (void)grant(out, *in.tmpdir, Grant::Tmpdir, Need::Optional, Err::InvalidPath, "");
         else
             out.not_granted.push_back({*in.tmpdir, "not granted: $TMPDIR is not an absolute path"});
     }
-    auto add_extra = [&](const std::vector<std::string>& paths, const char* source) -> Outcome {
+    auto add_extra = [&](const std::vector<std::string>& paths, Grant source) -> Outcome {
         for (const auto& w : paths) {
             std::string c = canonical_path(w, in.cwd);
             if (c == "/")
@@ -299,21 +340,21 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
         }
         return Outcome::success();
     };
-    if (auto o = add_extra(in.config_writable, "config"); !o) return o;
-    if (auto o = add_extra(in.writable, "flag"); !o) return o;
+    if (auto o = add_extra(in.config_writable, Grant::Config); !o) return o;
+    if (auto o = add_extra(in.writable, Grant::Flag); !o) return o;
 #else  // Windows: the ACL helper re-checks the root; paths as before
-    auto add_root = [&](std::string path, const char* source) {
+    auto add_root = [&](std::string path, Grant source) {
         for (const auto& r : out.writable_roots)
             if (r.path == path) return;
         out.writable_roots.push_back(WritableRoot{std::move(path), source, true});
     };
-    add_root(root, "workspace");
-    add_root(canonical_path("/tmp", "/"), "tmp");
+    add_root(root, Grant::Workspace);
+    add_root(canonical_path("/tmp", "/"), Grant::Tmp);
     for (auto& r : out.writable_roots)
-        if (r.source == "tmp" && in.private_tmp) r.persists = false;
-    if (in.tmpdir && !in.tmpdir->empty() && (*in.tmpdir)[0] == '/') add_root(canonical_path(*in.tmpdir, "/"), "tmpdir");
-    for (const auto& w : in.config_writable) add_root(canonical_path(w, in.cwd), "config");
-    for (const auto& w : in.writable) add_root(canonical_path(w, in.cwd), "flag");
+        if (r.source == Grant::Tmp && in.private_tmp) r.persists = false;
+    if (in.tmpdir && !in.tmpdir->empty() && (*in.tmpdir)[0] == '/') add_root(canonical_path(*in.tmpdir, "/"), Grant::Tmpdir);
+    for (const auto& w : in.config_writable) add_root(canonical_path(w, in.cwd), Grant::Config);
+    for (const auto& w : in.writable) add_root(canonical_path(w, in.cwd), Grant::Flag);
 #endif
     return Outcome::success();
 }

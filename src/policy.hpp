@@ -25,14 +25,33 @@ std::optional<Mode> parse_mode(std::string_view s) noexcept;
 // The seed's escalation ladder: read-only < workspace-write < danger-full-access.
 bool is_strictly_wider(Mode target, Mode current) noexcept;
 
+// The network axis (issue 17): what the command may reach over sockets.
+// host: today's behaviour, not governed; loopback: a private loopback only;
+// off: no IP traffic, no unix socket outside the writable roots.
+enum class Network { Host, Loopback, Off };
+enum class NetworkSource { Default, Flag, Config };
+std::string_view to_string(Network n) noexcept;
+std::string_view to_string(NetworkSource s) noexcept;
+std::optional<Network> parse_network(std::string_view s) noexcept;
+
 enum class Enforcement { Full, Partial, None };
 std::string_view to_string(Enforcement e) noexcept;
 
 // A path the command may write under. `persists` is false for a private /tmp
 // (--private-tmp): a fresh file system there, discarded when the command ends.
+// Where a writable root came from: the report's `source`, and what a
+// runner may treat differently (/tmp can be private; the workspace and the
+// roots a caller named are the ones a refusal's fix points at).
+enum class Grant { Workspace, Tmp, Tmpdir, Flag, Config };
+std::string_view to_string(Grant g) noexcept;
+std::optional<Grant> parse_grant(std::string_view s) noexcept;
+// Named by the caller (--root, --writable, the config's writableRoots), as
+// opposed to the temp areas every workspace-write run gets.
+constexpr bool caller_named(Grant g) noexcept { return g == Grant::Workspace || g == Grant::Flag || g == Grant::Config; }
+
 struct WritableRoot {
     std::string path;
-    std::string source;  // "workspace", "tmp", "tmpdir", "flag", "config"
+    Grant source = Grant::Workspace;
     bool persists = true;
     // What is granted: the directory (or file) opened once when the policy was
     // built (src/roots.hpp), shared by every copy of the policy and left open
@@ -63,6 +82,11 @@ struct Policy {
     // false, not opened on the host), read-only in read-only: it never
     // widens a mode. Only a runner that can mount one takes it (chain.cpp).
     bool private_tmp = false;
+    Network network = Network::Host;           // --net > config "network" > host
+    NetworkSource network_source = NetworkSource::Default;
+    // The config asked for this, and danger-full-access (which confines
+    // nothing) overrode it: reported, never silently dropped.
+    std::optional<Network> network_requested;
 };
 
 // The names of a path, in order, without empty ones ("//a/./b" -> a . b).

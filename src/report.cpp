@@ -130,6 +130,31 @@ static ordered_json skipped_json(const std::vector<Skipped>& s, const char* key)
     return a;
 }
 
+// The network axis (issue 17): the mode, who chose it, how each part is
+// enforced here and the typed gaps left. `host` (and anything a runner did
+// not govern) is the `network` gap, as it always was.
+static ordered_json network_json(const Confinement& c) {
+    const Policy& p = c.policy;
+    std::vector<Gap> gaps = c.network.gaps;
+    if (p.network == Network::Host && c.network.enforced.empty() && gaps.empty())
+        gaps.push_back({"network", "network access is not governed: --net host (the default) leaves TCP, UDP and "
+                                   "unix sockets as the host has them", false});
+    if (p.network_requested)
+        gaps.insert(gaps.begin(), Gap{"network", fmt::format("the config asks for network \"{}\", which cannot hold "
+                                                             "under danger-full-access (nothing is confined)",
+                                                             to_string(*p.network_requested)), false});
+    ordered_json n;
+    n["mode"] = to_string(p.network);
+    n["source"] = to_string(p.network_source);
+    if (p.network_requested) n["requested"] = to_string(*p.network_requested);
+    n["enforcement"] = to_string(p.network == Network::Host ? Enforcement::None
+                                 : gaps.empty()             ? Enforcement::Full
+                                                            : Enforcement::Partial);
+    n["enforced"] = c.network.enforced;
+    n["gaps"] = gaps_json(gaps);
+    return n;
+}
+
 ordered_json confinement_record(const Confinement& c) {
     const Policy& p = c.policy;
     ordered_json j;
@@ -142,6 +167,7 @@ ordered_json confinement_record(const Confinement& c) {
     j["runner"] = to_string(c.runner);
     j["enforcement"] = to_string(c.enforcement());
     j["gaps"] = gaps_json(c.gaps());
+    j["network"] = network_json(c);
     ordered_json layers = ordered_json::array();
     for (const auto& l : c.layers) {
         ordered_json lj{{"name", l.name}, {"enforcement", to_string(l.enforcement)}, {"gaps", gaps_json(l.gaps)}};
@@ -153,7 +179,7 @@ ordered_json confinement_record(const Confinement& c) {
     for (const auto& r : p.writable_roots) {
         ordered_json rj;
         put_bytes(rj, "path", r.path);
-        rj["source"] = r.source;
+        rj["source"] = to_string(r.source);
         rj["persists"] = r.persists;
         roots.push_back(std::move(rj));
     }
@@ -222,5 +248,11 @@ Outcome Report::write(const ordered_json& record) const {
     return Outcome::success();
 }
 #endif
+
+int report_failure(const Report& report, const Outcome& o) {
+    print_error(o.stderr_text());
+    (void)report.write(error_record(o));
+    return o.exit_status();
+}
 
 }  // namespace dsh

@@ -30,4 +30,8 @@ private:
     int fd_ = -1;
 };
 
+// A run that ends in failure says so the one way: its line on stderr, then
+// its error record on the report. Returns the exit status.
+int report_failure(const Report& report, const Outcome& o);
+
 }  // namespace dsh

@@ -97,13 +97,17 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
             // The fix depends on where the root came from; /tmp and $TMPDIR
             // come with workspace-write, so only moving the file helps there.
             std::string fix;
-            if (root.source == "workspace") fix = "choose a narrower --root, or ";
-            else if (root.source == "flag") fix = "drop that --writable, or ";
-            else if (root.source == "config") fix = "drop it from the config's writableRoots, or ";
+            switch (root.source) {
+                case Grant::Workspace: fix = "choose a narrower --root, or "; break;
+                case Grant::Flag: fix = "drop that --writable, or "; break;
+                case Grant::Config: fix = "drop it from the config's writableRoots, or "; break;
+                case Grant::Tmp:
+                case Grant::Tmpdir: break;  // the temp areas: only moving the file helps
+            }
             return failf(Err::StateUnsafe,
                          "the {} {} decides later runs, and this run could rewrite it: it is under the writable "
                          "root {} ({}); {}move the {} out of it",
-                         f.what, f.path, root.path, root.source, fix, f.what);
+                         f.what, f.path, root.path, to_string(root.source), fix, f.what);
         }
     }
     return Outcome::success();
@@ -186,10 +190,37 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // apply there, like its writableRoots.)
     if (req.private_tmp && (out.escalation_target ? *out.escalation_target : out.base_mode) == Mode::DangerFullAccess)
         return fail(Err::Usage, usage_text(UsageText::PrivateTmpUnconfined));
+    // The network axis: --net > config "network" > host. Checked before any
+    // approver is asked: a flag that cannot hold in the mode asked for is
+    // refused, never ignored (docs/DECISIONS.md, "The network axis").
+    Network net = Network::Host;
+    NetworkSource net_source = NetworkSource::Default;
+    if (req.net) {
+        auto n = parse_network(*req.net);
+        if (!n) return fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));
+        net = *n;
+        net_source = NetworkSource::Flag;
+    } else if (s.network) {
+        net = *s.network;
+        net_source = NetworkSource::Config;
+    }
+    const Mode effective = out.escalation_target ? *out.escalation_target : out.base_mode;
+    if (effective == Mode::DangerFullAccess && net != Network::Host) {
+        if (net_source == NetworkSource::Flag)
+            return fail(Err::Usage, usage_text(UsageText::NetworkUnderDanger, *req.net));
+        out.network_requested = net;  // the config's: reported as not holding
+        net = Network::Host;
+    }
+    auto set_network = [&](Policy& p) {
+        p.network = net;
+        p.network_source = net_source;
+        p.network_requested = out.network_requested;
+    };
 
     if (!out.escalation_target) {
         if (auto o = build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy); !o)
             return o;
+        set_network(out.policy);
         return check_own_state(out.policy, req, out, env);
     }
 
@@ -231,6 +262,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         out.escalation = EscalationState::Granted;
     }
     out.policy = std::move(probe_policy);
+    set_network(out.policy);
     return Outcome::success();
 }
 

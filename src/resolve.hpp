@@ -39,6 +39,8 @@ struct Resolution {
     ModeSource base_source = ModeSource::Default;
     EscalationState escalation = EscalationState::None;
     std::optional<Mode> escalation_target;
+    // The config's network mode when danger-full-access overrode it.
+    std::optional<Network> network_requested;
 };
 
 struct ResolveEnv {

@@ -17,6 +17,10 @@ namespace {
 
 Outcome plan_sandbox_exec(dsh::Plan& l) {
     Confinement& c = l.c;
+    // The network axis is not governed here (docs/PLATFORMS.md): refused, never ignored.
+    if (c.policy.network != Network::Host)
+        return failf(Err::SandboxUnavailable, "seatbelt does not govern the network yet: --net {} cannot hold; "
+                     "use --net host", to_string(c.policy.network));
     const std::string exe(SANDBOX_EXEC);
     struct stat st {};
     if (::stat(exe.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(exe.c_str(), X_OK) != 0)

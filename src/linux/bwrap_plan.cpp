@@ -50,13 +50,16 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // like any other writable root.
     if (policy.mode == Mode::ReadOnly && policy.private_tmp)
         a.insert(a.end(), {"--tmpfs", "/tmp", "--remount-ro", "/tmp"});
+    // The network axis (issue 17): off and loopback get a network namespace
+    // of their own, with only a loopback interface (which bwrap brings up).
+    if (policy.network != Network::Host) a.push_back("--unshare-net");
     if (policy.mode != Mode::WorkspaceWrite) return a;
 
     // The tmpfs first, then every root: a root (or $TMPDIR) under /tmp stays
     // visible and persists, because its bind comes after the tmpfs.
     std::vector<const WritableRoot*> binds;
     for (const auto& r : policy.writable_roots) {
-        if (r.source == "tmp" && !r.persists)
+        if (r.source == Grant::Tmp && !r.persists)
             a.insert(a.end(), {"--tmpfs", r.path});
         else
             binds.push_back(&r);
@@ -77,12 +80,13 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
 std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec) {
     std::vector<std::string> a = {spec.self, kStageArg, "--mode", std::string(to_string(policy.mode))};
     if (spec.landlock_abi > 0) a.insert(a.end(), {"--landlock", std::to_string(spec.landlock_abi)});
+    if (policy.network != Network::Host) a.insert(a.end(), {"--net", std::string(to_string(policy.network))});
     if (spec.report_fd >= 0) a.insert(a.end(), {"--report-fd", std::to_string(spec.report_fd)});
     if (spec.record_fd >= 0) a.insert(a.end(), {"--record-fd", std::to_string(spec.record_fd)});
     for (int fd : policy.keep_fds) a.insert(a.end(), {"--keep-fd", std::to_string(fd)});
     for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
     for (const auto& r : policy.writable_roots)
-        a.insert(a.end(), {"--rw", r.source, r.path, std::to_string(r.fd)});
+        a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
     a.push_back("--");
     a.push_back(spec.command_path);
     a.insert(a.end(), spec.argv.begin(), spec.argv.end());
@@ -120,16 +124,20 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
     if (policy.mode == Mode::WorkspaceWrite)
         l.gaps.push_back({"metadata", "chmod, chown, utimes or extended attributes on a file the command was given "
                                       "as an fd (its terminal, a redirected file) change the host's file", true});
-    l.gaps.push_back({"unix-sockets", "connecting to a host daemon's unix socket is not governed; the daemon may "
-                                      "write on the command's behalf", false});
+    const bool host_net = policy.network == Network::Host;  // else the network record says how
+    if (host_net)
+        l.gaps.push_back({"unix-sockets", "connecting to a host daemon's unix socket is not governed; the daemon may "
+                                          "write on the command's behalf", false});
     l.gaps.push_back({"file-locks", "locks and leases on host files the command can read can make host processes "
                                     "wait", false});
-    l.gaps.push_back({"abstract-unix-sockets", "without a network namespace, abstract unix sockets of host "
-                                               "processes can be reached", false});
-    l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
+    if (host_net) {
+        l.gaps.push_back({"abstract-unix-sockets", "without a network namespace, abstract unix sockets of host "
+                                                   "processes can be reached", false});
+        l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
+    }
     l.enforcement = Enforcement::Partial;
     l.details["path"] = bwrap_path;
-    l.details["namespaces"] = {"mount", "pid", "ipc"};
+    l.details["namespaces"] = host_net ? nlohmann::json{"mount", "pid", "ipc"} : nlohmann::json{"mount", "pid", "ipc", "net"};
     l.details["tmpIsTmpfs"] = policy.mode != Mode::DangerFullAccess && policy.private_tmp;
     return l;
 }
@@ -219,6 +227,11 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             if (!m || *m == Mode::DangerFullAccess) return failf(Err::Usage, "stage: bad mode \"{}\"", v);
             out.policy.mode = *m;
             have_mode = true;
+        } else if (a == "--net") {
+            if (auto o = value("--net", v); !o) return o;
+            auto n = parse_network(v);
+            if (!n) return failf(Err::Usage, "stage: bad network mode \"{}\"", v);
+            out.policy.network = *n;
         } else if (a == "--landlock" || a == "--report-fd" || a == "--record-fd" || a == "--keep-fd") {
             if (auto o = value(a.data(), v); !o) return o;  // a whole std::string: NUL-terminated
             int n = 0;
@@ -236,7 +249,9 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             if (auto o = value("--rw", path); !o) return o;
             if (auto o = value("--rw", fd); !o) return o;
             if (path.empty() || path[0] != '/') return failf(Err::Usage, "stage: --rw path must be absolute");
-            WritableRoot r{path, source, true};
+            const auto grant = parse_grant(source);
+            if (!grant) return failf(Err::Usage, "stage: bad source \"{}\" for --rw", source);
+            WritableRoot r{path, *grant, true};
             // -1: no descriptor (a root granted by path; the stage opens it).
             if (std::string_view(fd) != "-1" && !parse_int(fd, r.fd)) return failf(Err::Usage, "stage: bad fd \"{}\" for --rw", fd);
             out.policy.writable_roots.push_back(std::move(r));

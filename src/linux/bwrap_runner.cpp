@@ -163,7 +163,7 @@ public:
             // the sandbox ends; roots under it are bound from the host. The
             // stage's Landlock rule for it is then on that tmpfs, by path.
             // The host's /tmp is bound like every other root.
-            if (r.source == "tmp" && !r.persists) {
+            if (r.source == Grant::Tmp && !r.persists) {
                 r.fd = -1;
                 continue;
             }
@@ -184,6 +184,11 @@ public:
             bl.details["landlockStage"] = landlock::describe_unavailable(abi);
             layers = {bl};
         }
+
+        // The network axis: bwrap's namespace, then the stage's socket filter
+        // and (off) Landlock's TCP rights.
+        const landlock::NetworkPlan net = landlock::network_axis(pol.network, abi > 0 ? abi : 0, true);
+        if (!net.failure.empty()) return fail(Err::SandboxUnavailable, net.failure);
 
         // The stage is our own binary, handed to bwrap as an inherited fd and
         // exec'd as /proc/self/fd/N inside: the path we were started from may
@@ -217,6 +222,7 @@ public:
         c.policy = std::move(pol);
         c.runner = RunnerKind::Bwrap;
         c.layers = std::move(layers);
+        c.network = net.axis;
         // Both dialects: EROFS from the mount view, EACCES from Landlock.
         c.denial_signatures = {"read-only file system", "permission denied"};
         // The stage's seccomp layer refuses metadata calls with EPERM in read-only.
@@ -231,6 +237,7 @@ public:
         if (c.policy.mode == Mode::ReadOnly)
             c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
         if (opts.stage_keeps_setpcap) c.hardening.push_back("device-nodes-read-only");  // root's stage remounts them
+        if (c.policy.network != Network::Host) c.hardening.push_back("net-namespace");
         c.exec_argv = argv;
         p.in_process.reset();
         p.exec_path = path;

@@ -29,15 +29,13 @@ namespace {
 // on the report, and the same record in the launcher's mailbox (sealed), which
 // is what a supervising launcher reads: failures cross processes as records.
 int stage_failed(const Report& report, int mailbox, const Outcome& o) {
-    print_error(o.text());
-    const auto rec = error_record(o);
-    (void)report.write(rec);
+    const int status = report_failure(report, o);
     if (mailbox >= 0) {
-        const std::string line = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        const std::string line = error_record(o).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         if (::ftruncate(mailbox, 0) == 0 && ::pwrite(mailbox, line.data(), line.size(), 0) > 0)
             (void)::fcntl(mailbox, F_ADD_SEALS, kMailboxSeals);
     }
-    return o.exit_status();
+    return status;
 }
 
 }  // namespace
@@ -228,6 +226,7 @@ void take_foreground() noexcept {
     const bool read_only = req.policy.mode == Mode::ReadOnly;
     landlock::Ruleset lp;
     if (req.landlock_abi > 0) lp = landlock::plan_rules(req.policy, req.landlock_abi);
+    else landlock::plan_network(lp, req.policy.network, 0);  // the socket filter alone
     lp.host_namespaces = false;
     if (req.landlock_abi > 0) allow_console(lp);
     Plan p;

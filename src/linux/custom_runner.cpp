@@ -39,6 +39,14 @@ public:
         layer.details["asserted"] = true;
         c.runner = RunnerKind::Custom;
         c.layers = {layer};
+        // Off and loopback: the runner's profile carries --unshare-net; no
+        // socket filter of ours runs inside it, so unix sockets are as it leaves them.
+        if (c.policy.network != Network::Host) {
+            c.network.enforced = {"net-namespace-asserted"};
+            c.network.gaps = {{"unix-pathname", "the custom runner is given --unshare-net; dsh-confine applies no "
+                                                "socket filter inside it, so host pathname unix sockets are as the "
+                                                "runner leaves them", false}};
+        }
         c.denial_signatures = {"read-only file system", "permission denied"};
         c.runner_failure_rules =
             nlohmann::json::array({{{"fatalSignatures", env.config.runner_failure_signatures}}});

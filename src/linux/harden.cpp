@@ -131,7 +131,7 @@ constexpr int kCapLimit = 1024;  // a bound for the walk, far above any kernel's
     // The BPF libseccomp made at build time (seccomp_filters.h); loaded as
     // libseccomp's seccomp_load would: seccomp(2) without flags, and
     // prctl(PR_SET_SECCOMP) where the kernel has no seccomp(2).
-    const auto& p = generated::kPrograms[seccomp_build::index({opts.block_metadata, opts.host_namespaces})];
+    const auto& p = generated::kPrograms[seccomp_build::index({opts.block_metadata, opts.host_namespaces, opts.net, opts.refuse_unix})];
     sock_fprog prog{};
     prog.len = p.len;
     prog.filter = const_cast<sock_filter*>(p.filter);

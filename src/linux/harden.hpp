@@ -3,6 +3,7 @@
 // the command from pushing input into the caller's terminal.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "../errors.hpp"
@@ -39,6 +40,8 @@ bool drop_capabilities(Fault& f) noexcept;
 struct SeccompOptions {
     bool block_metadata = false;   // read-only mode: metadata calls and inode ioctls refused
     bool host_namespaces = false;  // Landlock runner: IPC and other processes are the host's
+    uint8_t net = 0;               // seccomp_build::kNet*: the network axis's socket filter
+    bool refuse_unix = false;      // socket(AF_UNIX) refused (no Landlock RESOLVE_UNIX)
 };
 // Installs the filter of that variant (see seccomp_build.hpp: made with
 // libseccomp at build time, after a guard that answers ENOSYS to system calls

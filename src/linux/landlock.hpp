@@ -29,6 +29,20 @@ inline constexpr uint64_t MAKE_SYM = 1ULL << 12;
 inline constexpr uint64_t REFER = 1ULL << 13;     // ABI 2
 inline constexpr uint64_t TRUNCATE = 1ULL << 14;  // ABI 3
 inline constexpr uint64_t IOCTL_DEV = 1ULL << 15; // ABI 5
+// ABI 9: connecting to (or sending to) a pathname unix socket resolves this
+// right on the socket's directory. Written against the uAPI as proposed; no
+// kernel this was tested on has it (the host here is ABI 7), so only the
+// plan is unit-tested (docs/DECISIONS.md, "The network axis").
+inline constexpr uint64_t RESOLVE_UNIX = 1ULL << 16;
+
+// Network access rights (ABI 4): handled with no rule, every TCP bind and
+// connect is refused.
+inline constexpr uint64_t NET_BIND_TCP = 1ULL << 0;
+inline constexpr uint64_t NET_CONNECT_TCP = 1ULL << 1;
+inline constexpr int NET_TCP_ABI = 4;
+inline constexpr int SCOPE_ABI = 6;
+inline constexpr int RESOLVE_UNIX_ABI = 9;
+inline constexpr int NET_UDP_ABI = 10;
 
 // Scopes (ABI 6).
 inline constexpr uint64_t SCOPE_ABSTRACT_UNIX_SOCKET = 1ULL << 0;
@@ -68,6 +82,11 @@ struct Ruleset {
     // Landlock runner; the bwrap stage clears it): enter() then installs the
     // seccomp variant that refuses IPC and calls aimed at other processes.
     bool host_namespaces = true;
+    // The network axis (plan_network): Landlock's handled network rights, and
+    // the seccomp socket filter (seccomp_build::Variant::net, refuse_unix).
+    uint64_t handled_net = 0;
+    uint8_t seccomp_net = 0;
+    bool refuse_unix = false;
 };
 
 // The ruleset and the layer's record for the report.
@@ -81,6 +100,22 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed);
 // The ruleset alone, exactly plan()'s: what the bwrap stage needs to confine
 // itself (its launcher built and reported the layer from the same policy and ABI).
 Ruleset plan_rules(const Policy& policy, int abi);
+
+// The network axis's part of a ruleset for `n` at this ABI (plan_rules calls
+// it; the bwrap stage calls it alone on a kernel without Landlock): TCP
+// handled with no rule (off, ABI 4+), RESOLVE_UNIX handled and granted in the
+// writable roots (off and loopback, ABI 9+), the seccomp socket filter, and
+// socket(AF_UNIX) refused where RESOLVE_UNIX is missing.
+void plan_network(Ruleset& r, Network n, int abi);
+
+// How the network axis is enforced for `n` by these layers, and what is left
+// (the record's `network`). in_namespace: the command has a network namespace
+// of its own (bwrap's --unshare-net). An empty `failure` when it can hold.
+struct NetworkPlan {
+    NetworkAxis axis;
+    std::string failure;
+};
+NetworkPlan network_axis(Network n, int abi, bool in_namespace);
 
 // The kernel's ABI version, or -errno (ENOSYS: not built in, EOPNOTSUPP: disabled).
 int query_abi() noexcept;

@@ -65,7 +65,7 @@ std::string describe_unavailable(int negative_errno) {
 }
 
 [[gnu::hot]] Outcome build_ruleset(const Ruleset& plan, int& fd, std::vector<Skipped>& skipped) {
-    RulesetAttr attr{plan.handled_fs, 0, plan.scoped};
+    RulesetAttr attr{plan.handled_fs, plan.handled_net, plan.scoped};
     long rs = ::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
     if (rs < 0)
         return failf(Err::SandboxUnavailable, "landlock_create_ruleset: {}", std::strerror(errno));

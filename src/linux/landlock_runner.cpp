@@ -24,13 +24,16 @@ namespace dsh::landlock {
 [[gnu::hot]] bool Layers::apply(Fault& f) const noexcept {
     if (!harden::close_inherited_fds(fds_, f) || !harden::set_no_new_privs(f)) return false;
     if (ruleset_ && !restrict_self(ruleset_.get(), f)) return false;
-    return harden::drop_capabilities(f) && harden::install_seccomp({read_only_, plan_.host_namespaces}, f);
+    return harden::drop_capabilities(f) && harden::install_seccomp({read_only_, plan_.host_namespaces, plan_.seccomp_net, plan_.refuse_unix}, f);
 }
 
 nlohmann::ordered_json Layers::explain() const {
     nlohmann::ordered_json ll;
     ll["abi"] = plan_.abi;
     ll["handledAccessFs"] = right_names(plan_.handled_fs);
+    if (plan_.handled_net) ll["handledAccessNet"] = {"bind_tcp", "connect_tcp"};
+    if (plan_.seccomp_net) ll["socketFilter"] = plan_.seccomp_net == 2 ? "off" : "loopback";
+    if (plan_.seccomp_net) ll["unixSocketRefused"] = plan_.refuse_unix;
     nlohmann::ordered_json rules = nlohmann::ordered_json::array();
     for (const auto& rule : plan_.rules)
         rules.push_back({{"path", rule.path}, {"access", right_names(rule.access)}, {"required", rule.required}});
@@ -42,6 +45,10 @@ std::vector<std::pair<std::string, std::string>> Layers::explain_lines() const {
     std::vector<std::pair<std::string, std::string>> out;
     out.emplace_back("landlock:",
                      fmt::format("ABI {}, handled {}", plan_.abi, fmt::join(right_names(plan_.handled_fs), ",")));
+    if (plan_.seccomp_net)
+        out.emplace_back("  network:", fmt::format("sockets {}{}{}", plan_.seccomp_net == 2 ? "AF_UNIX only" : "AF_INET/AF_INET6/AF_NETLINK/AF_UNIX",
+                                                    plan_.refuse_unix ? ", socket(AF_UNIX) refused (socketpair kept)" : "",
+                                                    plan_.handled_net ? ", TCP bind/connect handled with no rule" : ""));
     for (const auto& rule : plan_.rules)
         out.emplace_back("  rule:", fmt::format("{} {}{}", nlohmann::json(rule.path).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), fmt::join(right_names(rule.access), ","),
                                                 rule.required ? "" : " (if it exists)"));
@@ -70,6 +77,10 @@ public:
         // so Landlock's metadata gap is closed; in workspace-write they must
         // keep working inside the roots, and seccomp cannot tell paths apart.
         const bool ro = c.policy.mode == Mode::ReadOnly;
+        // The network axis: no namespace here, so loopback cannot hold.
+        const NetworkPlan net = network_axis(c.policy.network, abi, false);
+        if (!net.failure.empty()) return fail(Err::SandboxUnavailable, net.failure);
+        c.network = net.axis;
         Plan plan = landlock::plan(c.policy, abi, ro);
         c.runner = RunnerKind::Landlock;
         c.layers.push_back(plan.layer);

@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -94,7 +95,9 @@ constexpr const char* kIoUringCalls[] = {"io_uring_setup", "io_uring_enter", "io
 // refused too: seccomp cannot tell it from a host pid.
 constexpr const char* kPidFirstCalls[] = {"sched_setaffinity", "sched_setscheduler", "sched_setparam",
                                           "sched_setattr", "migrate_pages", "move_pages"};
-constexpr unsigned kIoprioWhoProcess = 1;  // IOPRIO_WHO_PROCESS (linux/ioprio.h, not in every libc)
+constexpr unsigned kIoprioWhoProcess = 1;
+constexpr uint64_t kIpprotoMptcp = 262;  // IPPROTO_MPTCP (not in every libc's headers)
+constexpr uint64_t kIpprotoSctp = 132;  // IOPRIO_WHO_PROCESS (linux/ioprio.h, not in every libc)
 
 int add_named(scmp_filter_ctx ctx, uint32_t action, const char* name, unsigned count = 0,
               const scmp_arg_cmp* cmp = nullptr) {
@@ -103,9 +106,58 @@ int add_named(scmp_filter_ctx ctx, uint32_t action, const char* name, unsigned c
     return seccomp_rule_add_array(ctx, action, nr, count, cmp);
 }
 
+// The network axis (see Variant::net). Families, types and protocols are
+// compared in their low 32 bits, as the kernel reads an int: a value with
+// junk in the upper half is matched as the kernel will see it.
+int net_rules(scmp_filter_ctx ctx, const Variant& v) {
+    const uint32_t deny = SCMP_ACT_ERRNO(EACCES);
+    constexpr uint64_t kLow = 0xffffffffULL;
+    auto rule = [&](int nr, std::initializer_list<scmp_arg_cmp> cmp) {
+        return seccomp_rule_add_array(ctx, deny, nr, static_cast<unsigned>(cmp.size()), cmp.begin());
+    };
+    if (v.net == kNetOff) {
+        if (v.refuse_unix) {
+            if (int rc = rule(SCMP_SYS(socket), {}); rc != 0) return rc;
+        } else {
+            // Full 64 bits: AF_UNIX with junk above is refused too (closed, not open).
+            if (int rc = rule(SCMP_SYS(socket), {SCMP_A0(SCMP_CMP_NE, AF_UNIX)}); rc != 0) return rc;
+        }
+    } else if (v.net == kNetLoopback) {
+        // Every family number the kernel accepts (it refuses >= AF_MAX, 46
+        // today; 64 leaves room) except the ones a private loopback needs.
+        for (int fam = 0; fam < 64; ++fam) {
+            if (fam == AF_INET || fam == AF_INET6 || fam == AF_NETLINK || (fam == AF_UNIX && !v.refuse_unix)) continue;
+            if (int rc = rule(SCMP_SYS(socket), {SCMP_A0(SCMP_CMP_MASKED_EQ, kLow, static_cast<uint64_t>(fam))}); rc != 0)
+                return rc;
+        }
+        for (int fam : {AF_INET, AF_INET6}) {
+            const scmp_arg_cmp f = SCMP_A0(SCMP_CMP_MASKED_EQ, kLow, static_cast<uint64_t>(fam));
+            // The type's low 4 bits (SOCK_TYPE_MASK): SOCK_RAW, SOCK_PACKET
+            // (AF_INET + SOCK_PACKET becomes AF_PACKET), SOCK_SEQPACKET (SCTP)...
+            for (int type = 0; type < 16; ++type) {
+                if (type == SOCK_STREAM || type == SOCK_DGRAM) continue;
+                if (int rc = rule(SCMP_SYS(socket), {f, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xfULL, static_cast<uint64_t>(type))});
+                    rc != 0)
+                    return rc;
+            }
+            for (uint64_t proto : {kIpprotoMptcp, kIpprotoSctp})
+                if (int rc = rule(SCMP_SYS(socket), {f, SCMP_A2(SCMP_CMP_MASKED_EQ, kLow, proto)}); rc != 0) return rc;
+        }
+    } else if (v.refuse_unix) {  // not made by any plan; kept consistent
+        if (int rc = rule(SCMP_SYS(socket), {SCMP_A0(SCMP_CMP_MASKED_EQ, kLow, AF_UNIX)}); rc != 0) return rc;
+    }
+    if (v.net != kNetHost || v.refuse_unix) {
+        if (int rc = rule(SCMP_SYS(socketpair), {SCMP_A0(SCMP_CMP_NE, AF_UNIX)}); rc != 0) return rc;
+    }
+    if (v.refuse_unix) {
+        if (int rc = rule(SCMP_SYS(socketpair), {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xfULL, SOCK_DGRAM)}); rc != 0) return rc;
+    }
+    return 0;
+}
+
 int rules(scmp_filter_ctx ctx, const Variant& v, std::string& step) {
 #if defined(__x86_64__)
-    if (v.block_metadata) {
+    if (v.block_metadata || v.net != kNetHost || v.refuse_unix) {
         step = "seccomp_attr_set";
         if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS)); rc != 0) return rc;
     } else {
@@ -167,6 +219,8 @@ int rules(scmp_filter_ctx ctx, const Variant& v, std::string& step) {
             if (int rc = add_named(ctx, deny, name, 1, &who); rc != 0) return rc;
         }
     }
+    step = "seccomp network rule";
+    if (int rc = net_rules(ctx, v); rc != 0) return rc;
     return 0;
 }
 

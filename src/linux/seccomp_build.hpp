@@ -46,14 +46,42 @@ struct Variant {
     // new limit, setpriority, sched_set*, ioprio_set, migrate/move_pages)
     // allowed only on the caller itself (pid 0).
     bool host_namespaces = false;
+    // The network axis (issue 17), refusals with EACCES (Landlock's own errno,
+    // so "permission denied" is the denial signature under every runner):
+    //   kNetHost: nothing.
+    //   kNetLoopback: socket() only for AF_INET, AF_INET6, AF_NETLINK (and
+    //     AF_UNIX unless refuse_unix); on AF_INET/AF_INET6 only SOCK_STREAM and
+    //     SOCK_DGRAM (no raw, packet or SCTP seqpacket) and never IPPROTO_MPTCP
+    //     or IPPROTO_SCTP; AF_VSOCK, AF_PACKET and every other family refused
+    //     (vsock and bluetooth are not per network namespace).
+    //   kNetOff: socket() for AF_UNIX only (none at all with refuse_unix).
+    // Either way socketpair() only for AF_UNIX, and the i386/x32 ABIs are
+    // refused with ENOSYS (i386's socketcall multiplexer hides the family in
+    // memory, where seccomp cannot read it).
+    uint8_t net = 0;
+    // socket(AF_UNIX) refused (pathname unix sockets cannot be governed by
+    // path below Landlock ABI 9), and socketpair(AF_UNIX, SOCK_DGRAM) too: an
+    // unconnected datagram socket can sendto() any named socket.
+    bool refuse_unix = false;
 };
 
-// Every variant, in the order seccomp-gen emits them and index() finds them.
-inline constexpr Variant kVariants[] = {{false, false}, {false, true}, {true, false}, {true, true}};
-inline constexpr size_t kVariantCount = sizeof kVariants / sizeof kVariants[0];
+inline constexpr uint8_t kNetHost = 0, kNetLoopback = 1, kNetOff = 2;
+
+// Every variant, in index() order: what seccomp-gen emits and harden loads.
 constexpr size_t index(const Variant& v) noexcept {
-    return (v.block_metadata ? 2U : 0U) + (v.host_namespaces ? 1U : 0U);
+    return ((static_cast<size_t>(v.net) * 2U + (v.refuse_unix ? 1U : 0U)) * 2U + (v.block_metadata ? 1U : 0U)) * 2U +
+           (v.host_namespaces ? 1U : 0U);
 }
+inline constexpr size_t kVariantCount = 3 * 2 * 2 * 2;
+struct VariantTable {
+    Variant v[kVariantCount];
+    constexpr VariantTable() : v{} {
+        for (size_t i = 0; i < kVariantCount; ++i)
+            v[i] = Variant{((i >> 1) & 1U) != 0, (i & 1U) != 0, static_cast<uint8_t>(i >> 3), ((i >> 2) & 1U) != 0};
+    }
+};
+inline constexpr VariantTable kVariantTable{};
+inline constexpr const Variant (&kVariants)[kVariantCount] = kVariantTable.v;
 
 // The unknown-syscall guard alone (hand-written: libseccomp has no rule for
 // "every number above N"). It falls through to the instruction after it.

@@ -18,8 +18,8 @@ bool emit(size_t i, size_t& len) {
         std::fprintf(stderr, "seccomp-gen: %s: %s\n", step.c_str(), std::strerror(-rc));
         return false;
     }
-    std::printf("// block_metadata=%d host_namespaces=%d\n", kVariants[i].block_metadata,
-                kVariants[i].host_namespaces);
+    std::printf("// block_metadata=%d host_namespaces=%d net=%d refuse_unix=%d\n", kVariants[i].block_metadata,
+                kVariants[i].host_namespaces, kVariants[i].net, kVariants[i].refuse_unix);
     std::printf("inline constexpr sock_filter kFilter%zu[] = {\n", i);
     for (const sock_filter& f : prog)
         std::printf("    {0x%04x, %u, %u, 0x%08x},\n", f.code, f.jt, f.jf, f.k);

@@ -206,8 +206,12 @@ namespace {
 // Fills the plan for the helper, or says why it cannot be used.
 Outcome plan_helper(Plan& l) {
     Confinement& c = l.c;
+    // The network axis is not governed here (docs/PLATFORMS.md): refused, never ignored.
+    if (c.policy.network != Network::Host)
+        return failf(Err::SandboxUnavailable, "windows-acl does not govern the network: --net {} cannot hold; "
+                     "use --net host", to_string(c.policy.network));
     for (const auto& r : c.policy.writable_roots)
-        if (r.source == "flag" || r.source == "config")
+        if (r.source == Grant::Flag || r.source == Grant::Config)
             return failf(Err::SandboxUnavailable,
                          "windows-acl grants only the workspace and a private temp dir; cannot grant {}", r.path);
     const std::string& root = c.policy.workspace_root;
@@ -243,9 +247,9 @@ Outcome plan_helper(Plan& l) {
     c.hardening = {"write-restricted-token", "lua-token", "job-kill-on-close", "stdio-only-inherited"};
     c.policy.writable_roots.clear();
     if (c.policy.mode == Mode::WorkspaceWrite) {
-        c.policy.writable_roots.push_back({root, "workspace", true});
+        c.policy.writable_roots.push_back({root, Grant::Workspace, true});
         // The helper writes under a dsh-XXXXXX dir it creates here and removes.
-        c.policy.writable_roots.push_back({temp_dir, "tmpdir", false});
+        c.policy.writable_roots.push_back({temp_dir, Grant::Tmpdir, false});
     }
     c.policy.writable_files.clear();
     return Outcome::success();

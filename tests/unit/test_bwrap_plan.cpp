@@ -43,7 +43,7 @@ TEST_CASE("bwrap read-only profile: the seed's, hardened") {
 }
 
 TEST_CASE("bwrap workspace-write: the host's /tmp is bound like any root") {
-    auto p = ww({{"/home/u/ws", "workspace", true}, {"/tmp", "tmp", true}, {"/var/tmp/t", "tmpdir", true}});
+    auto p = ww({{"/home/u/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, true}, {"/var/tmp/t", Grant::Tmpdir, true}});
     CHECK(bwrap::profile_args(p, {}) ==
           cat({kBase, kProc,
                {"--bind", "/tmp", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--bind", "/var/tmp/t",
@@ -53,7 +53,7 @@ TEST_CASE("bwrap workspace-write: the host's /tmp is bound like any root") {
 }
 
 TEST_CASE("bwrap workspace-write, private /tmp: tmpfs first, then the roots") {
-    auto p = ww({{"/home/u/ws", "workspace", true}, {"/tmp", "tmp", false}, {"/var/tmp/t", "tmpdir", true}});
+    auto p = ww({{"/home/u/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, false}, {"/var/tmp/t", Grant::Tmpdir, true}});
     p.private_tmp = true;
     CHECK(bwrap::profile_args(p, {}) ==
           cat({kBase, kProc,
@@ -70,7 +70,7 @@ TEST_CASE("bwrap read-only, private /tmp: an empty tmpfs, remounted read-only (n
 }
 
 TEST_CASE("bwrap workspace-write: root and $TMPDIR under a private /tmp are bound after the tmpfs") {
-    auto p = ww({{"/tmp/ws", "workspace", true}, {"/tmp", "tmp", false}, {"/tmp/user-tmp", "tmpdir", true}});
+    auto p = ww({{"/tmp/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, false}, {"/tmp/user-tmp", Grant::Tmpdir, true}});
     p.private_tmp = true;
     CHECK(bwrap::profile_args(p, {}) ==
           cat({kBase, kProc,
@@ -78,16 +78,16 @@ TEST_CASE("bwrap workspace-write: root and $TMPDIR under a private /tmp are boun
 }
 
 TEST_CASE("bwrap workspace-write: the host's /tmp is bound before a root under it") {
-    auto p = ww({{"/tmp/ws", "workspace", true}, {"/tmp", "tmp", true}});
+    auto p = ww({{"/tmp/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, true}});
     CHECK(bwrap::profile_args(p, {}) ==
           cat({kBase, kProc, {"--bind", "/tmp", "/tmp", "--bind", "/tmp/ws", "/tmp/ws"}}));
 }
 
 TEST_CASE("bwrap workspace-write: extra roots, ancestors before descendants") {
-    auto p = ww({{"/srv/ws/sub/deep", "workspace", true},
-                 {"/tmp", "tmp", false},
-                 {"/srv/ws", "flag", true},
-                 {"/opt/cache", "flag", true}});
+    auto p = ww({{"/srv/ws/sub/deep", Grant::Workspace, true},
+                 {"/tmp", Grant::Tmp, false},
+                 {"/srv/ws", Grant::Flag, true},
+                 {"/opt/cache", Grant::Flag, true}});
     CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc,
                                              {"--tmpfs", "/tmp", "--bind", "/srv/ws", "/srv/ws", "--bind",
                                               "/opt/cache", "/opt/cache", "--bind", "/srv/ws/sub/deep",
@@ -95,8 +95,8 @@ TEST_CASE("bwrap workspace-write: extra roots, ancestors before descendants") {
 }
 
 TEST_CASE("bwrap: paths with spaces and leading dashes stay single argv elements") {
-    auto p = ww({{"/home/u/my ws", "workspace", true}, {"/tmp", "tmp", false}, {"/home/u/--help", "flag", true},
-                 {"/home/u/-x y", "flag", true}});
+    auto p = ww({{"/home/u/my ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, false}, {"/home/u/--help", Grant::Flag, true},
+                 {"/home/u/-x y", Grant::Flag, true}});
     auto args = bwrap::profile_args(p, {});
     CHECK(args == cat({kBase, kProc,
                        {"--tmpfs", "/tmp", "--bind", "/home/u/my ws", "/home/u/my ws", "--bind", "/home/u/--help",
@@ -104,7 +104,7 @@ TEST_CASE("bwrap: paths with spaces and leading dashes stay single argv elements
 }
 
 TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
-    auto p = ww({{"/tmp/my ws", "workspace", true}, {"/tmp", "tmp", false}});
+    auto p = ww({{"/tmp/my ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, false}});
     p.writable_roots[0].fd = 9;  // opened when the policy was built
     p.keep_fds = {7};
     bwrap::StageSpec spec;
@@ -135,7 +135,7 @@ TEST_CASE("bwrap: full argv with the stage, and the stage parses it back") {
     CHECK(req.policy.writable_files == Args{"/dev/null"});
     REQUIRE(req.policy.writable_roots.size() == 2);
     CHECK(req.policy.writable_roots[0].path == "/tmp/my ws");
-    CHECK(req.policy.writable_roots[0].source == "workspace");
+    CHECK(req.policy.writable_roots[0].source == Grant::Workspace);
     CHECK(req.policy.writable_roots[0].fd == 9);
     CHECK(req.policy.writable_roots[1].fd == -1);
     CHECK(req.command_path == "/usr/bin/sh");
@@ -165,7 +165,7 @@ TEST_CASE("bwrap: --json-status-fd goes right after the bwrap path") {
 }
 
 TEST_CASE("custom runner: runnerCommand, the bwrap-shaped profile, --, argv") {
-    auto p = ww({{"/home/u/ws", "workspace", true}, {"/tmp", "tmp", true}});
+    auto p = ww({{"/home/u/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, true}});
     auto argv = bwrap::custom_argv({"/opt/run", "--flag"}, p, {"sh", "-c", "x"});
     CHECK(argv == cat({{"/opt/run", "--flag"}, kBase, kProc,
                        {"--bind", "/tmp", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--", "sh", "-c", "x"}}));
@@ -269,4 +269,29 @@ TEST_CASE("the stage refuses a root that is not bwrap's read-only mount view") {
     CHECK_FALSE(o);
     CHECK(o.err == Err::SandboxUnavailable);
     CHECK(o.message == "bwrap did not build the sandbox: / is not mounted read-only");
+}
+
+TEST_CASE("bwrap network axis: --unshare-net for off and loopback, the stage told the mode (issue 17)") {
+    Policy p;
+    p.mode = Mode::ReadOnly;
+    p.writable_files = {"/dev/null"};
+    for (Network n : {Network::Off, Network::Loopback}) {
+        p.network = n;
+        CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc, {"--unshare-net"}}));
+        bwrap::StageSpec spec;
+        spec.self = "/proc/self/fd/3";
+        spec.record_fd = 4;
+        spec.command_path = "/bin/true";
+        spec.argv = {"true"};
+        const auto args = bwrap::stage_args(p, spec);
+        bwrap::StageRequest req;
+        REQUIRE(bwrap::parse_stage(std::vector<std::string>(args.begin() + 2, args.end()), req));
+        CHECK(req.policy.network == n);
+        const Layer l = bwrap::layer(p, "/usr/bin/bwrap");
+        for (const auto& g : l.gaps) CHECK((g.effect != "network" && g.effect != "abstract-unix-sockets"));
+    }
+    p.network = Network::Host;
+    CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc}));
+    bwrap::StageRequest req;
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--net", "wide", "--record-fd", "4", "--", "/bin/true", "true"}, req));
 }

@@ -92,7 +92,7 @@ TEST_CASE("config: each mode and runner name") {
 TEST_CASE("config: an unknown key is an error naming it") {
     CHECK(err(R"({"mode":"read-only","modes":"x"})") ==
           "config /etc/c.json: unknown key \"modes\" (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-          "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp)");
+          "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp, network)");
     CHECK_THAT(err(R"({"WorkspaceRoot":"/x"})"), Catch::Contains("unknown key \"WorkspaceRoot\""));
 }
 
@@ -180,7 +180,7 @@ TEST_CASE("config: a key is echoed quoted as JSON, so the message stays one line
     // Found by fuzz/fuzz_config.cpp: keys went into the message raw.
     CHECK(err("{\"mo\\nde\":1}") ==
           "config /etc/c.json: unknown key \"mo\\nde\" (known: mode, workspaceRoot, runner, bwrapPath, "
-          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp)");
+          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp, network)");
     CHECK_THAT(err("{\"\\u001b[2J\\\"x\":1}"), Catch::Contains("unknown key \"\\u001b[2J\\\"x\" (known:"));
     CHECK(err("{\"writableRoots\":[{\"a\\rb\":1,\"a\\rb\":2}]}") ==
           "config /etc/c.json: key \"a\\rb\" appears more than once");
@@ -335,4 +335,20 @@ TEST_CASE("config: load_config reads only a file nobody else can rewrite") {
                        "without the sticky bit, so another user could replace the file; chmod go-w " + d.path);
     ::chmod(d.path.c_str(), 01777);  // sticky, like /tmp: fine
     CHECK(load_config(good, c));
+}
+
+TEST_CASE("config: network is off, loopback or host, nothing else (issue 17)") {
+    for (auto [text, want] : {std::pair<const char*, Network>{R"({"network":"off"})", Network::Off},
+                              {R"({"network":"loopback"})", Network::Loopback},
+                              {R"({"network":"host"})", Network::Host}}) {
+        Config c;
+        REQUIRE(parse_config(text, "config /etc/c.json", c));
+        CHECK(c.network == want);
+    }
+    Config c;
+    CHECK(parse_config("{}", "config /etc/c.json", c));
+    CHECK_FALSE(c.network);
+    CHECK(err(R"({"network":"none"})") ==
+          "config /etc/c.json: \"network\": unknown network mode \"none\" (off, loopback or host)");
+    CHECK_THAT(err(R"({"network":false})"), Catch::Contains("\"network\""));
 }

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <algorithm>
 
 #include "../../src/linux/landlock.hpp"
 
@@ -10,7 +11,7 @@ Policy ws_policy() {
     Policy p;
     p.mode = Mode::WorkspaceWrite;
     p.workspace_root = "/ws";
-    p.writable_roots = {{"/ws", "workspace", true}, {"/tmp", "tmp", true}, {"/var/tmp/t", "tmpdir", true}};
+    p.writable_roots = {{"/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, true}, {"/var/tmp/t", Grant::Tmpdir, true}};
     p.writable_files = {"/dev/null"};
     return p;
 }
@@ -107,7 +108,7 @@ TEST_CASE("plan_rules (the bwrap stage's) gives exactly plan's rights and rules"
     ro.mode = Mode::ReadOnly;
     ro.writable_files = {"/dev/null"};
     Policy ws = ws_policy();
-    ws.writable_roots.push_back({"/srv/flag", "flag", true});
+    ws.writable_roots.push_back({"/srv/flag", Grant::Flag, true});
     ws.writable_roots.back().fd = 7;
     for (const Policy* p : {&ro, &ws}) {
         for (int abi = 1; abi <= KNOWN_ABI + 1; ++abi) {
@@ -128,4 +129,77 @@ TEST_CASE("plan_rules (the bwrap stage's) gives exactly plan's rights and rules"
             }
         }
     }
+}
+
+TEST_CASE("network axis: the Landlock and seccomp parts per ABI and mode (issue 17)") {
+    Policy p = ws_policy();
+    SECTION("host: nothing handled, the network and unix-socket gaps stay on the layer") {
+        for (int abi : {1, 4, 6, 7, 9, 10}) {
+            CAPTURE(abi);
+            const Plan pl = plan(p, abi, false);
+            CHECK(pl.handled_net == 0);
+            CHECK(pl.seccomp_net == 0);
+            CHECK_FALSE(pl.refuse_unix);
+            CHECK((pl.handled_fs & RESOLVE_UNIX) == 0);
+            const auto g = effects(pl.layer, false);
+            CHECK(std::find(g.begin(), g.end(), "network") != g.end());
+            CHECK(std::find(g.begin(), g.end(), "unix-sockets") != g.end());
+            const auto a = network_axis(Network::Host, abi, false);
+            CHECK(a.failure.empty());
+            CHECK(a.axis.enforced.empty());
+            REQUIRE(a.axis.gaps.size() == 1);
+            CHECK(a.axis.gaps[0].effect == "network");
+        }
+    }
+    SECTION("off: TCP handled from ABI 4, socket(AF_UNIX) refused below ABI 9, RESOLVE_UNIX from 9") {
+        p.network = Network::Off;
+        for (int abi : {1, 3, 4, 5, 6, 7, 8, 9, 10}) {
+            CAPTURE(abi);
+            const Plan pl = plan(p, abi, false);
+            CHECK(pl.seccomp_net == 2);
+            CHECK(pl.handled_net == (abi >= 4 ? (NET_BIND_TCP | NET_CONNECT_TCP) : 0));
+            CHECK(pl.refuse_unix == (abi < 9));
+            CHECK(((pl.handled_fs & RESOLVE_UNIX) != 0) == (abi >= 9));
+            // RESOLVE_UNIX granted in the writable roots only, never on "/".
+            for (const auto& r : pl.rules) {
+                CAPTURE(r.path);
+                const bool writable = r.path == "/ws" || r.path == "/tmp" || r.path == "/var/tmp/t";
+                CHECK(((r.access & RESOLVE_UNIX) != 0) == (abi >= 9 && writable));
+            }
+            const auto g = effects(pl.layer, false);
+            for (const char* e : {"network", "unix-sockets", "abstract-unix-sockets"})
+                CHECK(std::find(g.begin(), g.end(), e) == g.end());
+            for (bool ns : {false, true}) {
+                const auto a = network_axis(Network::Off, abi, ns);
+                CHECK(a.failure.empty());
+                CHECK(a.axis.gaps.empty());  // every missing piece is closed by another layer
+                auto has = [&](const char* e) {
+                    return std::find(a.axis.enforced.begin(), a.axis.enforced.end(), e) != a.axis.enforced.end();
+                };
+                CHECK(has("seccomp-socket-families"));
+                CHECK(has("landlock-tcp") == (abi >= 4));
+                CHECK(has("unix-socket-refused") == (abi < 9));
+                CHECK(has("landlock-resolve-unix") == (abi >= 9));
+                CHECK(has("landlock-scope-abstract-unix") == (abi >= 6));
+                CHECK(has("net-namespace") == ns);
+            }
+        }
+    }
+    SECTION("loopback: no TCP rights (the namespace's own loopback works), a failure without a namespace") {
+        p.network = Network::Loopback;
+        for (int abi : {0, 4, 7, 9}) {
+            CAPTURE(abi);
+            Ruleset r;
+            plan_network(r, Network::Loopback, abi);
+            CHECK(r.seccomp_net == 1);
+            CHECK(r.handled_net == 0);
+            CHECK(r.refuse_unix == (abi < 9));
+            CHECK_THAT(network_axis(Network::Loopback, abi, false).failure, Catch::Contains("use the bwrap runner"));
+            const auto a = network_axis(Network::Loopback, abi, true);
+            CHECK(a.failure.empty());
+            CHECK(a.axis.enforced.front() == "net-namespace");
+            CHECK(std::find(a.axis.enforced.begin(), a.axis.enforced.end(), "landlock-tcp") == a.axis.enforced.end());
+        }
+    }
+    CHECK(right_names(RESOLVE_UNIX) == std::vector<std::string>{"resolve_unix"});
 }

@@ -102,10 +102,10 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
         REQUIRE(build_policy(in, p));
         REQUIRE(p.writable_roots.size() == 3);
         CHECK(p.writable_roots[0].path == t.base + "/real/sub");
-        CHECK(p.writable_roots[0].source == "workspace");
+        CHECK(p.writable_roots[0].source == Grant::Workspace);
         CHECK(p.writable_roots[1].path == "/tmp");
         CHECK(p.writable_roots[2].path == t.base + "/other");
-        CHECK(p.writable_roots[2].source == "flag");
+        CHECK(p.writable_roots[2].source == Grant::Flag);
         CHECK(to_string(p.root_source) == "flag");
     }
     SECTION("workspace-write: the host's /tmp is a root opened like any other, and persists") {
@@ -114,7 +114,7 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
         REQUIRE(build_policy(in, p));
         REQUIRE(p.writable_roots.size() == 2);
         CHECK(p.writable_roots[1].path == "/tmp");
-        CHECK(p.writable_roots[1].source == "tmp");
+        CHECK(p.writable_roots[1].source == Grant::Tmp);
         CHECK(p.writable_roots[1].persists);
         CHECK(p.writable_roots[1].fd >= 0);
         CHECK_FALSE(p.private_tmp);

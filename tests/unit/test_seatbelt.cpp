@@ -21,7 +21,7 @@ Policy policy(Mode mode, std::string root, std::vector<std::string> roots) {
     p.workspace_root = std::move(root);
     p.writable_files = {"/dev/null"};
     if (mode == Mode::WorkspaceWrite)
-        for (auto& r : roots) p.writable_roots.push_back(WritableRoot{r, "flag", true});
+        for (auto& r : roots) p.writable_roots.push_back(WritableRoot{r, Grant::Flag, true});
     return p;
 }
 

@@ -13,9 +13,12 @@
 #include <linux/fs.h>
 #include <linux/fsverity.h>
 #include <linux/seccomp.h>
+#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -124,8 +127,9 @@ uint32_t verdict(const std::vector<sock_filter>& prog, const Call& c) {
 }
 
 std::string name(const sb::Variant& v) {
+    static const char* const net[] = {"", "/net-loopback", "/net-off"};
     return std::string(v.block_metadata ? "read-only" : "workspace-write") +
-           (v.host_namespaces ? "/landlock" : "/bwrap");
+           (v.host_namespaces ? "/landlock" : "/bwrap") + net[v.net] + (v.refuse_unix ? "/no-unix-socket" : "");
 }
 
 }  // namespace
@@ -175,8 +179,10 @@ TEST_CASE("seccomp variants: what each refuses, per ABI") {
     const uint64_t hi = 0xffffffff00000000ULL;  // the kernel reads the ioctl command in 32 bits
     for (const auto& v : sb::kVariants) {
         const auto p = embedded(sb::index(v));
-        const bool ro = v.block_metadata, host = v.host_namespaces;
-        const uint32_t compat = ro ? kEnosys : kAllow;  // read-only refuses the i386/x32 ABIs
+        const bool host = v.host_namespaces;
+        // read-only and every network filter refuse the i386/x32 ABIs
+        const bool ro = v.block_metadata || v.net != sb::kNetHost || v.refuse_unix;
+        const uint32_t compat = ro ? kEnosys : kAllow;
         const uint32_t ipc = host ? kEperm : kAllow;
         CAPTURE(name(v));
 
@@ -214,7 +220,7 @@ TEST_CASE("seccomp variants: what each refuses, per ABI") {
         CHECK(verdict(p, {X64, X32 | 514, {1, TIOCGWINSZ}}) == compat);
 
         // Metadata calls and inode ioctls: read-only only.
-        const uint32_t meta = ro ? kEperm : kAllow;
+        const uint32_t meta = v.block_metadata ? kEperm : kAllow;
         for (uint32_t nr : std::initializer_list<uint32_t>{SYS_chmod, SYS_fchmod, SYS_fchmodat, SYS_chown, SYS_utimensat, SYS_setxattr,
                             SYS_fsetxattr, SYS_removexattr, 452u, 463u, 466u, 469u})
             CHECK(verdict(p, {X64, nr, {}}) == meta);
@@ -289,7 +295,14 @@ int probe_in_child(const sb::Variant& v) {
         expect(::syscall(1000, 0), ENOSYS, 2);
         rlimit r{};
         expect(::getrlimit(RLIMIT_NOFILE, &r), 0, 3);
-        r.rlim_cur = r.rlim_cur > 64 ? 64 : r.rlim_cur;
+        // Lowered (the filter must let a process lower its own limit), but
+        // above the fds this test process already holds: earlier test cases
+        // leave policies' root fds open, as a launcher does until its exec.
+        int highest = 0;
+        for (int fd = 0; fd < 4096; ++fd)
+            if (::fcntl(fd, F_GETFD) >= 0) highest = fd;
+        const rlim_t want = static_cast<rlim_t>(highest) + 64;
+        r.rlim_cur = r.rlim_cur > want ? want : r.rlim_cur;
         expect(::setrlimit(RLIMIT_NOFILE, &r), 0, 4);   // glibc: prlimit64(0, ...)
         expect(::setpriority(PRIO_PROCESS, 0, 5), 0, 5);  // what nice(1) does
         expect(::syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0), EPERM, 6);
@@ -309,6 +322,21 @@ int probe_in_child(const sb::Variant& v) {
         const long shm = ::syscall(SYS_shmget, 0 /* IPC_PRIVATE */, 4096, 0600);
         if ((v.host_namespaces ? (shm != -1 || errno != EPERM) : shm < 0) && bad == 0) bad = 9;
         if (shm >= 0) ::syscall(SYS_shmctl, shm, 0 /* IPC_RMID */, nullptr);
+        // The network filter as the kernel runs it (nothing is connected).
+        auto sock_rc = [](int fam, int type, int proto) {
+            const int fd = ::socket(fam, type, proto);
+            const int e = fd < 0 ? errno : 0;
+            if (fd >= 0) ::close(fd);
+            return e;
+        };
+        const int inet = sock_rc(AF_INET, SOCK_STREAM, 0);
+        if ((v.net == sb::kNetOff ? inet != EACCES : inet != 0) && bad == 0) bad = 14;
+        const int unix_s = sock_rc(AF_UNIX, SOCK_STREAM, 0);
+        if ((v.refuse_unix ? unix_s != EACCES : unix_s != 0) && bad == 0) bad = 15;
+        if (v.net != sb::kNetHost && sock_rc(40 /* AF_VSOCK */, SOCK_STREAM, 0) != EACCES && bad == 0) bad = 16;
+        if (v.net != sb::kNetHost && sock_rc(AF_INET, SOCK_STREAM, 262) != EACCES && bad == 0) bad = 17;
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 && bad == 0) bad = 18;
         ::_exit(bad);
     }
     int status = 0;
@@ -317,6 +345,54 @@ int probe_in_child(const sb::Variant& v) {
 }
 
 }  // namespace
+
+TEST_CASE("seccomp network filter: which families, types and protocols each net variant refuses") {
+    constexpr uint32_t X64 = AUDIT_ARCH_X86_64, I386 = AUDIT_ARCH_I386, X32 = sb::kX32Bit;
+    constexpr uint32_t kEacces = SECCOMP_RET_ERRNO | EACCES;
+    const uint64_t hi = 0xffffffff00000000ULL;  // junk the kernel ignores in an int argument
+    for (const auto& v : sb::kVariants) {
+        const auto p = embedded(sb::index(v));
+        CAPTURE(name(v));
+        const bool host = v.net == sb::kNetHost, off = v.net == sb::kNetOff, lo = v.net == sb::kNetLoopback;
+        auto sock = [&](uint64_t fam, uint64_t type, uint64_t proto) { return verdict(p, {X64, SYS_socket, {fam, type, proto}}); };
+        const uint32_t unix_sock = v.refuse_unix ? kEacces : kAllow;
+        CHECK(sock(AF_UNIX, SOCK_STREAM, 0) == unix_sock);
+        CHECK(sock(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0) == unix_sock);
+        // IP: refused under off, allowed in loopback's namespace (stream and datagram only).
+        const uint32_t ip = off ? kEacces : kAllow;
+        for (uint64_t fam : {uint64_t(AF_INET), uint64_t(AF_INET6)}) {
+            CHECK(sock(fam, SOCK_STREAM, 0) == (host ? kAllow : ip));
+            CHECK(sock(fam, SOCK_DGRAM | SOCK_NONBLOCK, IPPROTO_UDP) == (host ? kAllow : ip));
+            CHECK(sock(hi | fam, SOCK_STREAM, 0) == (host ? kAllow : ip));
+            for (uint64_t type : {uint64_t(SOCK_RAW), uint64_t(SOCK_SEQPACKET), uint64_t(10) /* SOCK_PACKET */,
+                                  uint64_t(SOCK_RAW | SOCK_CLOEXEC), hi | SOCK_RAW})
+                CHECK(sock(fam, type, 0) == (host ? kAllow : kEacces));
+            for (uint64_t proto : {uint64_t(262) /* MPTCP */, uint64_t(132) /* SCTP */, hi | 262})
+                CHECK(sock(fam, SOCK_STREAM, proto) == (host ? kAllow : kEacces));
+        }
+        for (uint64_t fam : {uint64_t(AF_PACKET), uint64_t(40) /* AF_VSOCK */, uint64_t(31) /* AF_BLUETOOTH */,
+                             uint64_t(AF_KEY), uint64_t(0), uint64_t(45), uint64_t(63), hi | 40})
+            CHECK(sock(fam, SOCK_DGRAM, 0) == (host ? kAllow : kEacces));
+        CHECK(sock(AF_NETLINK, SOCK_RAW, 0) == (off ? kEacces : kAllow));
+        (void)lo;
+        // socketpair: AF_UNIX stream and seqpacket always; datagram not with refuse_unix.
+        auto pair = [&](uint64_t fam, uint64_t type) { return verdict(p, {X64, SYS_socketpair, {fam, type, 0, 0}}); };
+        CHECK(pair(AF_UNIX, SOCK_STREAM) == kAllow);
+        CHECK(pair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC) == kAllow);
+        CHECK(pair(AF_UNIX, SOCK_DGRAM) == unix_sock);
+        CHECK(pair(AF_UNIX, hi | SOCK_DGRAM) == unix_sock);
+        CHECK(pair(30 /* AF_TIPC */, SOCK_STREAM) == (host && !v.refuse_unix ? kAllow : kEacces));
+        // io_uring stays refused; other calls are untouched.
+        CHECK(verdict(p, {X64, 425, {}}) == kEnosys);
+        CHECK(verdict(p, {X64, SYS_connect, {3, 0, 0}}) == kAllow);
+        // i386's socketcall hides the family in memory: the whole ABI is refused.
+        if (!host || v.refuse_unix) {
+            CHECK(verdict(p, {I386, 102 /* socketcall */, {1, 0}}) == kEnosys);
+            CHECK(verdict(p, {I386, 359 /* socket */, {AF_INET, SOCK_STREAM, 0}}) == kEnosys);
+            CHECK(verdict(p, {X64, X32 | SYS_socket, {AF_INET, SOCK_STREAM, 0}}) == kEnosys);
+        }
+    }
+}
 
 TEST_CASE("the kernel enforces each variant as the interpreter says") {
     for (const auto& v : sb::kVariants) {

@@ -1,0 +1,385 @@
+"""The network axis (issue 17), end to end: every runner x --net off|loopback|host.
+
+Servers run only on this machine's loopback (127.0.0.1, ::1), started by the test
+itself; nothing is ever sent to another address. Each refusal is checked from
+outside: the host listener counts what reached it.
+"""
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import http.server
+
+from harness import (SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, skip, tool)
+
+PY = "/usr/bin/python3"
+
+# What the confined probe tries; each attempt prints "name: ok" or "name: ERRNO".
+PROBE = r'''
+import errno, json, os, socket, subprocess, sys, time, urllib.request
+cfg = json.loads(sys.argv[1])
+out = {}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+    except Exception as e:
+        out[name] = type(e).__name__
+def tcp(fam, addr):
+    def f():
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        s.settimeout(2)
+        s.connect(addr)
+        s.sendall(cfg["token"].encode())
+        s.close()
+    return f
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(cfg["token"].encode(), ("127.0.0.1", cfg["udp"]))
+def inner():
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+    c = socket.create_connection(l.getsockname(), timeout=2); a, _ = l.accept()
+    c.sendall(b"x"); assert a.recv(1) == b"x"
+def listen_for_host():
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(); l.settimeout(3)
+    with open(cfg["portfile"] + ".tmp", "w") as f: f.write(str(l.getsockname()[1]))
+    os.rename(cfg["portfile"] + ".tmp", cfg["portfile"])
+    a, _ = l.accept()
+def unix_path(path):
+    def f():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(2); s.connect(path)
+    return f
+def http_get():
+    urllib.request.urlopen("http://127.0.0.1:%d/" % cfg["http"], timeout=2).read()
+attempt("tcp4", tcp(socket.AF_INET, ("127.0.0.1", cfg["tcp4"])))
+if cfg.get("tcp6"): attempt("tcp6", tcp(socket.AF_INET6, ("::1", cfg["tcp6"])))
+attempt("udp", udp)
+attempt("inner", inner)
+attempt("listen", listen_for_host)
+attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+attempt("packet", lambda: socket.socket(17, socket.SOCK_RAW, 0))
+attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM, 0))
+attempt("mptcp", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262))
+attempt("unix_outside", unix_path(cfg["unix_outside"]))
+attempt("unix_inside", unix_path(cfg["unix_inside"]))
+attempt("abstract", unix_path("\0" + cfg["abstract"]))
+attempt("http", http_get)
+attempt("socketpair", lambda: socket.socketpair())
+r = subprocess.run(["getent", "hosts", "localhost"], stdout=subprocess.PIPE)
+out["getent"] = "ok" if r.returncode == 0 and r.stdout.strip() else "fail"
+print(json.dumps(out))
+'''
+
+
+class Host:
+    """Listeners on the host's loopback that count what reaches them."""
+
+    def __init__(self, s):
+        self.token = "dsh-net-%d-%f" % (os.getpid(), time.time())
+        self.seen = []
+        self.socks = []
+        self.stop = False
+        self.tcp4 = self._stream(socket.AF_INET, ("127.0.0.1", 0), "tcp4")
+        try:
+            self.tcp6 = self._stream(socket.AF_INET6, ("::1", 0), "tcp6")
+        except OSError:
+            self.tcp6 = None
+        self.udp = self._udp()
+        self.unix_outside = os.path.join(s.outside, "daemon.sock")
+        self._stream(socket.AF_UNIX, self.unix_outside, "unix_outside")
+        self.unix_inside = os.path.join(s.ws, "own.sock")
+        self._stream(socket.AF_UNIX, self.unix_inside, "unix_inside")
+        self.abstract = self.token + "-abstract"
+        self._stream(socket.AF_UNIX, "\0" + self.abstract, "abstract")
+        seen = self.seen
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append("http")
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"hi")
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.HTTPServer(("127.0.0.1", 0), H)
+        self.http = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def _stream(self, fam, addr, name):
+        l = socket.socket(fam, socket.SOCK_STREAM)
+        l.bind(addr)
+        if fam == socket.AF_UNIX and not addr.startswith("\0"):
+            os.chmod(addr, 0o777)
+        l.listen(8)
+        l.settimeout(0.2)
+        self.socks.append(l)
+
+        def serve():
+            while not self.stop:
+                try:
+                    c, _ = l.accept()
+                except OSError:
+                    continue
+                self.seen.append(name)
+                c.close()
+        threading.Thread(target=serve, daemon=True).start()
+        return l.getsockname()[1] if fam != socket.AF_UNIX else None
+
+    def _udp(self):
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("127.0.0.1", 0))
+        u.settimeout(0.2)
+        self.socks.append(u)
+
+        def serve():
+            while not self.stop:
+                try:
+                    data, _ = u.recvfrom(4096)
+                except OSError:
+                    continue
+                if data == self.token.encode():
+                    self.seen.append("udp")
+        threading.Thread(target=serve, daemon=True).start()
+        return u.getsockname()[1]
+
+    def close(self):
+        self.stop = True
+        self.httpd.shutdown()
+        for x in self.socks:
+            x.close()
+
+
+def probe(s, runner, net, mode="workspace-write"):
+    """Runs the probe confined; returns (Result, attempts, what the host saw)."""
+    h = Host(s)
+    portfile = os.path.join(s.ws, "port")
+    host_connected = []
+
+    def connect_in():
+        deadline = time.time() + 20
+        while time.time() < deadline and not os.path.exists(portfile):
+            time.sleep(0.05)
+        if os.path.exists(portfile):
+            try:
+                socket.create_connection(("127.0.0.1", int(open(portfile).read())), timeout=2).close()
+                host_connected.append(True)
+            except OSError:
+                pass
+    t = threading.Thread(target=connect_in, daemon=True)
+    t.start()
+    cfg = dict(token=h.token, tcp4=h.tcp4, tcp6=h.tcp6, udp=h.udp, unix_outside=h.unix_outside,
+               unix_inside=h.unix_inside, abstract=h.abstract, http=h.http, portfile=portfile)
+    try:
+        r = dsh(["--runner", runner, "--net", net, "--mode", mode, "--root", s.ws, "--", PY, "-c", PROBE,
+                 json.dumps(cfg)], s, cwd=s.ws)
+        t.join(timeout=5)
+        time.sleep(0.3)  # let the listeners count what arrived
+    finally:
+        h.close()
+    got = json.loads(r.out.strip().splitlines()[-1]) if r.rc == 0 and r.out.strip() else None
+    seen = set(h.seen)
+    if host_connected:
+        seen.add("listen")
+    return r, got, seen, h
+
+
+def check_network_record(r, net, runner):
+    c = r.rec("confinement")
+    assert c is not None, r
+    n = c["network"]
+    assert n["mode"] == net and n["source"] == "flag", n
+    if net == "host":
+        assert n["enforcement"] == "none" and [g["effect"] for g in n["gaps"]] == ["network"], n
+        return n
+    assert n["enforcement"] == "full" and n["gaps"] == [], n
+    assert "seccomp-socket-families" in n["enforced"], n
+    # This kernel (ABI < 9) cannot govern pathname unix sockets by path: socket(AF_UNIX) is refused.
+    assert ("unix-socket-refused" in n["enforced"]) == (landlock_abi() < 9), n
+    assert ("net-namespace" in n["enforced"]) == (runner == "bwrap"), n
+    if net == "off":
+        assert ("landlock-tcp" in n["enforced"]) == (landlock_abi() >= 4), n
+    return n
+
+
+REFUSED_OFF = ["tcp4", "tcp6", "udp", "inner", "listen", "raw", "packet", "vsock", "mptcp", "unix_outside",
+               "unix_inside", "abstract", "http"]
+
+
+def run_off(s, runner):
+    r, got, seen, h = probe(s, runner, "off")
+    assert r.rc == 0 and got is not None, r
+    check_network_record(r, "off", runner)
+    for k in REFUSED_OFF:
+        if k == "tcp6" and not h.tcp6:
+            continue
+        # urllib wraps the refusal (EACCES) in a URLError
+        assert got[k] in ("EACCES", "EPERM") or (k == "http" and got[k] == "URLError"), (k, got, r.err)
+    # Ordinary things keep working: a socketpair, name resolution of localhost.
+    assert got["socketpair"] == "ok" and got["getent"] == "ok", got
+    assert seen == set(), (seen, got)  # the host's listeners saw nothing at all
+
+
+def test_landlock_off_refuses_everything_and_the_host_sees_nothing(s):
+    need_landlock()
+    run_off(s, "landlock")
+
+
+def test_bwrap_off_refuses_everything_and_the_host_sees_nothing(s):
+    need_bwrap()
+    run_off(s, "bwrap")
+
+
+def test_bwrap_loopback_is_a_private_loopback(s):
+    need_bwrap()
+    r, got, seen, h = probe(s, "bwrap", "loopback")
+    assert r.rc == 0 and got is not None, r
+    check_network_record(r, "loopback", "bwrap")
+    assert got["inner"] == "ok", got  # in-namespace traffic works
+    # The host's loopback services are out of reach: nothing listens there in the namespace.
+    assert got["tcp4"] == "ECONNREFUSED" and got["http"] in ("URLError", "ECONNREFUSED"), got
+    if h.tcp6:
+        assert got["tcp6"] in ("ECONNREFUSED", "EADDRNOTAVAIL", "ENETUNREACH"), got
+    assert got["listen"] in ("timeout", "TimeoutError", "EAGAIN"), got  # the host cannot connect in
+    for k in ("raw", "packet", "vsock", "mptcp", "unix_outside", "unix_inside", "abstract"):
+        assert got[k] in ("EACCES", "EPERM"), (k, got)
+    assert got["socketpair"] == "ok" and got["getent"] == "ok", got
+    assert seen == set(), (seen, got)
+
+
+def test_landlock_loopback_is_a_plan_failure_with_its_reason(s):
+    need_landlock()
+    r = dsh(["--runner", "landlock", "--net", "loopback", "--", "/bin/true"], s)
+    assert r.rc == 125, r
+    assert SANDBOX_UNAVAILABLE.format(mode="read-only") in r.err and "needs a network namespace" in r.err, r
+    assert r.rec("confinement") is None and "needs a network namespace" in r.rec("error")["runnerFailure"], r
+
+
+def run_host(s, runner):
+    r, got, seen, h = probe(s, runner, "host")
+    assert r.rc == 0 and got is not None, r
+    check_network_record(r, "host", runner)
+    want = {"tcp4", "udp", "listen", "unix_outside", "unix_inside", "http"}
+    if h.tcp6:
+        want.add("tcp6")
+    # Abstract sockets are scoped by Landlock (ABI 6+) in every network mode, as before issue 17.
+    if landlock_abi() >= 6:
+        assert got["abstract"] == "EPERM", got
+    else:
+        want.add("abstract")
+    for k in want | {"inner", "socketpair", "getent"}:
+        assert got[k] == "ok", (k, got)
+    assert want <= seen, (want - seen, got)
+
+
+def test_landlock_host_leaves_the_network_as_it_is(s):
+    need_landlock()
+    run_host(s, "landlock")
+
+
+def test_bwrap_host_leaves_the_network_as_it_is(s):
+    need_bwrap()
+    run_host(s, "bwrap")
+
+
+def test_ordinary_tools_work_under_off(s):
+    need_landlock()
+    script = (
+        "set -e; cd '%s'; git init -q r; cd r; git status --short; "
+        "printf 'all:\\n\\techo made\\n' > Makefile; make -s; "
+        "python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); assert b.recv(1) == b\"x\"'; "
+        "node -e 'const c = require(\"child_process\").spawn(\"cat\"); c.stdout.on(\"data\", d => process.stdout.write(d)); "
+        "c.stdin.end(\"piped\\n\")'; "
+        "printf 'b\\na\\n' > in; sort -T '%s' -S 1 in | tr '\\n' ' '; echo sorted"
+    ) % (s.ws, s.ws)
+    for runner in ("landlock", "bwrap"):
+        if runner == "bwrap":
+            try:
+                need_bwrap()
+            except Exception:
+                continue
+        r = dsh(["--runner", runner, "--net", "off", "--mode", "workspace-write", "--root", s.ws, "--", "/bin/sh",
+                 "-c", script], s, cwd=s.ws)
+        assert r.rc == 0, (runner, r)
+        assert "made" in r.out and "piped" in r.out and "a b sorted" in r.out, (runner, r)
+        subprocess.run(["rm", "-rf", os.path.join(s.ws, "r")], check=True)
+
+
+def test_a_refused_socket_is_a_denial_under_supervise(s):
+    need_landlock()
+    r = dsh(["--runner", "landlock", "--net", "off", "--supervise", "--", PY, "-c",
+             "import socket; socket.create_connection(('127.0.0.1', 9))"], s)
+    assert r.rc != 0, r
+    res = r.rec("result")
+    assert res is not None and res["denied"] is True and res["runnerFailed"] is False, r
+
+
+def test_old_landlock_without_tcp_rights_still_enforces_off_with_seccomp(s):
+    # DECISIONS: below ABI 4 the socket filter alone refuses every IP socket; off holds, one layer fewer.
+    need_landlock()
+    h = Host(s)
+    try:
+        r = dsh(["--runner", "landlock", "--net", "off", "--", PY, "-c",
+                 "import socket\ntry:\n socket.create_connection(('127.0.0.1', %d), timeout=2); print('connected')\n"
+                 "except OSError as e: print(e.errno)" % h.tcp4], s, pre=[tool("landlock-abi"), "3", "--"])
+        time.sleep(0.3)
+    finally:
+        h.close()
+    assert r.rc == 0 and r.out.strip() == "13", r
+    n = r.rec("confinement")["network"]
+    assert r.rec("confinement")["landlockAbi"] == 3, r
+    assert n["enforcement"] == "full" and "landlock-tcp" not in n["enforced"], n
+    assert "seccomp-socket-families" in n["enforced"] and "unix-socket-refused" in n["enforced"], n
+    assert h.seen == [], h.seen
+
+
+def test_danger_full_access_refuses_net_off_and_reports_a_config_off_that_cannot_hold(s):
+    r = dsh(["--mode", "danger-full-access", "--net", "off", "--", "/bin/true"], s)
+    assert r.rc == 125 and "cannot hold under danger-full-access" in r.err, r
+    cfg = os.path.join(s.home, "net.json")
+    with open(cfg, "w") as f:
+        f.write('{"network": "off"}')
+    r = dsh(["--config", cfg, "--mode", "danger-full-access", "--", "/bin/true"], s)
+    assert r.rc == 0, r
+    n = r.rec("confinement")["network"]
+    assert n["mode"] == "host" and n["requested"] == "off" and n["source"] == "config", n
+    assert "cannot hold" in n["gaps"][0]["detail"], n
+
+
+def test_config_network_and_flag_precedence(s):
+    need_landlock()
+    cfg = os.path.join(s.home, "net.json")
+    with open(cfg, "w") as f:
+        f.write('{"network": "off"}')
+    r = dsh(["--config", cfg, "--runner", "landlock", "--", PY, "-c",
+             "import socket\ntry: socket.socket()\nexcept OSError as e: print(e.errno)"], s)
+    assert r.rc == 0 and r.out.strip() == "13", r
+    n = r.rec("confinement")["network"]
+    assert n["mode"] == "off" and n["source"] == "config", n
+    r = dsh(["--config", cfg, "--net", "host", "--runner", "landlock", "--", PY, "-c", "import socket; socket.socket()"], s)
+    assert r.rc == 0 and r.rec("confinement")["network"]["source"] == "flag", r
+    r = dsh(["--net", "none", "--", "/bin/true"], s)
+    assert r.rc != 0 and 'unknown network mode "none" for --net (off, loopback or host)' in r.err, r
+
+
+def test_explain_and_check_speak_of_the_network(s):
+    need_landlock()
+    r = dsh(["explain", "--runner", "landlock", "--net", "off", "--", "/bin/true"], s, report=False)
+    assert r.rc == 0 and "network:" in r.out and "off (from --net)" in r.out, r
+    r = dsh(["explain", "--json", "--runner", "landlock", "--net", "off", "--", "/bin/true"], s, report=False)
+    j = json.loads(r.out)
+    assert j["sources"]["network"] == "flag" and j["confinement"]["network"]["mode"] == "off", j
+    r = dsh(["check", "--json", "--write", s.ws, "--net", "off"], s, report=False)
+    j = json.loads(r.out)
+    assert j["network"] == "off" and j["networkSource"] == "flag", j
+    r = dsh(["check", "--write", s.ws, "--net", "loopback"], s, report=False)
+    assert "network: loopback" in r.out, r
+
+
+if __name__ == "__main__":
+    main()
