@@ -94,7 +94,19 @@ int run_command(const Request& req, const Report& report) {
     Resolution res;
     if (auto o = resolve_and_prepare(req, AskApprover::Yes, res, l); !o) return report_failure(report, o);
     // Escalation is advertised when an approver is composed (flag or config).
-    if (req.supervise) return supervise(l, report, {req.markers, res.settings.approver.has_value()});
+    SuperviseOptions opts;
+    opts.pty = !req.no_pty;
+    if (req.supervise) {
+        opts.markers = req.markers;
+        opts.escalation_advertised = res.settings.approver.has_value();
+        return supervise(l, report, opts);
+    }
+    // Exec mode stays as the parent only where it must: a runner program
+    // that forwards no signal, or a terminal to keep from the command.
+    if (needs_parent(l, opts.pty)) {
+        opts.forwarder = true;
+        return supervise(l, report, opts);
+    }
     return report_failure(report, enter_and_exec(l, report));
 }
 

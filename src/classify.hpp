@@ -42,6 +42,9 @@ struct Classification {
     bool runner_failed = false;
     std::optional<std::string> runner_failure;  // the matched line, or the out-of-band detail
     bool denied = false;
+    // The runner's own process already reported the failure (its line on
+    // stderr, its `error` record): exec mode does not say it twice.
+    bool reported = false;
 };
 
 // The seed's order: runner failure first (a runner's own error can contain

@@ -28,7 +28,7 @@ constexpr unsigned kPolicyHelp = bit(Ctx::Top) | bit(Ctx::Explain) | bit(Ctx::Ch
 
 enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
-    Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
+    NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
     Net,
 };
@@ -69,6 +69,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::KeepFd, "--keep-fd", "", "FD", true, kGlobal, kPolicyHelp,
      "pass this fd through to the command (repeatable)"},
     {Opt::Supervise, "--supervise", "", "", false, kGlobal, kPolicyHelp, "stay as the parent and report the outcome"},
+    {Opt::NoPty, "--no-pty", "", "", false, kGlobal, kPolicyHelp,
+     "give the command this terminal, not a pty of its own (gives up the terminal protections)"},
     {Opt::Markers, "--markers", "", "", false, kGlobal, kPolicyHelp,
      "append the sandbox marker lines to stderr (with --supervise)"},
     {Opt::DryRun, "--dry-run", "", "", false, kGlobal, kPolicyHelp, "print the plan, as explain does, and run nothing"},
@@ -242,6 +244,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
             break;
         }
         case Opt::Supervise: return flag_once(r.supervise) ? Outcome::success() : twice();
+        case Opt::NoPty: return flag_once(r.no_pty) ? Outcome::success() : twice();
         case Opt::Markers: return flag_once(r.markers) ? Outcome::success() : twice();
         case Opt::DryRun: return flag_once(r.dry_run) ? Outcome::success() : twice();
         case Opt::Escalate: return set_once(r.escalate, v) ? Outcome::success() : twice();

@@ -43,6 +43,7 @@ struct Request {
     std::optional<std::string> approver;
     // Execution.
     bool supervise = false;
+    bool no_pty = false;  // --no-pty: the command gets the caller's terminal itself
     bool markers = false;
     bool dry_run = false;
     // Environment.

@@ -131,6 +131,8 @@ Err fault_code(const Fault& f) noexcept {
         case Step::SealMailbox: return Err::Internal;
         case Step::PdeathSig: return Err::Internal;
         case Step::Stdio: return Err::Internal;
+        case Step::Pty: return Err::Internal;
+        case Step::Ctty: return Err::Internal;
         case Step::Exec: return f.err == ENOENT ? Err::CommandNotFound : Err::CommandNotExecutable;
     }
     return Err::Internal;
@@ -165,6 +167,14 @@ Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
         case Step::SealMailbox: return failf(fault_code(f), "cannot seal the bwrap stage's mailbox: {}", why);
         case Step::PdeathSig: return failf(fault_code(f), "prctl(PR_SET_PDEATHSIG): {}", why);
         case Step::Stdio: return failf(fault_code(f), "dup2: {}", why);
+        case Step::Pty:
+            return failf(fault_code(f),
+                         "cannot open a pseudo-terminal for the command: {}; pass --no-pty to give it this "
+                         "terminal instead",
+                         why);
+        case Step::Ctty:
+            return failf(fault_code(f), "cannot make the pseudo-terminal the command's controlling terminal: {}",
+                         why);
         case Step::Exec:
             if (f.err == ENOENT) return failf(fault_code(f), "{}: {}", exec_path, why);
             return failf(fault_code(f), "{}: cannot execute: {}", exec_path, why);

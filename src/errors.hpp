@@ -173,6 +173,8 @@ enum class Step : unsigned char {
     SealMailbox,       // bwrap's stage: sealing the launcher's memfd before exec
     PdeathSig,         // supervise's child
     Stdio,             // supervise's child: dup2 of the stderr pipe
+    Pty,               // the launcher: opening the command's pseudo-terminal (terminal.cpp)
+    Ctty,              // the child: setsid / TIOCSCTTY on that pseudo-terminal
     Exec,              // execve: 127 for ENOENT, else 126
 };
 struct Fault {

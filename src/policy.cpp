@@ -273,6 +273,10 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     if (in.mode == Mode::DangerFullAccess) return Outcome::success();
     out.private_tmp = in.private_tmp;
     out.writable_files.push_back("/dev/null");
+    // The command's own controlling terminal (a pty of its own unless
+    // --no-pty): less, vi and read -s open it, and set its modes through the
+    // descriptor they opened. TIOCSTI/TIOCLINUX stay refused (seccomp).
+    out.writable_files.push_back("/dev/tty");
 #ifndef _WIN32
     // Before any root is opened: a run short of descriptors fails closed here.
     if (auto o = roots::check_fd_headroom(); !o) return unavailable(to_string(in.mode), o.message);

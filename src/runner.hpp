@@ -55,6 +55,10 @@ public:
     // report, supervise's exec pipe).
     virtual Outcome prepare(Confinement& c, const std::vector<int>& open_fds) = 0;
     virtual bool apply(Fault& f) const noexcept = 0;
+    // Before prepare(): the command's own terminal by name (the pty's slave).
+    // A layer that governs device ioctls lets the command use it as its
+    // terminal (less opens it by name and sets its modes).
+    virtual void allow_terminal(const std::string& path) { (void)path; }
     // For explain: the member name ("landlock"), what is applied as JSON, and
     // the same as labelled text lines.
     virtual std::string name() const = 0;
@@ -64,8 +68,9 @@ public:
 
 struct Plan;
 
-// How supervise reads the end of a run whose exec'd program is not the
-// command (bwrap's sandbox). Without a Watch the command is supervise's own
+// How the parent (supervise, or exec mode's forwarder) reads the end of a run
+// whose exec'd program is not the command (bwrap's sandbox); a plan with a
+// Watch is never exec'd in place, because the program forwards no signal. Without a Watch the command is supervise's own
 // child: its wait status is the command's, the exec pipe tells whether an
 // in-process layer failed, and the record's runnerFailureRules read stderr.
 class Watch {
@@ -73,8 +78,10 @@ public:
     virtual ~Watch() = default;
     // Before the spawn: pipes, argv, fds to inherit.
     virtual Outcome arm(Plan& p) = 0;
-    // The child goes into a process group of its own (the terminal's signals
-    // then reach the command only through supervise's forwarding).
+    // The child leaves the caller's process group: a session of its own
+    // without a terminal, or the pty's when one is interposed (the terminal's
+    // signals then reach the command only through the parent's forwarding,
+    // or the pty's own line discipline).
     virtual bool own_process_group() const noexcept = 0;
     // After the spawn, in the parent: close the child's ends.
     virtual void spawned() = 0;

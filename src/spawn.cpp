@@ -53,6 +53,13 @@ void close_from(int first) noexcept {
             if (::dup2(tty, i) < 0) child_fails(c, Fault{Step::Stdio, errno, i});
         if (tty > 2) ::close(tty);
     }
+    if (c.terminal_fd >= 0) {
+        if (::setsid() < 0 || ::ioctl(c.terminal_fd, TIOCSCTTY, 0) != 0) child_fails(c, Fault{Step::Ctty, errno, 0});
+        for (int i = 0; i < 3; ++i)
+            if ((c.terminal_on & (1u << i)) && ::dup2(c.terminal_fd, i) < 0) child_fails(c, Fault{Step::Stdio, errno, i});
+    } else if (c.new_session && ::setsid() < 0) {
+        child_fails(c, Fault{Step::Ctty, errno, 0});
+    }
     if (c.new_group) (void)::setpgid(0, 0);
     const int std_fds[3] = {c.stdin_fd, c.stdout_fd, c.stderr_fd};
     for (int i = 0; i < 3; ++i)

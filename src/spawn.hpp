@@ -36,6 +36,11 @@ struct Child {
     bool new_group = false;    // setpgid(0, 0)
     // A new session whose controlling terminal is this one, on 0, 1 and 2.
     const char* terminal = nullptr;
+    // A new session whose controlling terminal is this open fd (a pty's
+    // slave), put on the std fds whose bit is set in terminal_on (bit i: fd i).
+    int terminal_fd = -1;
+    unsigned terminal_on = 0;
+    bool new_session = false;  // setsid(): a new session without a controlling terminal
     int pdeathsig = 0;         // PR_SET_PDEATHSIG; the child exits if the parent is already gone
     const char* cwd = nullptr;
     // Dispositions to restore (signals the parent handles go back to what

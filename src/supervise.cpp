@@ -41,6 +41,8 @@
 
 #include "classify.hpp"
 #include "spawn.hpp"
+#include "terminal.hpp"
+#include <sys/resource.h>
 
 #ifndef SYS_kcmp
 #define SYS_kcmp 312
@@ -65,6 +67,9 @@ volatile sig_atomic_t g_target = -1;     // pidfd of the command when it is not 
 volatile sig_atomic_t g_defer = 0;       // the command is not our child and not found yet
 volatile sig_atomic_t g_pending = 0;     // bit n: signal n waits for the command to be found
 volatile sig_atomic_t g_forwarded = 0;   // bit n: signal n was forwarded
+volatile sig_atomic_t g_winch_from = -1; // with a pty: SIGWINCH copies this terminal's size...
+volatile sig_atomic_t g_winch_to = -1;   // ...to the pty's master (which signals its foreground job)
+volatile sig_atomic_t g_wake = -1;       // with a pty: SIGCONT writes here (the loop re-checks the foreground)
 
 int send_to_target(int pidfd, int sig) {
 #if defined(__linux__)
@@ -86,6 +91,12 @@ void forward(int sig, siginfo_t* si, void*) {
     (void)si;
 #endif
     const int saved = errno;
+    if (sig == SIGWINCH && g_winch_to >= 0) {
+        struct winsize ws {};
+        if (::ioctl(g_winch_from, TIOCGWINSZ, &ws) == 0) (void)::ioctl(g_winch_to, TIOCSWINSZ, &ws);
+        errno = saved;
+        return;
+    }
     const int target = g_target;
     const pid_t child = g_child;
     if (target >= 0) {
@@ -215,7 +226,32 @@ ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::opt
     return j;
 }
 
+void wake(int) {
+    const int saved = errno;
+    const char b = 0;
+    if (g_wake >= 0) (void)!::write(g_wake, &b, 1);
+    errno = saved;
+}
+
+// Dies by `sig` as the command did, so that the caller (a shell) sees what
+// it would have seen for the command itself; no core file of ours.
+void die_by(int sig) {
+    struct rlimit none {0, 0};
+    ::setrlimit(RLIMIT_CORE, &none);
+    ::signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+    ::raise(sig);
+}
+
 }  // namespace
+
+bool needs_parent(const Plan& p, bool pty) {
+    if (p.watch) return true;
+    return pty && p.c.policy.mode != Mode::DangerFullAccess && terminal::any_std_terminal();
+}
 
 int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const bool confined = p.c.policy.mode != Mode::DangerFullAccess;
@@ -225,7 +261,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // used. Anything else is replaced by a pipe that the parent relays byte
     // for byte while keeping the tail. When stdout is the same stream
     // (`2>&1`), both go through the one pipe so that their order is kept.
-    const bool capture = confined && !::isatty(STDERR_FILENO);
+    // The forwarder captures nothing.
+    const bool capture = confined && !opts.forwarder && !::isatty(STDERR_FILENO);
     const bool combined = capture && same_stream(STDOUT_FILENO, STDERR_FILENO);
 
     auto failed = [&](const Outcome& o) {
@@ -239,6 +276,14 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (spawn::cloexec_pipe(exec_pipe) != 0 || (capture && spawn::cloexec_pipe(err_pipe) != 0)) return internal("pipe");
     if (watch)
         if (auto o = watch->arm(p); !o) return failed(o);
+    // A terminal on fds 0-2: the command gets a pty of its own instead.
+    terminal::Relay tty;
+    if (opts.pty && confined) {
+        if (auto o = tty.open(); !o) return failed(o);
+        if (tty.active() && p.in_process) p.in_process->allow_terminal(tty.slave_path());
+    }
+    int wake_pipe[2] = {-1, -1};
+    if (tty.active() && spawn::cloexec_pipe(wake_pipe) != 0) return internal("pipe");
     // Everything the child does is made here, before it exists.
     Entry entry;
     if (auto o = prepare_entry(p, report.fd(), nullptr, {exec_pipe[1]}, entry); !o)
@@ -254,11 +299,26 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     for (int s : kForwarded) sigaddset(&block, s);
     ::sigprocmask(SIG_BLOCK, &block, &old_mask);
     struct sigaction old_act[kN];
-    int reset[kN];
-    struct sigaction reset_act[kN];
+    int reset[kN + 1];
+    struct sigaction reset_act[kN + 1];
     int n_reset = 0;
     bool installed[kN] = {};
-    g_same_group = watch && watch->own_process_group() ? 0 : 1;
+    const bool own_group = tty.active() || (watch && watch->own_process_group());
+    g_same_group = own_group ? 0 : 1;
+    if (tty.active()) {
+        g_winch_from = tty.user();
+        g_winch_to = tty.master();
+        g_wake = wake_pipe[1];
+        ::fcntl(wake_pipe[0], F_SETFL, ::fcntl(wake_pipe[0], F_GETFL) | O_NONBLOCK);
+        ::fcntl(wake_pipe[1], F_SETFL, ::fcntl(wake_pipe[1], F_GETFL) | O_NONBLOCK);
+    }
+    struct sigaction old_cont {};
+    if (tty.active()) {
+        struct sigaction sa {};
+        sa.sa_handler = wake;
+        sa.sa_flags = SA_RESTART;
+        ::sigaction(SIGCONT, &sa, &old_cont);
+    }
     g_defer = watch ? 1 : 0;
     for (size_t i = 0; i < kN; ++i) {
         ::sigaction(kForwarded[i], nullptr, &old_act[i]);
@@ -275,6 +335,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     auto restore_signals = [&]() {
         for (size_t i = 0; i < kN; ++i)
             if (installed[i]) ::sigaction(kForwarded[i], &old_act[i], nullptr);
+        if (tty.active()) ::sigaction(SIGCONT, &old_cont, nullptr);
+        g_winch_to = -1;
+        g_wake = -1;
     };
 
     // The command starts with the caller's mask and dispositions.
@@ -285,10 +348,24 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     child.fault_fd = exec_pipe[1];
     child.pdeathsig = SIGKILL;
     child.exec_is_runner = p.exec_is_runner;
-    child.new_group = watch && watch->own_process_group();
+    // A pty: the command's session, its controlling terminal on the std fds
+    // that were the user's terminal. Otherwise a runner whose program must
+    // not get the terminal's signals gets a session of its own (no
+    // controlling terminal: bwrap's --new-session, done here).
+    if (tty.active()) {
+        child.terminal_fd = tty.slave();
+        child.terminal_on = tty.slave_on();
+    } else if (watch && watch->own_process_group()) {
+        child.new_session = true;
+    }
     if (capture) {
         child.stderr_fd = err_pipe[1];
         if (combined) child.stdout_fd = err_pipe[1];
+    }
+    // SIGCONT is ours only with a pty; the child gets the caller's.
+    if (tty.active()) {
+        reset[n_reset] = SIGCONT;
+        reset_act[n_reset++] = old_cont;
     }
     child.reset_signals = reset;
     child.reset_actions = reset_act;
@@ -317,6 +394,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         ::fcntl(err.fd, F_SETFL, ::fcntl(err.fd, F_GETFL) | O_NONBLOCK);
     }
     if (watch) watch->spawned();
+    tty.spawned();
     int exec_fd = exec_pipe[0];
     ::fcntl(exec_fd, F_SETFL, ::fcntl(exec_fd, F_GETFL) | O_NONBLOCK);
     const int pidfd = spawn::pidfd_open(pid);
@@ -357,9 +435,14 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // The exec pipe is not watched: its EOF at exec would cost a wake-up
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
-        pollfd fds[3];
-        int n = 0, i_err = -1, i_watch = -1, i_pid = -1;
+        pollfd fds[6];
+        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1;
         if (err.fd >= 0) fds[i_err = n++] = {err.fd, POLLIN, 0};
+        if (tty.active()) {
+            if (tty.input_fd() >= 0) fds[i_in = n++] = {tty.input_fd(), POLLIN, 0};
+            if (tty.master_events()) fds[i_master = n++] = {tty.master(), tty.master_events(), 0};
+            fds[i_wake = n++] = {wake_pipe[0], POLLIN, 0};
+        }
         if (watch && watch->fd() >= 0) fds[i_watch = n++] = {watch->fd(), POLLIN, 0};
         if (pidfd >= 0) fds[i_pid = n++] = {pidfd, POLLIN, 0};
         if (n == 0) {
@@ -376,6 +459,14 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();
             if (i_err >= 0 && fds[i_err].revents) err.pump();
+            if (i_master >= 0 && fds[i_master].revents) tty.master_ready(fds[i_master].revents);
+            if (i_in >= 0 && fds[i_in].revents) tty.input_readable();
+            if (i_wake >= 0 && fds[i_wake].revents) {
+                char b[16];
+                while (::read(wake_pipe[0], b, sizeof b) > 0) {
+                }
+                tty.resume();
+            }
         }
         const bool exited = (i_pid >= 0 && r > 0 && fds[i_pid].revents) || pidfd < 0;
         if (exited) {
@@ -388,6 +479,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         }
     const double duration = spawn::now_ms() - start;
     if (pidfd >= 0) ::close(pidfd);
+    // The user's terminal back as it was, the pty hung up.
+    tty.finish();
     // The child is gone: what it (and a runner's sandbox) wrote is in the
     // pipes. Take what is there without waiting for an EOF that a lingering
     // holder could delay; stderr up to one pipe's capacity (anything beyond
@@ -408,6 +501,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     g_defer = 0;
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     const int forwarded = g_forwarded;
+    if (wake_pipe[0] >= 0) ::close(wake_pipe[0]), ::close(wake_pipe[1]);
 
     // The command's own status where the runner's watch can tell it.
     if (watch) watch->ended(target, status);
@@ -441,14 +535,21 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         c = classify(rules_from_json(p.c.runner_failure_rules), p.c.denial_signatures, exit_code, tail);
     }
 
-    (void)report.write(result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence));
+    if (!opts.forwarder)
+        (void)report.write(result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence));
 
     int rc = exit_code ? *exit_code : (signal ? 128 + *signal : 125);
     if (setup || c.runner_failed) {
         Outcome o = setup ? *setup : unavailable(to_string(p.c.policy.mode), c.runner_failure.value_or(""));
-        say("dsh-confine: " + one_line(o.text()));
-        (void)report.write(error_record(o));
+        // In exec mode a failure the runner's own process reported (bwrap's
+        // stage) is not said twice, as before there was a parent.
+        if (!(opts.forwarder && !setup && c.reported)) {
+            say("dsh-confine: " + one_line(o.text()));
+            (void)report.write(error_record(o));
+        }
         rc = o.exit_status();
+    } else if (opts.forwarder && signal) {
+        die_by(*signal);
     }
     if (opts.markers && confined) {
         const std::string mode(to_string(p.c.policy.mode));

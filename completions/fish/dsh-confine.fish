@@ -105,6 +105,7 @@ complete -c dsh-confine -n $policy_cond -l probe-timeout -x -d 'bound on each ru
 complete -c dsh-confine -n $policy_cond -l report-fd -x -d 'write the JSON-lines report to this fd'
 complete -c dsh-confine -n $policy_cond -l keep-fd -x -d 'pass this fd through to the command'
 complete -c dsh-confine -n $policy_cond -l supervise -d 'stay as the parent and report the outcome'
+complete -c dsh-confine -n $policy_cond -l no-pty -d 'give the command this terminal, not a pty of its own (gives up the terminal protections)'
 complete -c dsh-confine -n $policy_cond -l markers -d 'append the sandbox marker lines to stderr'
 complete -c dsh-confine -n $policy_cond -l dry-run -d 'print the plan and run nothing'
 complete -c dsh-confine -n $policy_cond -l escalate -x -a 'workspace-write danger-full-access' -d 'ask for a wider mode for this call'

@@ -23,9 +23,12 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // The seed's profile, unchanged and in its order.
     std::vector<std::string> a = {"--ro-bind", "/",     "/",           "--dev",  "/dev",
                                   "--unshare-pid", "--proc", "/proc", "--die-with-parent"};
-    // Without a new session the command can push input into the caller's
-    // terminal with TIOCSTI (CVE-2017-5226).
-    a.push_back("--new-session");
+    // No --new-session: it cost the command its controlling terminal (no job
+    // control). TIOCSTI and TIOCLINUX (CVE-2017-5226) are refused by the
+    // seccomp filter; the launcher, bwrap's parent, gives bwrap a pty's
+    // session or one of its own without a terminal (supervise.cpp).
+    // --die-with-parent stays: that parent forwards every signal it can
+    // catch, so only its SIGKILL takes the sandbox along, as in supervise mode.
     // SysV IPC objects and POSIX message queues are per IPC namespace: the
     // host's stay out of reach, and the command's own still work.
     a.push_back("--unshare-ipc");

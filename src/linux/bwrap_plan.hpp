@@ -28,7 +28,7 @@ struct ProfileOptions {
 
 // The profile, without the bwrap path and without "--":
 //   --ro-bind / / --dev /dev --unshare-pid --proc /proc --die-with-parent   (the seed)
-//   --new-session --unshare-ipc --cap-drop ALL
+//   --unshare-ipc --cap-drop ALL
 //   [--cap-add CAP_SETPCAP --cap-add CAP_SYS_ADMIN]                          (hardening)
 //   --ro-bind /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger ...      (host knobs read-only)
 //   read-only with a private /tmp: --tmpfs /tmp --remount-ro /tmp

@@ -230,7 +230,7 @@ public:
         c.runner_failure_rules = nlohmann::json::array(
             {{{"fatalSignatures", {"bwrap: "}}},
              {{"allowedExitCodes", {125}}, {"fatalSignatures", {"dsh-confine: "}}}});
-        c.hardening = {"new-session",       "die-with-parent",          "pid-namespace",
+        c.hardening = {"die-with-parent",          "pid-namespace",
                        "proc-sys-read-only", "inherited-fds-closed",    "ipc-namespace",
                        "no-new-privs",      "capabilities-dropped",     "seccomp-tiocsti-tioclinux",
                        "seccomp-io-uring",  "seccomp-keyrings",         "seccomp-unknown-syscalls"};

@@ -156,6 +156,45 @@ namespace {
 // is not the launcher's.
 constexpr off_t kMaxRecordBytes = 64 << 20;
 
+// With a pty (the launcher made it, and bwrap's session is the pty's), the
+// command leads the pty's foreground job, as a shell would make it: the
+// terminal's Ctrl-C and Ctrl-Z then go to the command, never to bwrap (which
+// would die of them and take the sandbox along). Without a controlling
+// terminal (no pty: a session of its own) there is nothing to do. Seen from
+// inside the PID namespace both groups are 0 (outside it), so they compare.
+// bwrap's --dev names the command's terminal /dev/console (its own devpts
+// does not hold the launcher's pty): the command may use it as its terminal
+// by that name (less opens ttyname(2) and sets its modes), as the Landlock
+// runner lets it use the pty's own name.
+void allow_console(landlock::Ruleset& lp) {
+    struct stat con {};
+    if (::stat("/dev/console", &con) != 0 || !S_ISCHR(con.st_mode)) return;
+    for (int fd = 0; fd < 3; ++fd) {
+        struct stat st {};
+        if (::isatty(fd) && ::fstat(fd, &st) == 0 && st.st_rdev == con.st_rdev) {
+            lp.rules.push_back({"/dev/console",
+                                (landlock::READ_FILE | landlock::WRITE_FILE | landlock::IOCTL_DEV) & lp.handled_fs,
+                                false});
+            return;
+        }
+    }
+}
+
+void take_foreground() noexcept {
+    for (int fd = 0; fd < 3; ++fd) {
+        const pid_t fg = ::tcgetpgrp(fd);
+        if (fg < 0) continue;
+        if (fg != ::getpgrp() || ::setpgid(0, 0) != 0) return;
+        sigset_t ttou, old;
+        sigemptyset(&ttou);
+        sigaddset(&ttou, SIGTTOU);
+        ::sigprocmask(SIG_BLOCK, &ttou, &old);
+        (void)::tcsetpgrp(fd, ::getpid());
+        ::sigprocmask(SIG_SETMASK, &old, nullptr);
+        return;
+    }
+}
+
 }  // namespace
 
 [[gnu::hot]] int run_stage(int argc, const char* const* argv) {
@@ -223,6 +262,7 @@ constexpr off_t kMaxRecordBytes = 64 << 20;
     if (req.landlock_abi > 0) lp = landlock::plan_rules(req.policy, req.landlock_abi);
     else landlock::plan_network(lp, req.policy.network, 0);  // the socket filter alone
     lp.host_namespaces = false;
+    if (req.landlock_abi > 0) allow_console(lp);
     Plan p;
     p.c.policy = std::move(req.policy);
     p.in_process = std::make_unique<landlock::Layers>(std::move(lp), read_only);
@@ -238,6 +278,7 @@ constexpr off_t kMaxRecordBytes = 64 << 20;
     // Sealed as it is just before exec: from then on nothing (the command
     // included) can leave a record in it.
     e.seal_fd = mailbox;
+    take_foreground();
     Fault f;
     enter(&e, f);
     return stage_failed(report, mailbox, entry_failure(p, f));

@@ -96,9 +96,10 @@ public:
         return Outcome::success();
     }
 
-    // bwrap in its own process group: the terminal's Ctrl-C would otherwise
-    // kill bwrap, and with it the command by SIGKILL, before the command (in
-    // bwrap's new session) could see the signal, which supervise forwards.
+    // bwrap out of the caller's process group (a session of its own, or the
+    // pty's): the terminal's Ctrl-C would otherwise kill bwrap, and with it
+    // the command by SIGKILL, before the command could see the signal, which
+    // the parent forwards.
     bool own_process_group() const noexcept override { return true; }
 
     void spawned() override {
@@ -123,7 +124,10 @@ public:
     }
 
     int find_command(int& poll_ms) override {
-        poll_ms = init_ ? 1 : 5;
+        // Until bwrap reports its child, its status fd wakes the loop: no
+        // timeout. Then the command (init's first child) appears within
+        // microseconds, and nothing signals it: look again each millisecond.
+        poll_ms = -1;
         if (!init_) {
             const size_t at = status_.find("\"child-pid\"");
             if (at == std::string::npos) return -1;
@@ -132,6 +136,7 @@ public:
             init_ = static_cast<pid_t>(std::atoi(status_.c_str() + colon + 1));
             if (init_ <= 0) return -2;
         }
+        poll_ms = 1;
         const pid_t cmd = first_child(init_);
         if (cmd <= 0) return -1;
         const int fd = spawn::pidfd_open(cmd);
@@ -151,6 +156,7 @@ public:
         if (auto rec = mailbox_error(record_fd_)) {
             evidence = "stage-record";
             c.runner_failed = true;
+            c.reported = true;
             const auto& detail = rec->contains("runnerFailure") ? (*rec)["runnerFailure"] : (*rec)["message"];
             c.runner_failure = detail.is_string() ? detail.get<std::string>() : std::string("the bwrap stage failed");
         } else if (status_.find("\"exit-code\"") == std::string::npos && exit_code && *exit_code != 0) {

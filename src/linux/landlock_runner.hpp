@@ -23,6 +23,9 @@ public:
     Layers(Ruleset plan, bool read_only) : plan_(std::move(plan)), read_only_(read_only) {}
     Outcome prepare(Confinement& c, const std::vector<int>& open_fds) override;
     bool apply(Fault& f) const noexcept override;
+    void allow_terminal(const std::string& path) override {
+        plan_.rules.push_back({path, (READ_FILE | WRITE_FILE | IOCTL_DEV) & plan_.handled_fs, false});
+    }
     std::string name() const override { return "landlock"; }
     nlohmann::ordered_json explain() const override;
     std::vector<std::pair<std::string, std::string>> explain_lines() const override;

@@ -36,9 +36,13 @@ def test_auto_picks_bwrap_stacked_with_landlock(s):
     assert c["argv"] == ["sh", "-c", "true"], c
     x = c["execArgv"]
     assert x[0] == "/usr/bin/bwrap", c
-    assert x[1:10] == ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
+    # The parent reads bwrap's --json-status-fd (the command's pid, bwrap's verdict).
+    assert x[1] == "--json-status-fd", c
+    assert x[3:12] == ["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
                        "--die-with-parent"], c
-    assert "--new-session" in x and x[x.index("--cap-drop") + 1] == "ALL", c
+    # No --new-session: the launcher stays as bwrap's parent and gives it a
+    # pty's session or one of its own (TIOCSTI/TIOCLINUX: seccomp).
+    assert "--new-session" not in x and x[x.index("--cap-drop") + 1] == "ALL", c
     # Read-only: the stage's seccomp layer refuses metadata calls in its own dialect.
     assert c["denialSignatures"] == ["read-only file system", "permission denied", "operation not permitted"], c
     assert [x["type"] for x in r.report] == ["confinement"], r
@@ -317,7 +321,9 @@ def test_exit_statuses_and_the_report_sequence(s):
     r = dsh(BW + ["--", "no-such-command-dsh"], s)
     assert r.rc == 127 and [x["type"] for x in r.report] == ["error"], r
     r = sh("kill -TERM $$", s, runner="bwrap")
-    assert r.rc == 128 + signal.SIGTERM, r  # bwrap reports a signal as 128+n
+    # dsh-confine, bwrap's parent, reads the command's own status (PIDFD_INFO_EXIT)
+    # and dies of the same signal, as the bare command would (issue 15).
+    assert r.rc == -signal.SIGTERM, r
 
 
 def test_forced_bwrap_does_not_probe(s):

@@ -10,7 +10,7 @@ using Args = std::vector<std::string>;
 namespace {
 
 const Args kBase = {"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "--die-with-parent",
-                    "--new-session", "--unshare-ipc", "--cap-drop", "ALL"};
+                    "--unshare-ipc", "--cap-drop", "ALL"};
 const Args kProc = {"--ro-bind",     "/proc/sys", "/proc/sys",  "--ro-bind-try",       "/proc/sysrq-trigger",
                     "/proc/sysrq-trigger", "--ro-bind-try", "/proc/irq", "/proc/irq", "--ro-bind-try",
                     "/proc/bus",     "/proc/bus"};

@@ -81,7 +81,7 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
         REQUIRE(build_policy(in, p));
         CHECK(p.mode == Mode::ReadOnly);
         CHECK(p.writable_roots.empty());
-        CHECK(p.writable_files == std::vector<std::string>{"/dev/null"});
+        CHECK(p.writable_files == std::vector<std::string>{"/dev/null", "/dev/tty"});
         CHECK(p.workspace_root == t.base);
         CHECK(to_string(p.root_source) == "cwd");
     }

@@ -1,0 +1,237 @@
+#include "terminal.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <iterator>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "spawn.hpp"
+
+namespace dsh::terminal {
+
+namespace {
+
+// The same terminal device?
+bool same_tty(int a, int b) {
+    struct stat sa {}, sb {};
+    return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && S_ISCHR(sa.st_mode) && sa.st_rdev == sb.st_rdev;
+}
+
+// Writes all of it to a terminal; a terminal that went away (EIO after a
+// hangup) ends the write.
+void write_out(int fd, const char* p, size_t n) {
+    while (n > 0) {
+        ssize_t w = ::write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) {
+                pollfd pfd{fd, POLLOUT, 0};
+                ::poll(&pfd, 1, 100);
+                continue;
+            }
+            return;
+        }
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+}
+
+// Terminal calls that would stop a background process (SIGTTOU) are made with
+// SIGTTOU blocked: the kernel then lets them through.
+struct HoldTtou {
+    sigset_t old;
+    HoldTtou() {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGTTOU);
+        ::sigprocmask(SIG_BLOCK, &s, &old);
+    }
+    ~HoldTtou() { ::sigprocmask(SIG_SETMASK, &old, nullptr); }
+};
+
+bool same_termios(const struct termios& a, const struct termios& b) {
+    return a.c_iflag == b.c_iflag && a.c_oflag == b.c_oflag && a.c_cflag == b.c_cflag && a.c_lflag == b.c_lflag &&
+           std::equal(std::begin(a.c_cc), std::end(a.c_cc), std::begin(b.c_cc)) &&
+           ::cfgetispeed(&a) == ::cfgetispeed(&b) && ::cfgetospeed(&a) == ::cfgetospeed(&b);
+}
+
+}  // namespace
+
+bool any_std_terminal() noexcept { return ::isatty(0) || ::isatty(1) || ::isatty(2); }
+
+Relay::~Relay() {
+    if (slave_ >= 0) ::close(slave_);
+    if (master_ >= 0) ::close(master_);
+    if (own_in_ && in_ >= 0) ::close(in_);
+}
+
+Outcome Relay::open() {
+    bool tty[3];
+    for (int i = 0; i < 3; ++i) {
+        tty[i] = ::isatty(i);
+        if (tty[i] && user_ < 0) user_ = i;
+    }
+    if (user_ < 0) return Outcome::success();
+    // The std fds on that same terminal get the slave; one on another
+    // terminal (rare) is passed through as it is.
+    for (int i = 0; i < 3; ++i)
+        if (tty[i] && same_tty(i, user_)) on_ |= 1u << i;
+    auto failed = [](int e) { return fault_outcome(Fault{Step::Pty, e, -1}); };
+    const int m = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (m < 0) return failed(errno);
+    master_ = m;
+    if (::grantpt(m) != 0 || ::unlockpt(m) != 0) return failed(errno);
+    char name[128];
+    if (::ptsname_r(m, name, sizeof name) != 0) return failed(errno);
+    slave_ = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (slave_ < 0) return failed(errno);
+    slave_path_ = name;
+    // The command starts with the user's modes and window size.
+    if (::tcgetattr(user_, &orig_) == 0) {
+        saved_ = true;
+        (void)::tcsetattr(slave_, TCSANOW, &orig_);
+    }
+    if (::ioctl(user_, TIOCGETD, &ldisc_) != 0) ldisc_ = -1;
+    struct winsize ws {};
+    if (::ioctl(user_, TIOCGWINSZ, &ws) == 0) (void)::ioctl(slave_, TIOCSWINSZ, &ws);
+    // Typed input: fd 0 when it is this terminal; otherwise (input from a
+    // pipe, output to the terminal: `x | less`) the controlling terminal when
+    // it is this one, as the command's /dev/tty would have been.
+    if (on_ & 1u) {
+        in_ = 0;
+    } else {
+        const int t = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (t >= 0 && same_tty(t, user_)) {
+            in_ = t;
+            own_in_ = true;
+        } else if (t >= 0) {
+            ::close(t);
+        }
+    }
+    out_ = (on_ & 2u) ? 1 : (on_ & 4u) ? 2 : (in_ >= 0 ? in_ : user_);
+    ::fcntl(master_, F_SETFL, ::fcntl(master_, F_GETFL) | O_NONBLOCK);
+    return Outcome::success();
+}
+
+bool Relay::foreground() const noexcept {
+    const pid_t fg = ::tcgetpgrp(user_);
+    return fg > 0 && fg == ::getpgrp();
+}
+
+void Relay::go_raw() {
+    if (raw_ || !saved_ || !foreground()) return;
+    struct termios raw = orig_;
+    ::cfmakeraw(&raw);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    HoldTtou hold;
+    if (::tcsetattr(user_, TCSADRAIN, &raw) == 0) raw_ = true;
+}
+
+void Relay::spawned() {
+    if (slave_ >= 0) ::close(slave_);
+    slave_ = -1;
+    go_raw();
+}
+
+void Relay::resume() { go_raw(); }
+
+int Relay::input_fd() const noexcept {
+    // In the background the terminal is not ours to read (SIGTTIN); and
+    // input waits while the pty has not taken what came before.
+    if (in_ < 0 || input_done_ || !raw_ || !to_master_.empty()) return -1;
+    return in_;
+}
+
+short Relay::master_events() const noexcept {
+    if (master_ < 0 || master_done_) return 0;
+    return static_cast<short>(POLLIN | (to_master_.empty() ? 0 : POLLOUT));
+}
+
+void Relay::input_readable() {
+    char buf[4096];
+    ssize_t n = ::read(in_, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) {
+        input_done_ = true;  // hung up
+        return;
+    }
+    to_master_.append(buf, static_cast<size_t>(n));
+    flush_to_master();
+}
+
+void Relay::flush_to_master() {
+    while (!to_master_.empty()) {
+        ssize_t w = ::write(master_, to_master_.data(), to_master_.size());
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w < 0 && errno != EAGAIN) to_master_.clear();
+            return;
+        }
+        to_master_.erase(0, static_cast<size_t>(w));
+    }
+}
+
+void Relay::master_ready(short revents) {
+    if (revents & POLLOUT) flush_to_master();
+    if (!(revents & (POLLIN | POLLHUP | POLLERR))) return;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(master_, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) {
+            // EIO: no slave is open (the command closed its terminal): the
+            // master is not polled again until the end.
+            master_done_ = true;
+            return;
+        }
+        write_out(out_, buf, static_cast<size_t>(n));
+    }
+}
+
+void Relay::finish() {
+    if (master_ < 0) return;
+    // What the command wrote before it ended is in the pty (the kernel moves
+    // it to the master side asynchronously): read until no slave is left
+    // (EIO), or briefly while something left behind still holds one.
+    const double until = spawn::now_ms() + 500;
+    char buf[65536];
+    while (spawn::now_ms() < until) {
+        pollfd pfd{master_, POLLIN, 0};
+        if (::poll(&pfd, 1, 50) <= 0) break;
+        ssize_t n = ::read(master_, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) break;
+        write_out(out_, buf, static_cast<size_t>(n));
+    }
+    restore();
+    // The hangup: a process left holding the slave gets SIGHUP (if it is
+    // the session's) and EIO on every read and write from now on.
+    ::close(master_);
+    master_ = -1;
+}
+
+void Relay::restore() {
+    if (user_ < 0) return;
+    HoldTtou hold;
+    // The user's terminal as it was found: modes and line discipline. The
+    // command never had it (only the pty), but something that reached the
+    // device by name is undone too.
+    if (saved_) {
+        struct termios now {};
+        if (raw_ || (::tcgetattr(user_, &now) == 0 && !same_termios(now, orig_)))
+            (void)::tcsetattr(user_, TCSADRAIN, &orig_);
+        raw_ = false;
+    }
+    int ld = -1;
+    if (ldisc_ >= 0 && ::ioctl(user_, TIOCGETD, &ld) == 0 && ld != ldisc_) (void)::ioctl(user_, TIOCSETD, &ldisc_);
+}
+
+}  // namespace dsh::terminal

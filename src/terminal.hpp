@@ -1,0 +1,77 @@
+// The pty relay: when one of fds 0-2 is a terminal, the command gets a fresh
+// pseudo-terminal instead (a new session, the pty's slave as its controlling
+// terminal) and dsh-confine, its parent, relays between the two: typed input
+// to the pty, the pty's output to the user's terminal, the window size. The
+// user's terminal is in raw mode meanwhile (the pty's own line discipline
+// does the editing and sends Ctrl-C, Ctrl-Z to the command's foreground job)
+// and is restored as it was found when the command ends; then the pty's
+// master is closed, so whatever the command left behind gets a hangup and EIO
+// and can neither read the user's next typed line nor reconfigure the user's
+// terminal. sudo's use_pty is the model (its design, not its code).
+#pragma once
+
+#include <string>
+#include <sys/types.h>
+#include <termios.h>
+
+#include "errors.hpp"
+
+namespace dsh::terminal {
+
+// Is one of fds 0, 1, 2 a terminal (three ioctls, nothing else)?
+bool any_std_terminal() noexcept;
+
+class Relay {
+public:
+    Relay() = default;
+    Relay(const Relay&) = delete;
+    Relay& operator=(const Relay&) = delete;
+    ~Relay();
+
+    // Opens the pty when a std fd is a terminal; active() says whether one
+    // was opened. The slave gets the user's modes and window size.
+    Outcome open();
+    bool active() const noexcept { return master_ >= 0; }
+    int slave() const noexcept { return slave_; }
+    unsigned slave_on() const noexcept { return on_; }  // bit i: fd i gets the slave
+    int master() const noexcept { return master_; }
+    int user() const noexcept { return user_; }
+    const std::string& slave_path() const noexcept { return slave_path_; }  // the user's terminal (window size, modes)
+
+    // In the parent once the child exists: closes the slave here, and puts the
+    // user's terminal in raw mode if dsh-confine is in its foreground.
+    void spawned();
+    // After SIGCONT: raw mode now if dsh-confine came to the foreground.
+    void resume();
+
+    // For poll: the fd typed input is read from (-1: not now) and the events
+    // wanted on the master.
+    int input_fd() const noexcept;
+    short master_events() const noexcept;
+    void input_readable();
+    void master_ready(short revents);
+
+    // The command is gone: relays what it wrote, restores the user's
+    // terminal as it was found, closes the master (the pty hangs up).
+    void finish();
+
+private:
+    bool foreground() const noexcept;
+    void go_raw();
+    void restore();
+    void flush_to_master();
+
+    int user_ = -1;    // a std fd on the user's terminal
+    int in_ = -1;      // typed input: fd 0, or the controlling terminal opened here
+    bool own_in_ = false;
+    int out_ = -1;     // where the pty's output goes
+    int master_ = -1, slave_ = -1;
+    unsigned on_ = 0;
+    bool saved_ = false, raw_ = false, input_done_ = false, master_done_ = false;
+    struct termios orig_ {};
+    int ldisc_ = -1;
+    std::string to_master_;
+    std::string slave_path_;
+};
+
+}  // namespace dsh::terminal
