@@ -280,7 +280,24 @@ def pty_run(args, s, send=None, wait=10, pre=()):
     return rc, out.decode("utf-8", "replace")
 
 
+# Signals the suite sends and compares (traps, deaths by signal): a disposition
+# of "ignored" inherited from whoever started the suite (nohup ignores SIGHUP)
+# would survive every exec, so neither the bare nor the confined command could
+# trap or die of it. The tests start from the default disposition, as a
+# login shell's commands do.
+_SENT_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2")
+
+
+def _default_signal_dispositions():
+    import signal as _signal
+    for name in _SENT_SIGNALS:
+        sig = getattr(_signal, name)
+        if _signal.getsignal(sig) == _signal.SIG_IGN:
+            _signal.signal(sig, _signal.SIG_DFL)
+
+
 def run_module(mod):
+    _default_signal_dispositions()
     tests = [(n, f) for n, f in vars(mod).items() if n.startswith("test_") and inspect.isfunction(f)]
     tests.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
     print("1..%d" % len(tests), flush=True)
