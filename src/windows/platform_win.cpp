@@ -190,6 +190,10 @@ Outcome enter_and_exec(Plan& l, const Report& report) {
     return Outcome::success();  // unreachable: exec_command leaves the process
 }
 
+// No forwarding parent and no pseudo-terminal on Windows yet: exec mode
+// starts the ACL helper as it did.
+bool needs_parent(const Plan&, bool) { return false; }
+
 // --supervise on Windows is not built yet: refuse rather than run differently
 // from what was asked.
 int supervise(Plan&, const Report& report, const SuperviseOptions&) {
