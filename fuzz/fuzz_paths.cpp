@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // normal form agree (both go through the same canonicalisation).
     dsh::Policy p;
     p.mode = dsh::Mode::WorkspaceWrite;
-    p.writable_roots.push_back(dsh::WritableRoot{"/nonexistent-fuzz-root/ws", "workspace", true});
+    p.writable_roots.push_back(dsh::WritableRoot{"/nonexistent-fuzz-root/ws", dsh::Grant::Workspace, true});
     const bool a = dsh::write_allowed(p, "/nonexistent-fuzz-root/ws/" + in, "/");
     const bool b = dsh::write_allowed(p, dsh::lexically_normal("/nonexistent-fuzz-root/ws/" + in), "/");
     if (a != b) std::abort();

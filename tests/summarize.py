@@ -71,7 +71,7 @@ def main(paths):
         try:
             lines = open(path).read().splitlines()
         except OSError as e:
-            print("no test log %s: %s" % (path, e))
+            print("FAILED %s: no test log (its stage did not set up or build)" % path)
             tf += 1
             continue
         for line in lines:
