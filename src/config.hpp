@@ -43,6 +43,7 @@ struct Config {
     std::optional<std::string> approver;           // "approver": "tty" or a command
     std::optional<bool> private_tmp;               // "privateTmp": a private /tmp in confined modes
     std::optional<Network> network;                // "network": off, loopback or host
+    std::optional<bool> keep_descendants;          // "keepDescendants": see --keep-descendants
 
     bool custom_runner() const noexcept { return !runner_command.empty(); }
 };

@@ -101,6 +101,12 @@ std::string private_tmp_unavailable_text(std::string_view runner) {
                        runner);
 }
 
+std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how) {
+    return fmt::format("{} cannot leave the command's background processes running (--keep-descendants): its {} "
+                       "ends them all with the command; use --runner landlock (or auto), or drop --keep-descendants",
+                       runner, how == "pid-namespace" ? "PID namespace" : how == "job-object" ? "job object" : how);
+}
+
 Outcome unavailable(std::string_view mode, std::string runner_failure) {
     Outcome o = fail(Err::SandboxUnavailable, {});
     o.mode = std::string(mode);

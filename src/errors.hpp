@@ -74,6 +74,9 @@ std::string hint_text(Hint h, std::string_view a = {});
 // Why a runner is passed over for --private-tmp (the record's skippedRunners,
 // and a forced runner's reason).
 std::string private_tmp_unavailable_text(std::string_view runner);
+// Why a runner is passed over for --keep-descendants: `how` is its
+// Runner::ends_descendants().
+std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how);
 
 // The command line's texts (and the mode/runner names wherever a flag gives
 // them), one line each: what is wrong and how to fix it. `a` and `b` are the

@@ -186,6 +186,10 @@ ordered_json confinement_record(const Confinement& c) {
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = p.writable_files;
     j["privateTmp"] = p.private_tmp;
+    const Descendants& d = c.descendants;
+    j["descendants"] = ordered_json{{"atExit", d.killed ? "killed" : "left-running"},
+                                    {"by", d.by.empty() ? ordered_json(nullptr) : ordered_json(d.by)},
+                                    {"why", d.why.empty() ? ordered_json(nullptr) : ordered_json(d.why)}};
     std::vector<Skipped> not_granted;
     for (const auto& n : p.not_granted) not_granted.push_back({n.path, n.reason});
     not_granted.insert(not_granted.end(), c.not_granted.begin(), c.not_granted.end());

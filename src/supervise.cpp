@@ -30,6 +30,8 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #if defined(__linux__)
+#include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #endif
 #include <sys/wait.h>
@@ -38,6 +40,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "classify.hpp"
 #include "spawn.hpp"
@@ -205,7 +208,7 @@ void say(const std::string& line) {
 
 ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::optional<int> signal,
                            const Classification& c, double duration_ms, int forwarded, bool captured,
-                           const char* evidence) {
+                           const char* evidence, std::optional<int> descendants_killed) {
     ordered_json j;
     j["type"] = "result";
     j["version"] = 1;
@@ -223,6 +226,9 @@ ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::opt
     j["forwardedSignals"] = std::move(fw);
     j["stderrCaptured"] = captured;
     j["evidence"] = evidence;
+    // How many processes the command left running were killed at its exit
+    // (null: not counted here, e.g. a runner's PID namespace ended them).
+    j["descendantsKilled"] = descendants_killed ? ordered_json(*descendants_killed) : ordered_json(nullptr);
     return j;
 }
 
@@ -245,6 +251,85 @@ void die_by(int sig) {
     ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
     ::raise(sig);
 }
+
+#if defined(__linux__)
+// Our children, zombies included: the kernel's list for our (one) thread;
+// where that list is missing (CONFIG_PROC_CHILDREN off) or comes back empty
+// while a child exists, every process's parent read from /proc.
+std::vector<pid_t> children(bool scan) {
+    std::vector<pid_t> out;
+    char path[300];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
+    if (!scan) {
+        if (FILE* f = std::fopen(path, "re")) {
+            long v;
+            while (std::fscanf(f, "%ld", &v) == 1) out.push_back(static_cast<pid_t>(v));
+            std::fclose(f);
+            return out;
+        }
+    }
+    DIR* d = ::opendir("/proc");
+    if (!d) return out;
+    const pid_t self = ::getpid();
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        std::snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE* f = std::fopen(path, "re");
+        if (!f) continue;
+        char buf[512];
+        const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+        std::fclose(f);
+        buf[n] = 0;
+        // "pid (comm) state ppid ...": comm may hold anything, so from the last ')'.
+        const char* close = std::strrchr(buf, ')');
+        char state;
+        long ppid;
+        if (close && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+            out.push_back(static_cast<pid_t>(std::atol(e->d_name)));
+    }
+    ::closedir(d);
+    return out;
+}
+
+// Reaps the orphans that came to us (we are their subreaper) and have ended,
+// so that a long run leaves no zombies; the command's own end is the loop's.
+void reap_orphans(pid_t command) {
+    for (;;) {
+        siginfo_t si{};
+        if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 || si.si_pid == command)
+            return;
+        ::waitpid(si.si_pid, nullptr, 0);
+    }
+}
+
+// Ends every process still below us once the command has exited: each round
+// SIGKILLs our children and reaps them; their own children come to us (we
+// are the subreaper) and go in the next round. A killed process forks no
+// more, so even a fork bomb runs out. Returns how many were killed.
+int end_descendants() {
+    int killed = 0;
+    for (;;) {
+        std::vector<pid_t> kids = children(false);
+        if (kids.empty()) {
+            siginfo_t si{};
+            // None listed and none left to wait for: done.
+            if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0) return killed;
+            kids = children(true);
+            if (kids.empty()) return killed;  // none we can find (no /proc): nothing more to do
+        }
+        for (pid_t k : kids) {
+            siginfo_t si{};
+            // A zombie (ended on its own) is reaped, not counted.
+            const bool ended = ::waitid(P_PID, static_cast<id_t>(k), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                               si.si_pid == k;
+            if (!ended && ::kill(k, SIGKILL) == 0) ++killed;
+        }
+        for (pid_t k : kids)
+            while (::waitpid(k, nullptr, 0) < 0 && errno == EINTR) {
+            }
+    }
+}
+#endif
 
 }  // namespace
 
@@ -370,6 +455,16 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     child.reset_signals = reset;
     child.reset_actions = reset_act;
     child.n_reset = n_reset;
+    // Processes the command leaves running come to us when their parent
+    // ends, and are ended with the command (chain::settle_descendants).
+    const bool subreaper = p.c.descendants.by == "subreaper";
+#if defined(__linux__)
+    if (subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+        restore_signals();
+        ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+        return internal("prctl(PR_SET_CHILD_SUBREAPER)");
+    }
+#endif
     const double start = spawn::now_ms();
     const pid_t pid = spawn::start(child);
     if (pid < 0) {
@@ -454,7 +549,12 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         }
         // Without a pidfd the exit is noticed by polling waitpid.
         if (pidfd < 0) timeout = timeout < 0 ? 10 : timeout;
+        // Orphans that ended are reaped at least once a second.
+        if (subreaper) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
+#if defined(__linux__)
+        if (subreaper) reap_orphans(pid);
+#endif
         if (r < 0 && errno != EINTR) break;
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();
@@ -479,6 +579,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         }
     const double duration = spawn::now_ms() - start;
     if (pidfd >= 0) ::close(pidfd);
+    std::optional<int> descendants_killed;
+#if defined(__linux__)
+    if (subreaper) descendants_killed = end_descendants();
+#endif
     // The user's terminal back as it was, the pty hung up.
     tty.finish();
     // The child is gone: what it (and a runner's sandbox) wrote is in the
@@ -536,7 +640,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
 
     if (!opts.forwarder)
-        (void)report.write(result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence));
+        (void)report.write(
+            result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence, descendants_killed));
 
     int rc = exit_code ? *exit_code : (signal ? 128 + *signal : 125);
     if (setup || c.runner_failed) {
