@@ -6,6 +6,9 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#ifndef _WIN32
+#include <poll.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 #include <climits>
@@ -286,6 +289,13 @@ int write_whole(int fd, std::string_view data) noexcept {
         const ssize_t n = ::write(fd, data.data(), data.size());
 #endif
         if (n < 0 && errno == EINTR) continue;
+#ifndef _WIN32
+        if (n < 0 && errno == EAGAIN) {
+            pollfd pfd{fd, POLLOUT, 0};
+            (void)::poll(&pfd, 1, -1);
+            continue;
+        }
+#endif
         if (n <= 0) {
             err = n < 0 ? errno : EIO;
             break;

@@ -48,7 +48,10 @@ std::string one_line(std::string_view message);
 // Writes all of `data` to fd. SIGPIPE is held off meanwhile, so a reader that
 // went away is a failed write (EPIPE), not a death by signal; the disposition
 // is put back, because SIG_IGN would survive exec into the command.
-// Returns 0 or the errno of the failed write.
+// A non-blocking fd that is full (EAGAIN: the caller's stderr may share a
+// non-blocking open file description) is waited on until it takes more.
+// Returns 0 or the errno of the failed write. The one write loop of the
+// program: the report, stderr, the relays.
 int write_whole(int fd, std::string_view data) noexcept;
 
 // Whether fd is an open descriptor of this process.

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "classify.hpp"
+#include "errors.hpp"
 #include "spawn.hpp"
 #include "terminal.hpp"
 #include <sys/resource.h>
@@ -112,26 +113,6 @@ void forward(int sig, siginfo_t* si, void*) {
     errno = saved;
 }
 
-bool write_all(int fd, const char* p, size_t n) {
-    while (n > 0) {
-        ssize_t w = ::write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN) {
-                // The caller's stderr may be non-blocking (a shared open file
-                // description): wait until it takes more.
-                pollfd pfd{fd, POLLOUT, 0};
-                ::poll(&pfd, 1, -1);
-                continue;
-            }
-            return false;
-        }
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
-    return true;
-}
-
 // Same open file description on fd 1 and fd 2 (`2>&1`)? kcmp says exactly;
 // where it is not available, the same inode is taken as the same stream.
 bool same_stream(int a, int b) {
@@ -165,7 +146,7 @@ struct Stderr {
             }
             limit -= static_cast<size_t>(n);
             keep(buf, static_cast<size_t>(n));
-            if (!write_all(out, buf, static_cast<size_t>(n))) {
+            if (write_whole(out, std::string_view(buf, static_cast<size_t>(n))) != 0) {
                 // The caller's stderr went away: close our end so that the
                 // command's next write fails (EPIPE/SIGPIPE) as it would have
                 // without us, instead of being swallowed.
@@ -203,7 +184,7 @@ struct Stderr {
 
 void say(const std::string& line) {
     std::string l = line + "\n";
-    (void)write_all(STDERR_FILENO, l.data(), l.size());
+    (void)write_whole(STDERR_FILENO, l);
 }
 
 ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::optional<int> signal,

@@ -1,5 +1,7 @@
 #include "terminal.hpp"
 
+#include "errors.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <iterator>
@@ -21,25 +23,6 @@ namespace {
 bool same_tty(int a, int b) {
     struct stat sa {}, sb {};
     return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && S_ISCHR(sa.st_mode) && sa.st_rdev == sb.st_rdev;
-}
-
-// Writes all of it to a terminal; a terminal that went away (EIO after a
-// hangup) ends the write.
-void write_out(int fd, const char* p, size_t n) {
-    while (n > 0) {
-        ssize_t w = ::write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN) {
-                pollfd pfd{fd, POLLOUT, 0};
-                ::poll(&pfd, 1, 100);
-                continue;
-            }
-            return;
-        }
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
 }
 
 // Terminal calls that would stop a background process (SIGTTOU) are made with
@@ -192,7 +175,7 @@ void Relay::master_ready(short revents) {
             master_done_ = true;
             return;
         }
-        write_out(out_, buf, static_cast<size_t>(n));
+        (void)write_whole(out_, std::string_view(buf, static_cast<size_t>(n)));
     }
 }
 
@@ -209,7 +192,7 @@ void Relay::finish() {
         ssize_t n = ::read(master_, buf, sizeof buf);
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0) break;
-        write_out(out_, buf, static_cast<size_t>(n));
+        (void)write_whole(out_, std::string_view(buf, static_cast<size_t>(n)));
     }
     restore();
     // The hangup: a process left holding the slave gets SIGHUP (if it is
