@@ -182,6 +182,8 @@ struct Stderr {
     }
 };
 
+// The marker lines: the seed's own texts, as they are (errors go through
+// report_failure, like every other error of the program).
 void say(const std::string& line) {
     std::string l = line + "\n";
     (void)write_whole(STDERR_FILENO, l);
@@ -331,11 +333,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const bool capture = confined && !opts.forwarder && !::isatty(STDERR_FILENO);
     const bool combined = capture && same_stream(STDOUT_FILENO, STDERR_FILENO);
 
-    auto failed = [&](const Outcome& o) {
-        say("dsh-confine: " + one_line(o.text()));
-        (void)report.write(error_record(o));
-        return o.exit_status();
-    };
+    auto failed = [&](const Outcome& o) { return report_failure(report, o); };
     auto internal = [&](const char* what) { return failed(failf(Err::Internal, "{}: {}", what, std::strerror(errno))); };
     int exec_pipe[2] = {-1, -1};
     int err_pipe[2] = {-1, -1};
@@ -629,10 +627,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         Outcome o = setup ? *setup : unavailable(to_string(p.c.policy.mode), c.runner_failure.value_or(""));
         // In exec mode a failure the runner's own process reported (bwrap's
         // stage) is not said twice, as before there was a parent.
-        if (!(opts.forwarder && !setup && c.reported)) {
-            say("dsh-confine: " + one_line(o.text()));
-            (void)report.write(error_record(o));
-        }
+        if (!(opts.forwarder && !setup && c.reported)) (void)report_failure(report, o);
         rc = o.exit_status();
     } else if (opts.forwarder && signal) {
         die_by(*signal);
