@@ -182,6 +182,20 @@ struct Stderr {
     }
 };
 
+// The pid a pidfd refers to (0: unknown), from its fdinfo.
+pid_t pid_of(int pidfd) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    FILE* f = std::fopen(path, "re");
+    if (!f) return 0;
+    char line[256];
+    long pid = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "Pid: %ld", &pid) == 1) break;
+    std::fclose(f);
+    return pid > 0 ? static_cast<pid_t>(pid) : 0;
+}
+
 // The marker lines: the seed's own texts, as they are (errors go through
 // report_failure, like every other error of the program).
 void say(const std::string& line) {
@@ -474,6 +488,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const int pidfd = spawn::pidfd_open(pid);
 
     bool looking = watch != nullptr;  // the command is not our child and not found yet
+    pid_t command_pid = 0;            // ...and once found, its pid
     auto find_command = [&](int& poll_ms) {
         const int fd = watch->find_command(poll_ms);
         if (fd == -1) return;
@@ -489,6 +504,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
                 if ((pending & (1 << s)) && ::kill(pid, s) == 0) g_forwarded = g_forwarded | (1 << s);
             return;
         }
+        command_pid = pid_of(fd);
         // Publish the target with signals blocked, then send what waited.
         ::sigprocmask(SIG_BLOCK, &block, nullptr);
         g_target = fd;
@@ -530,10 +546,17 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (pidfd < 0) timeout = timeout < 0 ? 10 : timeout;
         // Orphans that ended are reaped at least once a second.
         if (subreaper) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
+        // Just after typed input: is the pty's job stopping (Ctrl-Z)?
+        if (tty.active())
+            if (const int w = tty.watch_ms(); w >= 0) timeout = timeout < 0 || timeout > w ? w : timeout;
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
 #if defined(__linux__)
         if (subreaper) reap_orphans(pid);
 #endif
+        if (tty.active() && tty.watch_ms() >= 0) {
+            const pid_t command = watch ? command_pid : pid;
+            if (tty.command_stopped(command)) tty.follow_stop(command);
+        }
         if (r < 0 && errno != EINTR) break;
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();

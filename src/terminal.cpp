@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <iterator>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -147,6 +149,41 @@ void Relay::input_readable() {
     }
     to_master_.append(buf, static_cast<size_t>(n));
     flush_to_master();
+    watch_until_ = spawn::now_ms() + 500;
+}
+
+int Relay::watch_ms() const noexcept {
+    if (master_ < 0 || spawn::now_ms() >= watch_until_) return -1;
+    return 25;
+}
+
+bool Relay::command_stopped(pid_t command) const noexcept {
+    if (master_ < 0 || command <= 0) return false;
+    const pid_t job = ::tcgetpgrp(master_);
+    if (job != command) return false;
+    char path[64], buf[512];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(job));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    // "pid (comm) state ...": the state follows the last ')'.
+    const char* close = std::strrchr(buf, ')');
+    return close && close[1] == ' ' && close[2] == 'T';
+}
+
+void Relay::follow_stop(pid_t command) {
+    watch_until_ = 0;
+    if (!foreground()) return;  // not ours to stop: the job waits for a SIGCONT from elsewhere
+    restore();
+    // The terminal would have sent SIGTSTP to the bare command's process
+    // group, which is ours: the caller's shell sees its job stopped.
+    (void)::kill(0, SIGTSTP);
+    // Continued (fg, or bg): the job goes on too, in raw mode if in front.
+    go_raw();
+    (void)::kill(-command, SIGCONT);
 }
 
 void Relay::flush_to_master() {
