@@ -1,6 +1,8 @@
 // Pure: policy + ABI -> rights and rules. Unit-tested per ABI.
 #include "landlock.hpp"
 
+#include "../errors.hpp"
+
 namespace dsh::landlock {
 
 [[gnu::hot]] uint64_t handled_fs(int abi) noexcept {
@@ -84,8 +86,7 @@ NetworkPlan network_axis(Network n, int abi, bool in_namespace) {
         return out;
     }
     if (n == Network::Loopback && !in_namespace) {
-        out.failure = "--net loopback needs a network namespace of its own, which the Landlock runner does not "
-                      "make: use the bwrap runner (--runner bwrap), or --net off";
+        out.failure = loopback_unavailable_text("Landlock", {});
         return out;
     }
     if (in_namespace) a.enforced.push_back("net-namespace");

@@ -201,7 +201,8 @@ def check_network_record(r, net, runner):
     assert "seccomp-socket-families" in n["enforced"], n
     # This kernel (ABI < 9) cannot govern pathname unix sockets by path: socket(AF_UNIX) is refused.
     assert ("unix-socket-refused" in n["enforced"]) == (landlock_abi() < 9), n
-    assert ("net-namespace" in n["enforced"]) == (runner == "bwrap"), n
+    # A network namespace: bwrap's --unshare-net, or the Landlock runner's own under loopback.
+    assert ("net-namespace" in n["enforced"]) == (runner == "bwrap" or net == "loopback"), n
     if net == "off":
         assert ("landlock-tcp" in n["enforced"]) == (landlock_abi() >= 4), n
     return n
@@ -235,11 +236,10 @@ def test_bwrap_off_refuses_everything_and_the_host_sees_nothing(s):
     run_off(s, "bwrap")
 
 
-def test_bwrap_loopback_is_a_private_loopback(s):
-    need_bwrap()
-    r, got, seen, h = probe(s, "bwrap", "loopback")
+def run_loopback(s, runner):
+    r, got, seen, h = probe(s, runner, "loopback")
     assert r.rc == 0 and got is not None, r
-    check_network_record(r, "loopback", "bwrap")
+    check_network_record(r, "loopback", runner)
     assert got["inner"] == "ok", got  # in-namespace traffic works
     # The host's loopback services are out of reach: nothing listens there in the namespace.
     assert got["tcp4"] == "ECONNREFUSED" and got["http"] in ("URLError", "ECONNREFUSED"), got
@@ -250,14 +250,56 @@ def test_bwrap_loopback_is_a_private_loopback(s):
         assert got[k] in ("EACCES", "EPERM"), (k, got)
     assert got["socketpair"] == "ok" and got["getent"] == "ok", got
     assert seen == set(), (seen, got)
+    return r
 
 
-def test_landlock_loopback_is_a_plan_failure_with_its_reason(s):
+def test_bwrap_loopback_is_a_private_loopback(s):
+    need_bwrap()
+    run_loopback(s, "bwrap")
+
+
+def test_landlock_loopback_is_a_private_loopback_of_its_own(s):
+    # DECISIONS: the Landlock runner makes the namespace itself (a user namespace too when not root).
     need_landlock()
-    r = dsh(["--runner", "landlock", "--net", "loopback", "--", "/bin/true"], s)
-    assert r.rc == 125, r
-    assert SANDBOX_UNAVAILABLE.format(mode="read-only") in r.err and "needs a network namespace" in r.err, r
-    assert r.rec("confinement") is None and "needs a network namespace" in r.rec("error")["runnerFailure"], r
+    r = run_loopback(s, "landlock")
+    c = r.rec("confinement")
+    assert c["runner"] == "landlock", c
+    # IPv6 loopback works inside as well: lo is up in the namespace.
+    r = dsh(["--runner", "landlock", "--net", "loopback", "--", PY, "-c",
+             "import os, socket\nl = socket.socket(socket.AF_INET6); l.bind(('::1', 0)); l.listen()\n"
+             "socket.create_connection(l.getsockname()[:2], timeout=2).close(); print('v6', os.getuid())"], s)
+    assert r.rc == 0 and r.out.split() == ["v6", str(os.getuid())], r  # the caller's uid, mapped to itself
+
+
+def test_landlock_loopback_without_a_namespace_fails_closed_and_auto_goes_on(s):
+    need_landlock()
+    unshare = {"x86_64": 272, "aarch64": 97}.get(os.uname().machine)
+    if unshare is None:
+        skip("unshare's syscall number is not known for this architecture")
+    # The host refuses the namespace (unshare fails): forced, nothing runs, 125 with the reason.
+    marker = s.p("ws", "ran")
+    r = dsh(["--runner", "landlock", "--net", "loopback", "--mode", "workspace-write", "--root", s.ws, "--",
+             "sh", "-c", "echo ran > " + marker], s, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
+    assert r.rc == 125 and not os.path.exists(marker), r
+    flags = "CLONE_NEWNET" if is_root() else "CLONE_NEWUSER|CLONE_NEWNET"
+    why = "refused the Landlock runner one (unshare(%s): Operation not permitted)" % flags
+    assert SANDBOX_UNAVAILABLE.format(mode="workspace-write") in r.err and why in r.err, r
+    assert r.rec("confinement") is None and why in r.rec("error")["runnerFailure"], r
+    # auto: bwrap unusable too (its path names nothing): no runner is left, so nothing runs.
+    cfg = os.path.join(s.home, "nobwrap.json")
+    with open(cfg, "w") as f:
+        f.write(json.dumps({"bwrapPath": s.p("base", "no-such-bwrap")}))
+    r = dsh(["--config", cfg, "--net", "loopback", "--mode", "workspace-write", "--root", s.ws, "--",
+             "sh", "-c", "echo ran > " + marker], s, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
+    assert r.rc == 125 and not os.path.exists(marker), r
+    assert SANDBOX_UNAVAILABLE.format(mode="workspace-write") in r.err, r
+    # auto with the namespace allowed and bwrap unusable: the Landlock runner's own namespace holds it.
+    r = dsh(["--config", cfg, "--net", "loopback", "--", PY, "-c",
+             "import socket\ntry: socket.create_connection(('127.0.0.1', 9), timeout=2)\n"
+             "except OSError as e: print(e.errno)"], s)
+    assert r.rc == 0 and r.out.strip() == "111", r  # ECONNREFUSED: the namespace's own lo, nobody listening
+    c = r.rec("confinement")
+    assert c["runner"] == "landlock" and "net-namespace" in c["network"]["enforced"], c
 
 
 def run_host(s, runner):
