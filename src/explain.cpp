@@ -253,6 +253,21 @@ int probe_command(const RunnerEnv& env, bool json) {
                                        g.empty() ? "" : " (not governed: " + g + ")");
                 }
             }
+            // Per network mode (--net): what enforces it here, or why it cannot hold.
+            if (r.contains("network") && usable) {
+                for (auto it = r["network"].begin(); it != r["network"].end(); ++it) {
+                    const auto& m = it.value();
+                    std::string what;
+                    if (!m["usable"].get<bool>()) what = "cannot hold: " + m["reason"].get<std::string>();
+                    else if (it.key() == "host") what = "not governed";
+                    else {
+                        std::string e;
+                        for (const auto& x : m["enforced"]) e += (e.empty() ? "" : ", ") + x.get<std::string>();
+                        what = m["enforcement"].get<std::string>() + " (" + e + ")";
+                    }
+                    out += fmt::format("    {:<16} {}\n", "--net " + it.key(), what);
+                }
+            }
             if (!r["reason"].is_null()) out += fmt::format("    why: {}\n", r["reason"].get<std::string>());
             for (const char* note : {"lsmNote", "abiNote"})
                 if (r.contains(note)) out += fmt::format("    note: {}\n", r[note].get<std::string>());

@@ -106,6 +106,31 @@ NetworkPlan network_axis(Network n, int abi, bool in_namespace) {
     return out;
 }
 
+nlohmann::ordered_json describe_network(int abi, const std::string& unusable, bool in_namespace,
+                                        const std::string& loopback_failure) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (Network n : {Network::Off, Network::Loopback, Network::Host}) {
+        nlohmann::ordered_json m;
+        std::string why = unusable;
+        if (why.empty() && n == Network::Loopback) why = loopback_failure;
+        if (!why.empty()) {
+            m["usable"] = false;
+            m["reason"] = why;
+        } else {
+            const NetworkPlan p = network_axis(n, abi, in_namespace || n == Network::Loopback);
+            m["usable"] = true;
+            m["enforcement"] = n == Network::Host ? "none" : p.axis.gaps.empty() ? "full" : "partial";
+            m["enforced"] = p.axis.enforced;
+            nlohmann::ordered_json gaps = nlohmann::ordered_json::array();
+            for (const auto& g : p.axis.gaps) gaps.push_back(g.effect);
+            m["gaps"] = std::move(gaps);
+            m["reason"] = nullptr;
+        }
+        out[std::string(to_string(n))] = std::move(m);
+    }
+    return out;
+}
+
 Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     Plan p;
     static_cast<Ruleset&>(p) = plan_rules(policy, abi);

@@ -139,6 +139,12 @@ public:
                 return std::vector<Layer>{landlock::plan(p, abi, p.mode == Mode::ReadOnly).layer};
             });
         ll["reason"] = reasons.empty() ? ojson(nullptr) : ojson(fmt::format("{}", fmt::join(reasons, "; ")));
+        // The network modes: loopback needs the namespace of our own, tried here.
+        std::string loopback;
+        if (abi > 0)
+            if (const std::string& why = netns::check(netns::make_plan()); !why.empty())
+                loopback = loopback_unavailable_text("Landlock", why);
+        ll["network"] = describe_network(abi, abi > 0 ? std::string() : describe_unavailable(abi), false, loopback);
         return ll;
     }
 };

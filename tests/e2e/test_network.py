@@ -423,5 +423,34 @@ def test_explain_and_check_speak_of_the_network(s):
     assert "network: loopback" in r.out, r
 
 
+def test_probe_lists_the_network_modes_each_runner_can_enforce(s):
+    need_landlock()
+    r = dsh(["probe", "--json"], s, report=False)
+    rows = {x["runner"]: x for x in json.loads(r.out)["runners"]}
+    n = rows["landlock"]["network"]
+    assert n["off"]["usable"] and n["off"]["enforcement"] == "full", n
+    assert "seccomp-socket-families" in n["off"]["enforced"] and "net-namespace" not in n["off"]["enforced"], n
+    assert n["loopback"]["usable"] and "net-namespace" in n["loopback"]["enforced"], n
+    assert n["host"]["usable"] and n["host"]["enforcement"] == "none" and n["host"]["gaps"] == ["network"], n
+    if rows["bwrap"]["usable"]:
+        b = rows["bwrap"]["network"]
+        assert all(b[m]["usable"] for m in ("off", "loopback", "host")), b
+        assert "net-namespace" in b["off"]["enforced"], b
+    else:
+        assert not rows["bwrap"]["network"]["off"]["usable"], rows["bwrap"]
+    r = dsh(["probe"], s, report=False)
+    assert "--net off        full (seccomp-socket-families" in r.out and "--net host       not governed" in r.out, r
+    # A host that refuses the namespace: loopback cannot hold on the Landlock runner, and probe says why.
+    unshare = {"x86_64": 272, "aarch64": 97}.get(os.uname().machine)
+    if unshare is None:
+        return
+    r = dsh(["probe", "--json"], s, report=False, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
+    n = {x["runner"]: x for x in json.loads(r.out)["runners"]}["landlock"]["network"]
+    assert n["off"]["usable"] and not n["loopback"]["usable"], n
+    assert "refused the Landlock runner one (unshare(" in n["loopback"]["reason"], n
+    r = dsh(["probe"], s, report=False, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
+    assert "--net loopback   cannot hold: --net loopback needs a network namespace" in r.out, r
+
+
 if __name__ == "__main__":
     main()
