@@ -153,6 +153,9 @@ class Host:
         self.httpd.shutdown()
         for x in self.socks:
             x.close()
+        for path in (self.unix_outside, self.unix_inside):  # so a test can start another Host
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def probe(s, runner, net, mode="workspace-write"):
@@ -421,6 +424,71 @@ def test_explain_and_check_speak_of_the_network(s):
     assert j["network"] == "off" and j["networkSource"] == "flag", j
     r = dsh(["check", "--write", s.ws, "--net", "loopback"], s, report=False)
     assert "network: loopback" in r.out, r
+
+
+IO_URING = r"""
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+params = ctypes.create_string_buffer(120)  # struct io_uring_params
+fd = libc.syscall(ctypes.c_long(425), ctypes.c_uint(4), params)  # io_uring_setup (every architecture)
+print("setup-ok" if fd >= 0 else errno.errorcode.get(ctypes.get_errno(), "?"))
+"""
+
+
+def runners_here():
+    out = []
+    if landlock_abi() > 0:
+        out.append("landlock")
+    try:
+        need_bwrap()
+        out.append("bwrap")
+    except Exception:
+        pass
+    return out
+
+
+def test_io_uring_cannot_open_a_socket_under_off_or_loopback(s):
+    # io_uring can connect without socket(2): its setup is refused (ENOSYS), and the
+    # host's listeners see nothing. Unconfined the same setup works on this host (when
+    # io_uring is enabled), so the refusal is the sandbox's.
+    need_landlock()
+    bare = subprocess.run([PY, "-c", IO_URING], stdout=subprocess.PIPE, universal_newlines=True)
+    control = bare.stdout.strip() == "setup-ok"
+    for runner in runners_here():
+        for net in ("off", "loopback"):
+            h = Host(s)
+            try:
+                r = dsh(["--runner", runner, "--net", net, "--", PY, "-c", IO_URING], s)
+                time.sleep(0.3)
+            finally:
+                h.close()
+            assert r.rc == 0 and r.out.strip() == "ENOSYS", (runner, net, r)
+            assert h.seen == [], (runner, net, h.seen)
+    if not control:
+        skip("io_uring is disabled on this host (unconfined setup: %s); the refusals above hold" % bare.stdout.strip())
+
+
+def test_curl_to_a_loopback_http_server(s):
+    # curl (when installed) to an HTTP server the test runs on 127.0.0.1: refused under off,
+    # out of reach under loopback (the namespace's own lo), served under host.
+    need_landlock()
+    if not os.access("/usr/bin/curl", os.X_OK):
+        skip("curl is not installed (.ci/packages installs it)")
+    for runner in runners_here():
+        for net in ("off", "loopback", "host"):
+            h = Host(s)
+            try:
+                r = dsh(["--runner", runner, "--net", net, "--", "/usr/bin/curl", "-sS", "--max-time", "5",
+                         "http://127.0.0.1:%d/" % h.http], s)
+                time.sleep(0.3)
+            finally:
+                h.close()
+            if net == "host":
+                assert r.rc == 0 and r.out == "hi" and h.seen == ["http"], (runner, net, r, h.seen)
+            else:
+                # 7: could not connect (EACCES from the socket filter, or nobody listening in the namespace)
+                assert r.rc == 7 and h.seen == [], (runner, net, r, h.seen)
 
 
 def test_probe_lists_the_network_modes_each_runner_can_enforce(s):
