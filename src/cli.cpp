@@ -54,8 +54,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Root, "--root", "", "DIR", false, kGlobal, kPolicyHelp, "workspace root (default: the current directory)"},
     {Opt::Runner, "--runner", "", "RUNNER", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "auto (default), bwrap, landlock, seatbelt, windows-acl or custom"},
-    {Opt::Net, "--net", "", "NET", false, kGlobal, kPolicyHelp,
-     "network: host (default), loopback or off"},
+    {Opt::Net, "--net", "", "NET", false, kGlobal | bit(Ctx::SetMode), kPolicyHelp | bit(Ctx::SetMode),
+     "network: host (default), loopback or off (set-mode: the session's network)"},
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
     {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
      "give the command an empty /tmp of its own, discarded at exit"},
@@ -418,6 +418,9 @@ struct Split {
     std::vector<bool> used = std::vector<bool>(std::size(kOptions));  // options among `ours`
     Ctx ctx = Ctx::Top;
     size_t set_mode_args = 0;
+    // set-mode's FILE and MODE, handed to CLI11 last, after "--", so that an
+    // option may follow them (`session set-mode FILE MODE --net off`).
+    std::vector<std::string> set_mode_words;
 };
 
 Split split(int argc, const char* const* argv) {
@@ -500,8 +503,7 @@ Split split(int argc, const char* const* argv) {
                 if (s.set_mode_args == 2) return problem(UsageText::SetModeArgs);
                 // FILE and MODE are any words ("probe", "++", "-"): after
                 // "--" CLI11 reads them as positionals only.
-                if (s.set_mode_args == 0) s.ours.emplace_back("--");
-                s.ours.emplace_back(a);
+                s.set_mode_words.emplace_back(a);
                 ++s.set_mode_args;
                 continue;
             case Ctx::Probe:
@@ -519,6 +521,10 @@ Split split(int argc, const char* const* argv) {
 Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     const auto usage = [](UsageText t, std::string_view a = {}) { return fail(Err::Usage, usage_text(t, a)); };
     Split s = split(argc, argv);
+    if (!s.set_mode_words.empty()) {
+        s.ours.emplace_back("--");
+        for (auto& w : s.set_mode_words) s.ours.push_back(std::move(w));
+    }
     Parser parser(r, bit(Ctx::Top) | bit(s.ctx) | (s.ctx == Ctx::SetMode ? bit(Ctx::Session) : 0u), s.used);
     try {
         // CLI11 reads its input from the back.

@@ -121,12 +121,16 @@ std::string plan_text(const Resolution& r, const Plan& l) {
         line("tmp:", p.mode == Mode::ReadOnly ? "private (--private-tmp): empty, read-only, discarded at exit"
                                               : "private (--private-tmp): empty, writable, discarded at exit");
     {
-        const char* from = p.network_source == NetworkSource::Flag     ? "--net"
-                           : p.network_source == NetworkSource::Config ? "config"
-                                                                       : "default";
+        const char* from = p.network_source == NetworkSource::Flag         ? "--net"
+                           : p.network_source == NetworkSource::Config     ? "config"
+                           : p.network_source == NetworkSource::Session    ? "the session log"
+                           : p.network_source == NetworkSource::Escalation ? "--escalate-net"
+                                                                           : "default";
         std::string net = fmt::format("{} (from {})", to_string(p.network), from);
         if (p.network_requested)
-            net += fmt::format("; the config's \"{}\" cannot hold under danger-full-access", to_string(*p.network_requested));
+            net += fmt::format("; the {}'s \"{}\" cannot hold under danger-full-access",
+                               p.network_source == NetworkSource::Session ? "session log" : "config",
+                               to_string(*p.network_requested));
         if (!l.c.network.enforced.empty()) net += fmt::format(", enforced by {}", fmt::join(l.c.network.enforced, ", "));
         line("network:", net);
         for (const auto& g : l.c.network.gaps) line("net gap:", g.effect + ": " + g.detail);

@@ -190,7 +190,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // apply there, like its writableRoots.)
     if (req.private_tmp && (out.escalation_target ? *out.escalation_target : out.base_mode) == Mode::DangerFullAccess)
         return fail(Err::Usage, usage_text(UsageText::PrivateTmpUnconfined));
-    // The network axis: --net > config "network" > host. Checked before any
+    // The network axis: --net > the session log's > config "network" > host. Checked before any
     // approver is asked: a flag that cannot hold in the mode asked for is
     // refused, never ignored (docs/DECISIONS.md, "The network axis").
     Network net = Network::Host;
@@ -200,6 +200,9 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         if (!n) return fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));
         net = *n;
         net_source = NetworkSource::Flag;
+    } else if (out.session.network) {
+        net = *out.session.network;
+        net_source = NetworkSource::Session;
     } else if (s.network) {
         net = *s.network;
         net_source = NetworkSource::Config;
@@ -208,7 +211,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     if (effective == Mode::DangerFullAccess && net != Network::Host) {
         if (net_source == NetworkSource::Flag)
             return fail(Err::Usage, usage_text(UsageText::NetworkUnderDanger, *req.net));
-        out.network_requested = net;  // the config's: reported as not holding
+        out.network_requested = net;  // the config's or the session's: reported as not holding
         net = Network::Host;
     }
     auto set_network = [&](Policy& p) {

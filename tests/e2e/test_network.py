@@ -491,6 +491,40 @@ def test_curl_to_a_loopback_http_server(s):
                 assert r.rc == 7 and h.seen == [], (runner, net, r, h.seen)
 
 
+def test_the_session_log_sets_the_network(s):
+    # The network is part of the session's policy: set-mode --net writes it, the next
+    # call runs with it (source "session"), a flag still decides over it, and a
+    # set-mode that names only a mode keeps it (it never widens by omission).
+    need_landlock()
+    log = s.p("home", "session.jsonl")
+    cfg = s.p("home", "host.json")
+    with open(cfg, "w") as f:
+        f.write('{"network": "host"}')
+    r = dsh(["session", "set-mode", log, "workspace-write", "--net", "off"], s, report=False)
+    assert r.rc == 0, r
+    sock = ["--", PY, "-c", "import socket\ntry: socket.socket(); print('open')\nexcept OSError as e: print(e.errno)"]
+    r = dsh(["--config", cfg, "--session", log, "--runner", "landlock", "--root", s.ws] + sock, s)
+    n = r.rec("confinement")["network"]
+    assert r.rc == 0 and r.out.strip() == "13" and n["mode"] == "off" and n["source"] == "session", r
+    r = dsh(["--session", log, "--runner", "landlock", "--net", "host", "--root", s.ws] + sock, s)
+    assert r.rc == 0 and r.out.strip() == "open" and r.rec("confinement")["network"]["source"] == "flag", r
+    r = dsh(["session", "set-mode", log, "read-only"], s, report=False)
+    assert r.rc == 0, r
+    last = json.loads(open(log).read().splitlines()[-1])
+    assert last["data"] == {"mode": "read-only", "network": "off"}, last
+    r = dsh(["--session", log, "--runner", "landlock"] + sock, s)
+    assert r.rc == 0 and r.out.strip() == "13", r
+    # Strict: an unknown network in set-mode or in the log is refused, nothing runs.
+    r = dsh(["session", "set-mode", log, "read-only", "--net", "none"], s, report=False)
+    assert r.rc == 125 and 'unknown network mode "none"' in r.err, r
+    with open(log, "a") as f:
+        f.write('{"type":"sandbox/mode","seq":9,"time":1,"data":{"mode":"read-only","network":"all"}}\n')
+    r = dsh(["--session", log, "--", "/bin/true"], s)
+    assert r.rc == 125 and 'sandbox/mode carries unknown network "all"' in r.err, r
+    r = dsh(["explain", "--session", log, "--", "/bin/true"], s, report=False)
+    assert r.rc == 125, r
+
+
 def test_probe_lists_the_network_modes_each_runner_can_enforce(s):
     need_landlock()
     r = dsh(["probe", "--json"], s, report=False)
