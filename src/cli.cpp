@@ -30,7 +30,7 @@ enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
-    Net,
+    Net, EscalateNet,
 };
 
 struct OptionSpec {
@@ -76,6 +76,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::DryRun, "--dry-run", "", "", false, kGlobal, kPolicyHelp, "print the plan, as explain does, and run nothing"},
     {Opt::Escalate, "--escalate", "", "MODE", false, kGlobal, kPolicyHelp,
      "ask for a strictly wider mode for this call"},
+    {Opt::EscalateNet, "--escalate-net", "", "NET", false, kGlobal, kPolicyHelp,
+     "ask for a strictly wider network for this call (off < loopback < host)"},
     {Opt::Justification, "--justification", "", "TEXT", false, kGlobal, kPolicyHelp,
      "why the escalation is needed"},
     {Opt::Approver, "--approver", "", "WHO", false, kGlobal, kPolicyHelp,
@@ -248,6 +250,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Markers: return flag_once(r.markers) ? Outcome::success() : twice();
         case Opt::DryRun: return flag_once(r.dry_run) ? Outcome::success() : twice();
         case Opt::Escalate: return set_once(r.escalate, v) ? Outcome::success() : twice();
+        case Opt::EscalateNet: return set_once(r.escalate_net, v) ? Outcome::success() : twice();
         case Opt::Justification: return set_once(r.justification, v) ? Outcome::success() : twice();
         case Opt::Approver: return set_once(r.approver, v) ? Outcome::success() : twice();
         case Opt::Clearenv: return flag_once(r.clearenv) ? Outcome::success() : twice();
@@ -568,6 +571,7 @@ PolicyRequest Request::policy_request() const {
     p.net = net;
     p.probe_timeout_ms = probe_timeout_ms;
     p.escalate = escalate;
+    p.escalate_net = escalate_net;
     p.justification = justification;
     p.subject = action == Action::Check ? "operation" : "command";
     p.argv = argv;

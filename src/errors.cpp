@@ -89,6 +89,8 @@ std::string hint_text(Hint h, std::string_view a) {
         case Hint::NotWider:
             return fmt::format("--escalate takes a mode wider than the call's \"{}\" "
                                "(read-only < workspace-write < danger-full-access)", a);
+        case Hint::NetNotWider:
+            return fmt::format("--escalate-net takes a network wider than the call's \"{}\" (off < loopback < host)", a);
         case Hint::NoApprover:
             return "give --approver tty (asks on the terminal) or --approver COMMAND, or \"approver\" in the config";
     }

@@ -72,6 +72,7 @@ enum class Hint {
     JustificationNeedsEscalate,  // --justification without --escalate
     BlankJustification,
     NotWider,                    // a: the call's current mode
+    NetNotWider,                 // a: the call's current network
     NoApprover,
 };
 std::string hint_text(Hint h, std::string_view a = {});

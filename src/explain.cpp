@@ -63,12 +63,16 @@ ordered_json sources_json(const Resolution& r) {
 }
 
 ordered_json escalation_json(const Resolution& r) {
-    if (!r.escalation_target) return nullptr;
+    if (!r.escalation_target && !r.network_escalation) return nullptr;
     ordered_json e;
     e["state"] = escalation_state(r.escalation);
-    e["mode"] = to_string(*r.escalation_target);
+    e["mode"] = r.escalation_target ? ordered_json(to_string(*r.escalation_target)) : ordered_json(nullptr);
     e["currentMode"] = to_string(r.base_mode);
     e["currentModeSource"] = to_string(r.base_source);
+    if (r.network_escalation) {
+        e["network"] = to_string(*r.network_escalation);
+        e["currentNetwork"] = to_string(r.base_network);
+    }
     e["approver"] = r.settings.approver ? ordered_json(*r.settings.approver) : ordered_json(nullptr);
     return e;
 }
@@ -94,11 +98,17 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     auto line = [&out](const std::string& k, const std::string& v) { out += fmt::format("{:<13}{}\n", k, v); };
     line("command:", q(l.c.command_path) + " " + argv_text(l.c.argv.empty() ? l.exec_argv : l.c.argv));
     line("mode:", fmt::format("{} (from {})", to_string(p.mode), mode_source_text(r)));
-    if (r.escalation_target) {
+    if (r.escalation_target || r.network_escalation) {
         std::string approver = r.settings.approver ? q(*r.settings.approver) : "none";
-        line("escalation:", fmt::format("{} to {} from {} (decided by {}), approver {} ({})",
-                                        escalation_state(r.escalation), to_string(*r.escalation_target),
-                                        to_string(r.base_mode), to_string(r.base_source), approver, r.approver_source));
+        if (r.escalation_target)
+            line("escalation:", fmt::format("{} to {} from {} (decided by {}), approver {} ({})",
+                                            escalation_state(r.escalation), to_string(*r.escalation_target),
+                                            to_string(r.base_mode), to_string(r.base_source), approver,
+                                            r.approver_source));
+        if (r.network_escalation)
+            line("escalation:", fmt::format("{} to network {} from {}, approver {} ({})", escalation_state(r.escalation),
+                                            to_string(*r.network_escalation), to_string(r.base_network), approver,
+                                            r.approver_source));
         if (r.escalation == EscalationState::Pending)
             out += "             (dry run: nobody was asked; a real call asks the approver first)\n";
     }

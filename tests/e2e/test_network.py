@@ -525,6 +525,51 @@ def test_the_session_log_sets_the_network(s):
     assert r.rc == 125, r
 
 
+def test_widening_the_network_is_an_escalation(s):
+    # --escalate-net asks the approver, like --escalate: approved, the call gets the wider
+    # network (source "escalation") and its mode is unchanged; rejected or not wider, nothing runs.
+    need_landlock()
+    cfg = s.p("home", "off.json")
+    with open(cfg, "w") as f:
+        f.write('{"network": "off"}')
+    req = s.p("home", "request.json")
+    marker = s.p("ws", "ran")
+    sock = ["--", PY, "-c", "import socket; socket.socket(); open(%r, 'w').write('ran')" % marker]
+    base = ["--config", cfg, "--runner", "landlock", "--mode", "workspace-write", "--root", s.ws]
+    r = dsh(base + ["--escalate-net", "host", "--justification", "fetch the index", "--approver",
+                    "cat > '%s'; exit 0" % req] + sock, s)
+    assert r.rc == 0 and os.path.exists(marker), r
+    c = r.rec("confinement")
+    assert c["network"]["mode"] == "host" and c["network"]["source"] == "escalation", c
+    assert c["mode"] == "workspace-write", c
+    j = json.load(open(req))
+    assert j["network"] == "host" and j["currentNetwork"] == "off" and j["mode"] == "workspace-write", j
+    assert j["reason"] == "escalate sandbox network to host: fetch the index", j
+    os.unlink(marker)
+    # Rejected: nothing runs, the outcome names the network.
+    r = dsh(base + ["--escalate-net", "loopback", "--justification", "x", "--approver", "exit 1"] + sock, s)
+    assert r.rc != 0 and not os.path.exists(marker), r
+    assert 'the user rejected escalating this command to network "loopback"' in r.err, r
+    # Not wider than the call's network: refused before anyone is asked.
+    asked = s.p("home", "asked")
+    r = dsh(base + ["--net", "host", "--escalate-net", "loopback", "--justification", "x", "--approver",
+                    "touch '%s'; exit 0" % asked] + sock, s)
+    assert r.rc == 125 and not os.path.exists(marker) and not os.path.exists(asked), r
+    assert r.rec("error")["code"] == "ESCALATION_NOT_WIDER", r
+    assert "(off < loopback < host)" in r.err, r
+    # The pairing rule is --escalate's; off is never a target.
+    r = dsh(base + ["--escalate-net", "host"] + sock, s)
+    assert r.rc == 125 and "requires a justification" in r.err and not os.path.exists(marker), r
+    r = dsh(base + ["--escalate-net", "off", "--justification", "x", "--approver", "exit 0"] + sock, s)
+    assert r.rc == 125 and 'unknown network "off" for --escalate-net' in r.err, r
+    # explain validates it and asks nobody.
+    r = dsh(["explain", "--json"] + base + ["--escalate-net", "loopback", "--justification", "x", "--approver",
+                                           "touch '%s'; exit 0" % asked, "--", "/bin/true"], s, report=False)
+    e = json.loads(r.out)["escalation"]
+    assert e["state"] == "pending" and e["network"] == "loopback" and e["currentNetwork"] == "off", e
+    assert e["mode"] is None and not os.path.exists(asked), e
+
+
 def test_probe_lists_the_network_modes_each_runner_can_enforce(s):
     need_landlock()
     r = dsh(["probe", "--json"], s, report=False)
