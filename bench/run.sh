@@ -123,6 +123,12 @@ for runner in landlock bwrap; do
         add "dsh $runner --net off" "$D --runner $runner --net off -- /bin/true"
     fi
 done
+# --net loopback on the Landlock runner: its own network namespace (and a
+# user namespace when not root), checked once at plan time and made again in
+# the command's process.
+if works "dsh landlock --net loopback" "$D" --runner landlock --net loopback -- /bin/true; then
+    add "dsh landlock --net loopback" "$D --runner landlock --net loopback -- /bin/true"
+fi
 if [ -n "$dynamic" ]; then
     for runner in landlock auto; do
         if works "dsh-dynamic $runner" "$dynamic" --runner "$runner" -- /bin/true; then

@@ -156,7 +156,16 @@ int check_command(const Request& req, const Report& report) {
 
 int session_command(const Request& req) {
     auto m = parse_mode(req.session_mode);
-    Outcome o = m ? append_mode_event(req.session_file, *m)
+    std::optional<Network> net;
+    if (req.net) {
+        net = parse_network(*req.net);
+        if (!net) {
+            const Outcome u = fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));
+            print_error(u.text());
+            return u.exit_status();
+        }
+    }
+    Outcome o = m ? append_mode_event(req.session_file, *m, net)
                   : fail(Err::SessionInvalid, "sandbox/mode carries unknown mode " +
                                                   nlohmann::json(req.session_mode).dump(-1, ' ', false,
                                                       nlohmann::json::error_handler_t::replace));

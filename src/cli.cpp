@@ -30,7 +30,7 @@ enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
-    Net, KeepDescendants,
+    Net, EscalateNet, KeepDescendants,
 };
 
 struct OptionSpec {
@@ -54,8 +54,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Root, "--root", "", "DIR", false, kGlobal, kPolicyHelp, "workspace root (default: the current directory)"},
     {Opt::Runner, "--runner", "", "RUNNER", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "auto (default), bwrap, landlock, seatbelt, windows-acl or custom"},
-    {Opt::Net, "--net", "", "NET", false, kGlobal, kPolicyHelp,
-     "network: host (default), loopback or off"},
+    {Opt::Net, "--net", "", "NET", false, kGlobal | bit(Ctx::SetMode), kPolicyHelp | bit(Ctx::SetMode),
+     "network: host (default), loopback or off (set-mode: the session's network)"},
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
     {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
      "give the command an empty /tmp of its own, discarded at exit"},
@@ -78,6 +78,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::DryRun, "--dry-run", "", "", false, kGlobal, kPolicyHelp, "print the plan, as explain does, and run nothing"},
     {Opt::Escalate, "--escalate", "", "MODE", false, kGlobal, kPolicyHelp,
      "ask for a strictly wider mode for this call"},
+    {Opt::EscalateNet, "--escalate-net", "", "NET", false, kGlobal, kPolicyHelp,
+     "ask for a strictly wider network for this call (off < loopback < host)"},
     {Opt::Justification, "--justification", "", "TEXT", false, kGlobal, kPolicyHelp,
      "why the escalation is needed"},
     {Opt::Approver, "--approver", "", "WHO", false, kGlobal, kPolicyHelp,
@@ -251,6 +253,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Markers: return flag_once(r.markers) ? Outcome::success() : twice();
         case Opt::DryRun: return flag_once(r.dry_run) ? Outcome::success() : twice();
         case Opt::Escalate: return set_once(r.escalate, v) ? Outcome::success() : twice();
+        case Opt::EscalateNet: return set_once(r.escalate_net, v) ? Outcome::success() : twice();
         case Opt::Justification: return set_once(r.justification, v) ? Outcome::success() : twice();
         case Opt::Approver: return set_once(r.approver, v) ? Outcome::success() : twice();
         case Opt::Clearenv: return flag_once(r.clearenv) ? Outcome::success() : twice();
@@ -421,6 +424,9 @@ struct Split {
     std::vector<bool> used = std::vector<bool>(std::size(kOptions));  // options among `ours`
     Ctx ctx = Ctx::Top;
     size_t set_mode_args = 0;
+    // set-mode's FILE and MODE, handed to CLI11 last, after "--", so that an
+    // option may follow them (`session set-mode FILE MODE --net off`).
+    std::vector<std::string> set_mode_words;
 };
 
 Split split(int argc, const char* const* argv) {
@@ -503,8 +509,7 @@ Split split(int argc, const char* const* argv) {
                 if (s.set_mode_args == 2) return problem(UsageText::SetModeArgs);
                 // FILE and MODE are any words ("probe", "++", "-"): after
                 // "--" CLI11 reads them as positionals only.
-                if (s.set_mode_args == 0) s.ours.emplace_back("--");
-                s.ours.emplace_back(a);
+                s.set_mode_words.emplace_back(a);
                 ++s.set_mode_args;
                 continue;
             case Ctx::Probe:
@@ -522,6 +527,10 @@ Split split(int argc, const char* const* argv) {
 Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     const auto usage = [](UsageText t, std::string_view a = {}) { return fail(Err::Usage, usage_text(t, a)); };
     Split s = split(argc, argv);
+    if (!s.set_mode_words.empty()) {
+        s.ours.emplace_back("--");
+        for (auto& w : s.set_mode_words) s.ours.push_back(std::move(w));
+    }
     Parser parser(r, bit(Ctx::Top) | bit(s.ctx) | (s.ctx == Ctx::SetMode ? bit(Ctx::Session) : 0u), s.used);
     try {
         // CLI11 reads its input from the back.
@@ -566,6 +575,7 @@ PolicyRequest Request::policy_request() const {
     p.net = net;
     p.probe_timeout_ms = probe_timeout_ms;
     p.escalate = escalate;
+    p.escalate_net = escalate_net;
     p.justification = justification;
     p.subject = action == Action::Check ? "operation" : "command";
     p.argv = argv;

@@ -40,6 +40,7 @@ struct Request {
     std::optional<std::string> session;
     // Escalation.
     std::optional<std::string> escalate;
+    std::optional<std::string> escalate_net;  // --escalate-net, checked by resolve
     std::optional<std::string> justification;
     std::optional<std::string> approver;
     // Execution.

@@ -92,6 +92,8 @@ std::string hint_text(Hint h, std::string_view a) {
         case Hint::NotWider:
             return fmt::format("--escalate takes a mode wider than the call's \"{}\" "
                                "(read-only < workspace-write < danger-full-access)", a);
+        case Hint::NetNotWider:
+            return fmt::format("--escalate-net takes a network wider than the call's \"{}\" (off < loopback < host)", a);
         case Hint::NoApprover:
             return "give --approver tty (asks on the terminal) or --approver COMMAND, or \"approver\" in the config";
     }
@@ -108,6 +110,16 @@ std::string keep_descendants_unavailable_text(std::string_view runner, std::stri
     return fmt::format("{} cannot leave the command's background processes running (--keep-descendants): its {} "
                        "ends them all with the command; use --runner landlock (or auto), or drop --keep-descendants",
                        runner, how == "pid-namespace" ? "PID namespace" : how == "job-object" ? "job object" : how);
+}
+
+std::string loopback_unavailable_text(std::string_view runner, std::string_view cause) {
+    if (cause.empty())
+        return fmt::format("--net loopback needs a network namespace of its own, which the {} runner does not "
+                           "make: use the bwrap runner (--runner bwrap), or --net off", runner);
+    return fmt::format("--net loopback needs a network namespace of its own, and this host refused the {} runner "
+                       "one ({}): allow unprivileged user namespaces (sysctl user.max_user_namespaces, "
+                       "kernel.unprivileged_userns_clone, kernel.apparmor_restrict_unprivileged_userns), use the "
+                       "bwrap runner (--runner bwrap), or --net off", runner, cause);
 }
 
 Outcome unavailable(std::string_view mode, std::string runner_failure) {
@@ -134,6 +146,9 @@ Err fault_code(const Fault& f) noexcept {
         case Step::RootBoundingSet: return Err::SandboxUnavailable;
         case Step::Seccomp: return Err::SandboxUnavailable;
         case Step::SeccompPrctl: return Err::SandboxUnavailable;
+        case Step::NetNamespace: return Err::SandboxUnavailable;
+        case Step::NetIdMap: return Err::SandboxUnavailable;
+        case Step::LoopbackUp: return Err::SandboxUnavailable;
         case Step::RecordHandOver: return Err::Internal;
         case Step::ReportWrite: return Err::ReportWrite;
         case Step::InheritFd: return Err::Internal;
@@ -169,6 +184,14 @@ Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
                          "running as uid 0 without CAP_SETPCAP: capability {} stays in the bounding set", f.arg);
         case Step::Seccomp: return failf(fault_code(f), "seccomp(SECCOMP_SET_MODE_FILTER): {}", why);
         case Step::SeccompPrctl: return failf(fault_code(f), "prctl(PR_SET_SECCOMP): {}", why);
+        case Step::NetNamespace:
+            return failf(fault_code(f), "unshare({}): {}", f.arg == 1 ? "CLONE_NEWUSER|CLONE_NEWNET" : "CLONE_NEWNET",
+                         why);
+        case Step::NetIdMap:
+            return failf(fault_code(f), "cannot write /proc/self/{} of the new user namespace: {}",
+                         f.arg == 0 ? "setgroups" : f.arg == 1 ? "uid_map" : "gid_map", why);
+        case Step::LoopbackUp:
+            return failf(fault_code(f), "cannot bring lo up in the new network namespace (SIOCSIFFLAGS): {}", why);
         case Step::RecordHandOver:
             return failf(fault_code(f), "cannot hand the confinement record to the bwrap stage: {}", why);
         case Step::ReportWrite: return failf(fault_code(f), "cannot write the report to fd {}: {}", f.arg, why);

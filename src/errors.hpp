@@ -63,6 +63,11 @@ void print_error(std::string_view message);
 // The seed's fail-closed text; mode is the requested mode's name.
 std::string sandbox_unavailable_text(std::string_view mode);
 
+// Why --net loopback cannot hold on a runner that makes no network namespace
+// of its own, or whose namespace the host refused (`cause`: the failed step,
+// empty when the runner makes none).
+std::string loopback_unavailable_text(std::string_view runner, std::string_view cause);
+
 // The command-line spelling stderr adds to an escalation failure whose
 // report text is the harness contract's (Outcome::hint). `a`: the target mode.
 enum class Hint {
@@ -70,6 +75,7 @@ enum class Hint {
     JustificationNeedsEscalate,  // --justification without --escalate
     BlankJustification,
     NotWider,                    // a: the call's current mode
+    NetNotWider,                 // a: the call's current network
     NoApprover,
 };
 std::string hint_text(Hint h, std::string_view a = {});
@@ -173,6 +179,9 @@ enum class Step : unsigned char {
     RootBoundingSet,   // arg: the capability left in uid 0's bounding set
     Seccomp,
     SeccompPrctl,
+    NetNamespace,      // --net loopback, Landlock runner: unshare (arg 1: with CLONE_NEWUSER)
+    NetIdMap,          // its user namespace's maps (arg 0 setgroups, 1 uid_map, 2 gid_map)
+    LoopbackUp,        // its lo brought up (SIOCSIFFLAGS)
     RecordHandOver,    // pwrite of the record to the bwrap stage's memfd
     ReportWrite,       // arg: the report fd
     InheritFd,         // arg: the fd handed to the runner

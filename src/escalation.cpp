@@ -27,6 +27,34 @@ std::vector<Mode> wider_modes(Mode current) {
     return {};
 }
 
+std::vector<Network> wider_networks(Network current) {
+    switch (current) {
+        case Network::Off: return {Network::Loopback, Network::Host};
+        case Network::Loopback: return {Network::Host};
+        case Network::Host: return {};
+    }
+    return {};
+}
+
+Outcome parse_network_escalation(const std::string& target, Network& out) {
+    auto n = parse_network(target);
+    if (!n || *n == Network::Off)
+        return failf(Err::EscalationInvalid, "invalid escalation: unknown network \"{}\" for --escalate-net "
+                                             "(loopback or host)", target);
+    out = *n;
+    return Outcome::success();
+}
+
+namespace {
+// What an escalation asks for, in its texts: the seed's "\"<mode>\"", or
+// the network's.
+std::string target_text(const EscalationRequest& r) {
+    if (!r.target_network) return fmt::format("\"{}\"", to_string(r.target));
+    if (!r.mode_asked) return fmt::format("network \"{}\"", to_string(*r.target_network));
+    return fmt::format("\"{}\" with network \"{}\"", to_string(r.target), to_string(*r.target_network));
+}
+}  // namespace
+
 // JavaScript's String.prototype.trim() set (the seed trims with it):
 // WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP and every Zs code point) and
 // LineTerminator (LF, CR, LS, PS).
@@ -82,7 +110,11 @@ std::string_view to_string(Approval a) noexcept {
 }
 
 std::string escalation_reason(const EscalationRequest& r) {
-    return fmt::format("escalate sandbox to {}: {}", to_string(r.target), r.justification);
+    if (!r.target_network) return fmt::format("escalate sandbox to {}: {}", to_string(r.target), r.justification);
+    if (!r.mode_asked)
+        return fmt::format("escalate sandbox network to {}: {}", to_string(*r.target_network), r.justification);
+    return fmt::format("escalate sandbox to {} with network {}: {}", to_string(r.target),
+                       to_string(*r.target_network), r.justification);
 }
 
 nlohmann::ordered_json approval_request_json(const EscalationRequest& r) {
@@ -91,6 +123,8 @@ nlohmann::ordered_json approval_request_json(const EscalationRequest& r) {
     j["version"] = 1;
     j["mode"] = to_string(r.target);
     j["currentMode"] = to_string(r.current);
+    j["network"] = to_string(r.target_network.value_or(r.current_network));
+    j["currentNetwork"] = to_string(r.current_network);
     j["justification"] = r.justification;
     j["reason"] = escalation_reason(r);
     j["subject"] = r.subject;
@@ -100,23 +134,23 @@ nlohmann::ordered_json approval_request_json(const EscalationRequest& r) {
 }
 
 Outcome approval_error(Approval a, const EscalationRequest& r, const std::string& failure) {
-    const auto mode = to_string(r.target);
+    const std::string mode = target_text(r);
     switch (a) {
         case Approval::AllowedOnce: return Outcome::success();
         case Approval::Rejected:
-            return failf(Err::EscalationRejected, "the user rejected escalating this {} to \"{}\"", r.subject, mode);
+            return failf(Err::EscalationRejected, "the user rejected escalating this {} to {}", r.subject, mode);
         case Approval::Cancelled:
-            return failf(Err::EscalationCancelled, "approval for escalating to \"{}\" was cancelled", mode);
+            return failf(Err::EscalationCancelled, "approval for escalating to {} was cancelled", mode);
         case Approval::Unavailable:
             return with_hint(failf(Err::EscalationUnavailable,
-                                   "sandbox escalation to \"{}\" requires approval, but no approval channel is "
+                                   "sandbox escalation to {} requires approval, but no approval channel is "
                                    "available", mode),
                              failure);
         case Approval::Failed:
             // Not "no channel": one was there, ran and gave no answer. The
             // same code (nothing was approved, nobody said no), its own text.
             return failf(Err::EscalationUnavailable,
-                         "sandbox escalation to \"{}\" requires approval, but the approver failed: {}", mode,
+                         "sandbox escalation to {} requires approval, but the approver failed: {}", mode,
                          failure.empty() ? std::string("it gave no answer") : failure);
     }
     return fail(Err::Internal, "unknown approval outcome");
@@ -125,15 +159,25 @@ Outcome approval_error(Approval a, const EscalationRequest& r, const std::string
 Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode& granted) {
     bool wider = false;
     for (Mode m : wider_modes(r.current)) wider = wider || m == r.target;
-    if (!wider)
+    if (r.mode_asked && !wider)
         return with_hint(failf(Err::EscalationNotWider,
                                "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
                                to_string(r.target), to_string(r.current)),
                          hint_text(Hint::NotWider, to_string(r.current)));
+    if (r.target_network) {
+        bool net_wider = false;
+        for (Network n : wider_networks(r.current_network)) net_wider = net_wider || n == *r.target_network;
+        if (!net_wider)
+            return with_hint(failf(Err::EscalationNotWider,
+                                   "sandbox escalation to network \"{}\" is not strictly wider than this call's "
+                                   "current \"{}\" network",
+                                   to_string(*r.target_network), to_string(r.current_network)),
+                             hint_text(Hint::NetNotWider, to_string(r.current_network)));
+    }
     if (approver == nullptr)
         return with_hint(failf(Err::EscalationNoApprover,
-                               "sandbox escalation to \"{}\" requires approval, but no approval service is composed",
-                               to_string(r.target)),
+                               "sandbox escalation to {} requires approval, but no approval service is composed",
+                               target_text(r)),
                          hint_text(Hint::NoApprover));
     const Approval a = approver->ask(r);
     if (auto o = approval_error(a, r, approver->failure()); !o) return o;

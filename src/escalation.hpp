@@ -19,6 +19,10 @@ namespace dsh {
 // The seed's WIDER_MODES: read-only -> workspace-write, danger-full-access;
 // workspace-write -> danger-full-access; danger-full-access -> nothing.
 std::vector<Mode> wider_modes(Mode current);
+// The network's ladder (issue 17): off -> loopback, host; loopback -> host.
+std::vector<Network> wider_networks(Network current);
+// --escalate-net's value: loopback or host (off is never wider).
+Outcome parse_network_escalation(const std::string& target, Network& out);
 
 // Argument checks, in the seed's order: pairing, then a blank justification.
 // Then (ours) the target must name a mode.
@@ -34,13 +38,21 @@ std::string_view to_string(Approval a) noexcept;
 struct EscalationRequest {
     Mode target = Mode::WorkspaceWrite;
     Mode current = Mode::ReadOnly;       // the call's effective mode without the escalation
+    // The network (issue 17): the call's without the escalation, and the
+    // target of --escalate-net. mode_asked false: only the network widens
+    // (target == current mode).
+    bool mode_asked = true;
+    Network current_network = Network::Host;
+    std::optional<Network> target_network;
     std::string justification;
     std::string subject = "command";     // the seed's subject for a command (fs says "operation")
     std::vector<std::string> argv;
     std::string root;
 };
 
-// The seed's reason: "escalate sandbox to <mode>: <justification>".
+// The seed's reason: "escalate sandbox to <mode>: <justification>"; with a
+// network: "escalate sandbox network to <net>: ..." (network only) or
+// "escalate sandbox to <mode> with network <net>: ...".
 std::string escalation_reason(const EscalationRequest& r);
 // What an approver command reads on stdin (one JSON object, then EOF).
 nlohmann::ordered_json approval_request_json(const EscalationRequest& r);

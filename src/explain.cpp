@@ -63,12 +63,16 @@ ordered_json sources_json(const Resolution& r) {
 }
 
 ordered_json escalation_json(const Resolution& r) {
-    if (!r.escalation_target) return nullptr;
+    if (!r.escalation_target && !r.network_escalation) return nullptr;
     ordered_json e;
     e["state"] = escalation_state(r.escalation);
-    e["mode"] = to_string(*r.escalation_target);
+    e["mode"] = r.escalation_target ? ordered_json(to_string(*r.escalation_target)) : ordered_json(nullptr);
     e["currentMode"] = to_string(r.base_mode);
     e["currentModeSource"] = to_string(r.base_source);
+    if (r.network_escalation) {
+        e["network"] = to_string(*r.network_escalation);
+        e["currentNetwork"] = to_string(r.base_network);
+    }
     e["approver"] = r.settings.approver ? ordered_json(*r.settings.approver) : ordered_json(nullptr);
     return e;
 }
@@ -94,11 +98,17 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     auto line = [&out](const std::string& k, const std::string& v) { out += fmt::format("{:<13}{}\n", k, v); };
     line("command:", q(l.c.command_path) + " " + argv_text(l.c.argv.empty() ? l.exec_argv : l.c.argv));
     line("mode:", fmt::format("{} (from {})", to_string(p.mode), mode_source_text(r)));
-    if (r.escalation_target) {
+    if (r.escalation_target || r.network_escalation) {
         std::string approver = r.settings.approver ? q(*r.settings.approver) : "none";
-        line("escalation:", fmt::format("{} to {} from {} (decided by {}), approver {} ({})",
-                                        escalation_state(r.escalation), to_string(*r.escalation_target),
-                                        to_string(r.base_mode), to_string(r.base_source), approver, r.approver_source));
+        if (r.escalation_target)
+            line("escalation:", fmt::format("{} to {} from {} (decided by {}), approver {} ({})",
+                                            escalation_state(r.escalation), to_string(*r.escalation_target),
+                                            to_string(r.base_mode), to_string(r.base_source), approver,
+                                            r.approver_source));
+        if (r.network_escalation)
+            line("escalation:", fmt::format("{} to network {} from {}, approver {} ({})", escalation_state(r.escalation),
+                                            to_string(*r.network_escalation), to_string(r.base_network), approver,
+                                            r.approver_source));
         if (r.escalation == EscalationState::Pending)
             out += "             (dry run: nobody was asked; a real call asks the approver first)\n";
     }
@@ -121,12 +131,16 @@ std::string plan_text(const Resolution& r, const Plan& l) {
         line("tmp:", p.mode == Mode::ReadOnly ? "private (--private-tmp): empty, read-only, discarded at exit"
                                               : "private (--private-tmp): empty, writable, discarded at exit");
     {
-        const char* from = p.network_source == NetworkSource::Flag     ? "--net"
-                           : p.network_source == NetworkSource::Config ? "config"
-                                                                       : "default";
+        const char* from = p.network_source == NetworkSource::Flag         ? "--net"
+                           : p.network_source == NetworkSource::Config     ? "config"
+                           : p.network_source == NetworkSource::Session    ? "the session log"
+                           : p.network_source == NetworkSource::Escalation ? "--escalate-net"
+                                                                           : "default";
         std::string net = fmt::format("{} (from {})", to_string(p.network), from);
         if (p.network_requested)
-            net += fmt::format("; the config's \"{}\" cannot hold under danger-full-access", to_string(*p.network_requested));
+            net += fmt::format("; the {}'s \"{}\" cannot hold under danger-full-access",
+                               p.network_source == NetworkSource::Session ? "session log" : "config",
+                               to_string(*p.network_requested));
         if (!l.c.network.enforced.empty()) net += fmt::format(", enforced by {}", fmt::join(l.c.network.enforced, ", "));
         line("network:", net);
         for (const auto& g : l.c.network.gaps) line("net gap:", g.effect + ": " + g.detail);
@@ -256,6 +270,21 @@ int probe_command(const RunnerEnv& env, bool json) {
                         if (gap["ownEffect"].get<bool>()) g += (g.empty() ? "" : ", ") + gap["effect"].get<std::string>();
                     out += fmt::format("    {:<16} {}{}\n", it.key(), it.value()["enforcement"].get<std::string>(),
                                        g.empty() ? "" : " (not governed: " + g + ")");
+                }
+            }
+            // Per network mode (--net): what enforces it here, or why it cannot hold.
+            if (r.contains("network") && usable) {
+                for (auto it = r["network"].begin(); it != r["network"].end(); ++it) {
+                    const auto& m = it.value();
+                    std::string what;
+                    if (!m["usable"].get<bool>()) what = "cannot hold: " + m["reason"].get<std::string>();
+                    else if (it.key() == "host") what = "not governed";
+                    else {
+                        std::string e;
+                        for (const auto& x : m["enforced"]) e += (e.empty() ? "" : ", ") + x.get<std::string>();
+                        what = m["enforcement"].get<std::string>() + " (" + e + ")";
+                    }
+                    out += fmt::format("    {:<16} {}\n", "--net " + it.key(), what);
                 }
             }
             if (!r["reason"].is_null()) out += fmt::format("    why: {}\n", r["reason"].get<std::string>());

@@ -86,6 +86,8 @@ std::string_view to_string(NetworkSource s) noexcept {
         case NetworkSource::Default: return "default";
         case NetworkSource::Flag: return "flag";
         case NetworkSource::Config: return "config";
+        case NetworkSource::Session: return "session";
+        case NetworkSource::Escalation: return "escalation";
     }
     return "default";
 }

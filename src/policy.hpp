@@ -29,7 +29,8 @@ bool is_strictly_wider(Mode target, Mode current) noexcept;
 // host: today's behaviour, not governed; loopback: a private loopback only;
 // off: no IP traffic, no unix socket outside the writable roots.
 enum class Network { Host, Loopback, Off };
-enum class NetworkSource { Default, Flag, Config };
+// Session: the session log's last sandbox/mode event; Escalation: --escalate-net, approved.
+enum class NetworkSource { Default, Flag, Config, Session, Escalation };
 std::string_view to_string(Network n) noexcept;
 std::string_view to_string(NetworkSource s) noexcept;
 std::optional<Network> parse_network(std::string_view s) noexcept;

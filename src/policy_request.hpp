@@ -24,6 +24,8 @@ struct PolicyRequest {
     std::optional<int> probe_timeout_ms;
     // A one-off wider mode, asked for with a reason.
     std::optional<std::string> escalate;
+    // A one-off wider network (off < loopback < host), asked for with the same reason.
+    std::optional<std::string> escalate_net;
     std::optional<std::string> justification;
     std::string subject = "command";      // what an approval names: "command", or "operation" (check --write)
     std::vector<std::string> argv;        // what it is for

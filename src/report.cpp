@@ -105,8 +105,9 @@ static ordered_json network_json(const Confinement& c) {
         gaps.push_back({"network", "network access is not governed: --net host (the default) leaves TCP, UDP and "
                                    "unix sockets as the host has them", false});
     if (p.network_requested)
-        gaps.insert(gaps.begin(), Gap{"network", fmt::format("the config asks for network \"{}\", which cannot hold "
+        gaps.insert(gaps.begin(), Gap{"network", fmt::format("the {} asks for network \"{}\", which cannot hold "
                                                              "under danger-full-access (nothing is confined)",
+                                                             p.network_source == NetworkSource::Session ? "session log" : "config",
                                                              to_string(*p.network_requested)), false});
     ordered_json n;
     n["mode"] = to_string(p.network);

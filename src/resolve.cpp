@@ -142,8 +142,17 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     out = Resolution{};
     // 1. The escalation's own arguments: checked before anything is read or run.
     Mode target = Mode::ReadOnly;
-    if (auto o = validate_escalation_args(req.escalate, req.justification, target); !o) return o;
+    // --escalate-net pairs with --justification as --escalate does (the
+    // pairing and blank checks; its mode is the call's own).
+    std::optional<std::string> asked = req.escalate;
+    if (!asked && req.escalate_net) asked = std::string(to_string(Mode::WorkspaceWrite));
+    if (auto o = validate_escalation_args(asked, req.justification, target); !o) return o;
     if (req.escalate) out.escalation_target = target;
+    if (req.escalate_net) {
+        Network n = Network::Host;
+        if (auto o = parse_network_escalation(*req.escalate_net, n); !o) return o;
+        out.network_escalation = n;
+    }
 
     std::optional<Mode> flag_mode;
     if (req.mode) {
@@ -191,7 +200,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // apply there, like its writableRoots.)
     if (req.private_tmp && (out.escalation_target ? *out.escalation_target : out.base_mode) == Mode::DangerFullAccess)
         return fail(Err::Usage, usage_text(UsageText::PrivateTmpUnconfined));
-    // The network axis: --net > config "network" > host. Checked before any
+    // The network axis: --net > the session log's > config "network" > host. Checked before any
     // approver is asked: a flag that cannot hold in the mode asked for is
     // refused, never ignored (docs/DECISIONS.md, "The network axis").
     Network net = Network::Host;
@@ -201,6 +210,9 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         if (!n) return fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));
         net = *n;
         net_source = NetworkSource::Flag;
+    } else if (out.session.network) {
+        net = *out.session.network;
+        net_source = NetworkSource::Session;
     } else if (s.network) {
         net = *s.network;
         net_source = NetworkSource::Config;
@@ -209,16 +221,17 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     if (effective == Mode::DangerFullAccess && net != Network::Host) {
         if (net_source == NetworkSource::Flag)
             return fail(Err::Usage, usage_text(UsageText::NetworkUnderDanger, *req.net));
-        out.network_requested = net;  // the config's: reported as not holding
+        out.network_requested = net;  // the config's or the session's: reported as not holding
         net = Network::Host;
     }
+    out.base_network = net;
     auto set_network = [&](Policy& p) {
         p.network = net;
         p.network_source = net_source;
         p.network_requested = out.network_requested;
     };
 
-    if (!out.escalation_target) {
+    if (!out.escalation_target && !out.network_escalation) {
         if (auto o = build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy); !o)
             return o;
         set_network(out.policy);
@@ -230,17 +243,29 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // before a human is asked about it. The ladder check comes first of all
     // (build_policy for a narrower target is harmless, but its errors must
     // not mask the seed's "not strictly wider" text).
+    // Widening the network is an escalation like widening the mode (issue 17):
+    // --escalate-net alone keeps the call's mode and asks for the network.
     EscalationRequest er;
+    er.mode_asked = out.escalation_target.has_value();
+    if (!er.mode_asked) target = out.base_mode;
     er.target = target;
     er.current = out.base_mode;
+    er.current_network = net;
+    er.target_network = out.network_escalation;
     er.justification = *req.justification;
     er.subject = req.subject;
     er.argv = req.argv;
-    bool wider = false;
+    bool wider = !er.mode_asked;
     for (Mode m : wider_modes(er.current)) wider = wider || m == target;
+    if (er.target_network) {
+        bool net_wider = false;
+        for (Network n : wider_networks(net)) net_wider = net_wider || n == *er.target_network;
+        wider = wider && net_wider;
+    }
     Policy probe_policy;
     if (wider) {
-        if (auto o = build_policy(policy_input(req, out, env, target, ModeSource::Escalation), probe_policy); !o) return o;
+        const ModeSource src = er.mode_asked ? ModeSource::Escalation : out.base_source;
+        if (auto o = build_policy(policy_input(req, out, env, target, src), probe_policy); !o) return o;
         if (auto o = check_own_state(probe_policy, req, out, env); !o) return o;
         er.root = probe_policy.workspace_root;
         // The approver decides this call: nobody else may have rewritten it.
@@ -263,6 +288,10 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         out.escalation = EscalationState::Granted;
     }
     out.policy = std::move(probe_policy);
+    if (out.network_escalation) {
+        net = *out.network_escalation;
+        net_source = NetworkSource::Escalation;
+    }
     set_network(out.policy);
     return Outcome::success();
 }

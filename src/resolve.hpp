@@ -38,7 +38,9 @@ struct Resolution {
     Mode base_mode = Mode::ReadOnly;
     ModeSource base_source = ModeSource::Default;
     EscalationState escalation = EscalationState::None;
-    std::optional<Mode> escalation_target;
+    std::optional<Mode> escalation_target;      // --escalate
+    std::optional<Network> network_escalation;  // --escalate-net
+    Network base_network = Network::Host;       // the network before escalation
     // The config's network mode when danger-full-access overrode it.
     std::optional<Network> network_requested;
 };

@@ -101,7 +101,15 @@ Outcome SessionFolder::line(std::string_view text) {
         if (!s->is_string()) return bad("sandbox/mode \"data.source\" must be a string");
         source = s->get<std::string>();
     }
+    // The network is part of the policy: strict like the mode (an unknown
+    // value is an error, never a fallback to a wider network).
+    std::optional<Network> network;
+    if (auto n = data->find("network"); n != data->end()) {
+        if (n->is_string()) network = parse_network(n->get_ref<const std::string&>());
+        if (!network) return bad("sandbox/mode carries unknown network " + n->dump() + " (off, loopback or host)");
+    }
     state_.mode = mode;
+    state_.network = network;
     state_.source = std::move(source);
     state_.mode_line = lineno_;
     return Outcome::success();
@@ -194,16 +202,17 @@ Outcome read_session(const std::string& path, SessionState& out) {
     return Outcome::success();
 }
 
-std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms) {
+std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms, std::optional<Network> network) {
     nlohmann::ordered_json ev;
     ev["type"] = "sandbox/mode";
     ev["seq"] = seq;
     ev["time"] = time_ms;
     ev["data"] = nlohmann::ordered_json{{"mode", to_string(mode)}};
+    if (network) ev["data"]["network"] = to_string(*network);
     return ev.dump() + "\n";
 }
 
-Outcome append_mode_event(const std::string& path, Mode mode) {
+Outcome append_mode_event(const std::string& path, Mode mode, std::optional<Network> network) {
     // O_RDWR: the fold reads what is there under the same lock the append holds.
     int fd = -1;
     if (auto o = open_locked(path, O_RDWR | O_APPEND | O_CREAT, LOCK_EX, fd); !o) return o;
@@ -222,7 +231,7 @@ Outcome append_mode_event(const std::string& path, Mode mode) {
     const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-    const std::string line = mode_event_line(mode, seq, ms);
+    const std::string line = mode_event_line(mode, seq, ms, network ? network : s.network);
 
     // One write of the whole line: with O_APPEND and the exclusive lock no
     // other dsh-confine can interleave, and readers take the shared lock.

@@ -1,6 +1,7 @@
 // The session mode log: JSON lines, one event each. The last
-// {"type":"sandbox/mode","seq":N,"time":MS,"data":{"mode":M}} event sets the
-// session's mode; replaying the log is the state. Reading never guesses: a
+// {"type":"sandbox/mode","seq":N,"time":MS,"data":{"mode":M,"network":NET}}
+// event sets the session's mode and, when it names one, its network (off,
+// loopback or host: part of the policy, issue 17); replaying the log is the state. Reading never guesses: a
 // line that does not parse, or a mode outside the closed set, is an error
 // (a silent skip could fall back to a wider mode from an earlier event).
 #pragma once
@@ -26,6 +27,7 @@ inline constexpr size_t kMaxSessionBytes = 16 * 1024 * 1024;
 
 struct SessionState {
     std::optional<Mode> mode;      // the last sandbox/mode event's mode; none: no event
+    std::optional<Network> network;  // that event's data.network; none: the session sets no network
     std::string source;            // its data.source ("delegation"), empty when absent
     size_t mode_line = 0;          // 1-based line of that event
     size_t lines = 0;              // non-empty lines seen
@@ -72,7 +74,8 @@ Outcome fold_session_log(std::string_view text, const std::string& origin, Sessi
 Outcome read_session(const std::string& path, SessionState& out);
 
 // The one event line set-mode appends, '\n' included.
-std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms);
+// `network`: written when given (the event then carries the whole policy).
+std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms, std::optional<Network> network = std::nullopt);
 
 // Appends one sandbox/mode event: creates the file if needed (mode 0644,
 // never through a symlink, only in a directory chain owned by the caller or
@@ -80,6 +83,8 @@ std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms);
 // exclusive flock, folds what is there (a malformed log is refused, not
 // extended), writes the line with one O_APPEND write, fsyncs. A short write
 // or a failed fsync (a full disk) is undone by truncating back, and is an error.
-Outcome append_mode_event(const std::string& path, Mode mode);
+// network: the event's network; none: the log's current one is carried over,
+// so a set-mode that only names a mode never widens the network by dropping it.
+Outcome append_mode_event(const std::string& path, Mode mode, std::optional<Network> network = std::nullopt);
 
 }  // namespace dsh

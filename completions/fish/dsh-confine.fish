@@ -26,7 +26,7 @@ function __dsh_confine_command_index
                     return 0
                 end
                 return 1
-            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net
+            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -65,7 +65,7 @@ function __dsh_confine_sub
         switch $t
             case --
                 return 1
-            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net
+            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -110,6 +110,7 @@ complete -c dsh-confine -n $policy_cond -l no-pty -d 'give the command this term
 complete -c dsh-confine -n $policy_cond -l markers -d 'append the sandbox marker lines to stderr'
 complete -c dsh-confine -n $policy_cond -l dry-run -d 'print the plan and run nothing'
 complete -c dsh-confine -n $policy_cond -l escalate -x -a 'workspace-write danger-full-access' -d 'ask for a wider mode for this call'
+complete -c dsh-confine -n $policy_cond -l escalate-net -x -a 'loopback host' -d 'ask for a wider network for this call'
 complete -c dsh-confine -n $policy_cond -l justification -x -d 'why the escalation is needed'
 complete -c dsh-confine -n $policy_cond -l approver -x -a 'tty (__fish_complete_command)' -d 'who approves an escalation'
 complete -c dsh-confine -n $policy_cond -l clearenv -d 'start the command with an empty environment'

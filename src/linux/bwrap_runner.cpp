@@ -298,6 +298,9 @@ public:
         bw["showModes"] = true;
         bw["cacheFile"] = probe_cache::file_path(false);
         bw["cacheKey"] = probe_cache::key_for(path);
+        // The network modes: every one holds wherever bwrap runs (its own namespace).
+        bw["network"] = landlock::describe_network(abi > 0 ? abi : 0, pr.usable ? std::string() : "bwrap is not usable here (see why)",
+                                                   true, {});
         return bw;
     }
 };

@@ -117,6 +117,13 @@ struct NetworkPlan {
 };
 NetworkPlan network_axis(Network n, int abi, bool in_namespace);
 
+// For `probe`: per network mode, whether these layers can enforce it here and
+// what enforces it, or why not. unusable: why the runner cannot run at all
+// (empty: it can); in_namespace: the command always has a network namespace
+// (bwrap); loopback_failure: why --net loopback cannot hold (empty: it can).
+nlohmann::ordered_json describe_network(int abi, const std::string& unusable, bool in_namespace,
+                                        const std::string& loopback_failure);
+
 // The kernel's ABI version, or -errno (ENOSYS: not built in, EOPNOTSUPP: disabled).
 int query_abi() noexcept;
 std::string describe_unavailable(int negative_errno);

@@ -1,6 +1,8 @@
 // Pure: policy + ABI -> rights and rules. Unit-tested per ABI.
 #include "landlock.hpp"
 
+#include "../errors.hpp"
+
 namespace dsh::landlock {
 
 [[gnu::hot]] uint64_t handled_fs(int abi) noexcept {
@@ -84,8 +86,7 @@ NetworkPlan network_axis(Network n, int abi, bool in_namespace) {
         return out;
     }
     if (n == Network::Loopback && !in_namespace) {
-        out.failure = "--net loopback needs a network namespace of its own, which the Landlock runner does not "
-                      "make: use the bwrap runner (--runner bwrap), or --net off";
+        out.failure = loopback_unavailable_text("Landlock", {});
         return out;
     }
     if (in_namespace) a.enforced.push_back("net-namespace");
@@ -102,6 +103,31 @@ NetworkPlan network_axis(Network n, int abi, bool in_namespace) {
     // socket (off) or by the namespace (loopback); pathname unix sockets
     // (ABI 9) by refusing socket(AF_UNIX); abstract ones (ABI 6) by the same,
     // or by the namespace, which has its own abstract socket table.
+    return out;
+}
+
+nlohmann::ordered_json describe_network(int abi, const std::string& unusable, bool in_namespace,
+                                        const std::string& loopback_failure) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (Network n : {Network::Off, Network::Loopback, Network::Host}) {
+        nlohmann::ordered_json m;
+        std::string why = unusable;
+        if (why.empty() && n == Network::Loopback) why = loopback_failure;
+        if (!why.empty()) {
+            m["usable"] = false;
+            m["reason"] = why;
+        } else {
+            const NetworkPlan p = network_axis(n, abi, in_namespace || n == Network::Loopback);
+            m["usable"] = true;
+            m["enforcement"] = n == Network::Host ? "none" : p.axis.gaps.empty() ? "full" : "partial";
+            m["enforced"] = p.axis.enforced;
+            nlohmann::ordered_json gaps = nlohmann::ordered_json::array();
+            for (const auto& g : p.axis.gaps) gaps.push_back(g.effect);
+            m["gaps"] = std::move(gaps);
+            m["reason"] = nullptr;
+        }
+        out[std::string(to_string(n))] = std::move(m);
+    }
     return out;
 }
 

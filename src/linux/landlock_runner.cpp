@@ -22,7 +22,9 @@ namespace dsh::landlock {
 }
 
 [[gnu::hot]] bool Layers::apply(Fault& f) const noexcept {
-    if (!harden::close_inherited_fds(fds_, f) || !harden::set_no_new_privs(f)) return false;
+    // The namespace before no_new_privs and Landlock: writing the user
+    // namespace's maps opens /proc/self files Landlock may no longer allow.
+    if (!harden::close_inherited_fds(fds_, f) || !netns::enter(ns_, f) || !harden::set_no_new_privs(f)) return false;
     if (ruleset_ && !restrict_self(ruleset_.get(), f)) return false;
     return harden::drop_capabilities(f) && harden::install_seccomp({read_only_, plan_.host_namespaces, plan_.seccomp_net, plan_.refuse_unix}, f);
 }
@@ -34,6 +36,7 @@ nlohmann::ordered_json Layers::explain() const {
     if (plan_.handled_net) ll["handledAccessNet"] = {"bind_tcp", "connect_tcp"};
     if (plan_.seccomp_net) ll["socketFilter"] = plan_.seccomp_net == 2 ? "off" : "loopback";
     if (plan_.seccomp_net) ll["unixSocketRefused"] = plan_.refuse_unix;
+    if (ns_.active) ll["ownNamespace"] = ns_.user ? "user+net" : "net";
     nlohmann::ordered_json rules = nlohmann::ordered_json::array();
     for (const auto& rule : plan_.rules)
         rules.push_back({{"path", rule.path}, {"access", right_names(rule.access)}, {"required", rule.required}});
@@ -49,6 +52,9 @@ std::vector<std::pair<std::string, std::string>> Layers::explain_lines() const {
         out.emplace_back("  network:", fmt::format("sockets {}{}{}", plan_.seccomp_net == 2 ? "AF_UNIX only" : "AF_INET/AF_INET6/AF_NETLINK/AF_UNIX",
                                                     plan_.refuse_unix ? ", socket(AF_UNIX) refused (socketpair kept)" : "",
                                                     plan_.handled_net ? ", TCP bind/connect handled with no rule" : ""));
+    if (ns_.active)
+        out.emplace_back("  namespace:", ns_.user ? "a user+network namespace of its own (uid and gid mapped to themselves), lo up"
+                                                  : "a network namespace of its own, lo up");
     for (const auto& rule : plan_.rules)
         out.emplace_back("  rule:", fmt::format("{} {}{}", nlohmann::json(rule.path).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), fmt::join(right_names(rule.access), ","),
                                                 rule.required ? "" : " (if it exists)"));
@@ -77,8 +83,16 @@ public:
         // so Landlock's metadata gap is closed; in workspace-write they must
         // keep working inside the roots, and seccomp cannot tell paths apart.
         const bool ro = c.policy.mode == Mode::ReadOnly;
-        // The network axis: no namespace here, so loopback cannot hold.
-        const NetworkPlan net = network_axis(c.policy.network, abi, false);
+        // The network axis. loopback: a network namespace of our own (a
+        // user namespace too when not root), tried once in a child here, so
+        // that a host refusing it is a plan failure (auto goes on; forced: 125).
+        netns::Plan ns;
+        if (c.policy.network == Network::Loopback) {
+            ns = netns::make_plan();
+            if (const std::string& why = netns::check(ns); !why.empty())
+                return fail(Err::SandboxUnavailable, loopback_unavailable_text("Landlock", why));
+        }
+        const NetworkPlan net = network_axis(c.policy.network, abi, ns.active);
         if (!net.failure.empty()) return fail(Err::SandboxUnavailable, net.failure);
         c.network = net.axis;
         Plan plan = landlock::plan(c.policy, abi, ro);
@@ -93,7 +107,8 @@ public:
                        "seccomp-tiocsti-tioclinux", "seccomp-io-uring", "seccomp-keyrings",
                        "seccomp-unknown-syscalls",  "seccomp-ipc",      "seccomp-other-processes"};
         if (ro) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
-        p.in_process = std::make_unique<Layers>(static_cast<Ruleset&&>(std::move(plan)), ro);
+        if (ns.active) c.hardening.push_back("net-namespace");
+        p.in_process = std::make_unique<Layers>(static_cast<Ruleset&&>(std::move(plan)), ro, ns);
         return Outcome::success();
     }
 
@@ -124,6 +139,12 @@ public:
                 return std::vector<Layer>{landlock::plan(p, abi, p.mode == Mode::ReadOnly).layer};
             });
         ll["reason"] = reasons.empty() ? ojson(nullptr) : ojson(fmt::format("{}", fmt::join(reasons, "; ")));
+        // The network modes: loopback needs the namespace of our own, tried here.
+        std::string loopback;
+        if (abi > 0)
+            if (const std::string& why = netns::check(netns::make_plan()); !why.empty())
+                loopback = loopback_unavailable_text("Landlock", why);
+        ll["network"] = describe_network(abi, abi > 0 ? std::string() : describe_unavailable(abi), false, loopback);
         return ll;
     }
 };

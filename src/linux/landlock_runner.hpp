@@ -6,10 +6,11 @@
 #include "../runner.hpp"
 #include "harden.hpp"
 #include "landlock.hpp"
+#include "netns.hpp"
 
 namespace dsh::landlock {
 
-// Fds, no_new_privs, the ruleset, capabilities, seccomp: in that order. Fds
+// Fds, the network namespace (if any), no_new_privs, the ruleset, capabilities, seccomp: in that order. Fds
 // first (Landlock does not govern fds opened before it), then no_new_privs
 // (required by both restrict_self and seccomp for an unprivileged caller),
 // then the ruleset, then capabilities, then seccomp last, so that its filter
@@ -20,7 +21,10 @@ namespace dsh::landlock {
 class Layers final : public InProcess {
 public:
     // The ruleset alone: the layer's record (Plan::layer) is the report's.
-    Layers(Ruleset plan, bool read_only) : plan_(std::move(plan)), read_only_(read_only) {}
+    // ns: the command's own network namespace (--net loopback on the Landlock
+    // runner), entered after the fd cleanup and before everything else.
+    Layers(Ruleset plan, bool read_only, netns::Plan ns = {})
+        : plan_(std::move(plan)), read_only_(read_only), ns_(ns) {}
     Outcome prepare(Confinement& c, const std::vector<int>& open_fds) override;
     bool apply(Fault& f) const noexcept override;
     void allow_terminal(const std::string& path) override {
@@ -33,6 +37,7 @@ public:
 private:
     Ruleset plan_;
     bool read_only_;
+    netns::Plan ns_;
     harden::FdCleanup fds_;
     Fd ruleset_;
 };

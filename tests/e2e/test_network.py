@@ -153,6 +153,9 @@ class Host:
         self.httpd.shutdown()
         for x in self.socks:
             x.close()
+        for path in (self.unix_outside, self.unix_inside):  # so a test can start another Host
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def probe(s, runner, net, mode="workspace-write"):
@@ -201,7 +204,8 @@ def check_network_record(r, net, runner):
     assert "seccomp-socket-families" in n["enforced"], n
     # This kernel (ABI < 9) cannot govern pathname unix sockets by path: socket(AF_UNIX) is refused.
     assert ("unix-socket-refused" in n["enforced"]) == (landlock_abi() < 9), n
-    assert ("net-namespace" in n["enforced"]) == (runner == "bwrap"), n
+    # A network namespace: bwrap's --unshare-net, or the Landlock runner's own under loopback.
+    assert ("net-namespace" in n["enforced"]) == (runner == "bwrap" or net == "loopback"), n
     if net == "off":
         assert ("landlock-tcp" in n["enforced"]) == (landlock_abi() >= 4), n
     return n
@@ -235,11 +239,10 @@ def test_bwrap_off_refuses_everything_and_the_host_sees_nothing(s):
     run_off(s, "bwrap")
 
 
-def test_bwrap_loopback_is_a_private_loopback(s):
-    need_bwrap()
-    r, got, seen, h = probe(s, "bwrap", "loopback")
+def run_loopback(s, runner):
+    r, got, seen, h = probe(s, runner, "loopback")
     assert r.rc == 0 and got is not None, r
-    check_network_record(r, "loopback", "bwrap")
+    check_network_record(r, "loopback", runner)
     assert got["inner"] == "ok", got  # in-namespace traffic works
     # The host's loopback services are out of reach: nothing listens there in the namespace.
     assert got["tcp4"] == "ECONNREFUSED" and got["http"] in ("URLError", "ECONNREFUSED"), got
@@ -250,14 +253,56 @@ def test_bwrap_loopback_is_a_private_loopback(s):
         assert got[k] in ("EACCES", "EPERM"), (k, got)
     assert got["socketpair"] == "ok" and got["getent"] == "ok", got
     assert seen == set(), (seen, got)
+    return r
 
 
-def test_landlock_loopback_is_a_plan_failure_with_its_reason(s):
+def test_bwrap_loopback_is_a_private_loopback(s):
+    need_bwrap()
+    run_loopback(s, "bwrap")
+
+
+def test_landlock_loopback_is_a_private_loopback_of_its_own(s):
+    # DECISIONS: the Landlock runner makes the namespace itself (a user namespace too when not root).
     need_landlock()
-    r = dsh(["--runner", "landlock", "--net", "loopback", "--", "/bin/true"], s)
-    assert r.rc == 125, r
-    assert SANDBOX_UNAVAILABLE.format(mode="read-only") in r.err and "needs a network namespace" in r.err, r
-    assert r.rec("confinement") is None and "needs a network namespace" in r.rec("error")["runnerFailure"], r
+    r = run_loopback(s, "landlock")
+    c = r.rec("confinement")
+    assert c["runner"] == "landlock", c
+    # IPv6 loopback works inside as well: lo is up in the namespace.
+    r = dsh(["--runner", "landlock", "--net", "loopback", "--", PY, "-c",
+             "import os, socket\nl = socket.socket(socket.AF_INET6); l.bind(('::1', 0)); l.listen()\n"
+             "socket.create_connection(l.getsockname()[:2], timeout=2).close(); print('v6', os.getuid())"], s)
+    assert r.rc == 0 and r.out.split() == ["v6", str(os.getuid())], r  # the caller's uid, mapped to itself
+
+
+def test_landlock_loopback_without_a_namespace_fails_closed_and_auto_goes_on(s):
+    need_landlock()
+    unshare = {"x86_64": 272, "aarch64": 97}.get(os.uname().machine)
+    if unshare is None:
+        skip("unshare's syscall number is not known for this architecture")
+    # The host refuses the namespace (unshare fails): forced, nothing runs, 125 with the reason.
+    marker = s.p("ws", "ran")
+    r = dsh(["--runner", "landlock", "--net", "loopback", "--mode", "workspace-write", "--root", s.ws, "--",
+             "sh", "-c", "echo ran > " + marker], s, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
+    assert r.rc == 125 and not os.path.exists(marker), r
+    flags = "CLONE_NEWNET" if is_root() else "CLONE_NEWUSER|CLONE_NEWNET"
+    why = "refused the Landlock runner one (unshare(%s): Operation not permitted)" % flags
+    assert SANDBOX_UNAVAILABLE.format(mode="workspace-write") in r.err and why in r.err, r
+    assert r.rec("confinement") is None and why in r.rec("error")["runnerFailure"], r
+    # auto: bwrap unusable too (its path names nothing): no runner is left, so nothing runs.
+    cfg = os.path.join(s.home, "nobwrap.json")
+    with open(cfg, "w") as f:
+        f.write(json.dumps({"bwrapPath": s.p("base", "no-such-bwrap")}))
+    r = dsh(["--config", cfg, "--net", "loopback", "--mode", "workspace-write", "--root", s.ws, "--",
+             "sh", "-c", "echo ran > " + marker], s, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
+    assert r.rc == 125 and not os.path.exists(marker), r
+    assert SANDBOX_UNAVAILABLE.format(mode="workspace-write") in r.err, r
+    # auto with the namespace allowed and bwrap unusable: the Landlock runner's own namespace holds it.
+    r = dsh(["--config", cfg, "--net", "loopback", "--", PY, "-c",
+             "import socket\ntry: socket.create_connection(('127.0.0.1', 9), timeout=2)\n"
+             "except OSError as e: print(e.errno)"], s)
+    assert r.rc == 0 and r.out.strip() == "111", r  # ECONNREFUSED: the namespace's own lo, nobody listening
+    c = r.rec("confinement")
+    assert c["runner"] == "landlock" and "net-namespace" in c["network"]["enforced"], c
 
 
 def run_host(s, runner):
@@ -379,6 +424,179 @@ def test_explain_and_check_speak_of_the_network(s):
     assert j["network"] == "off" and j["networkSource"] == "flag", j
     r = dsh(["check", "--write", s.ws, "--net", "loopback"], s, report=False)
     assert "network: loopback" in r.out, r
+
+
+IO_URING = r"""
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+params = ctypes.create_string_buffer(120)  # struct io_uring_params
+fd = libc.syscall(ctypes.c_long(425), ctypes.c_uint(4), params)  # io_uring_setup (every architecture)
+print("setup-ok" if fd >= 0 else errno.errorcode.get(ctypes.get_errno(), "?"))
+"""
+
+
+def runners_here():
+    out = []
+    if landlock_abi() > 0:
+        out.append("landlock")
+    try:
+        need_bwrap()
+        out.append("bwrap")
+    except Exception:
+        pass
+    return out
+
+
+def test_io_uring_cannot_open_a_socket_under_off_or_loopback(s):
+    # io_uring can connect without socket(2): its setup is refused (ENOSYS), and the
+    # host's listeners see nothing. Unconfined the same setup works on this host (when
+    # io_uring is enabled), so the refusal is the sandbox's.
+    need_landlock()
+    bare = subprocess.run([PY, "-c", IO_URING], stdout=subprocess.PIPE, universal_newlines=True)
+    control = bare.stdout.strip() == "setup-ok"
+    for runner in runners_here():
+        for net in ("off", "loopback"):
+            h = Host(s)
+            try:
+                r = dsh(["--runner", runner, "--net", net, "--", PY, "-c", IO_URING], s)
+                time.sleep(0.3)
+            finally:
+                h.close()
+            assert r.rc == 0 and r.out.strip() == "ENOSYS", (runner, net, r)
+            assert h.seen == [], (runner, net, h.seen)
+    if not control:
+        skip("io_uring is disabled on this host (unconfined setup: %s); the refusals above hold" % bare.stdout.strip())
+
+
+def test_curl_to_a_loopback_http_server(s):
+    # curl (when installed) to an HTTP server the test runs on 127.0.0.1: refused under off,
+    # out of reach under loopback (the namespace's own lo), served under host.
+    need_landlock()
+    if not os.access("/usr/bin/curl", os.X_OK):
+        skip("curl is not installed (.ci/packages installs it)")
+    for runner in runners_here():
+        for net in ("off", "loopback", "host"):
+            h = Host(s)
+            try:
+                r = dsh(["--runner", runner, "--net", net, "--", "/usr/bin/curl", "-sS", "--max-time", "5",
+                         "http://127.0.0.1:%d/" % h.http], s)
+                time.sleep(0.3)
+            finally:
+                h.close()
+            if net == "host":
+                assert r.rc == 0 and r.out == "hi" and h.seen == ["http"], (runner, net, r, h.seen)
+            else:
+                # 7: could not connect (EACCES from the socket filter, or nobody listening in the namespace)
+                assert r.rc == 7 and h.seen == [], (runner, net, r, h.seen)
+
+
+def test_the_session_log_sets_the_network(s):
+    # The network is part of the session's policy: set-mode --net writes it, the next
+    # call runs with it (source "session"), a flag still decides over it, and a
+    # set-mode that names only a mode keeps it (it never widens by omission).
+    need_landlock()
+    log = s.p("home", "session.jsonl")
+    cfg = s.p("home", "host.json")
+    with open(cfg, "w") as f:
+        f.write('{"network": "host"}')
+    r = dsh(["session", "set-mode", log, "workspace-write", "--net", "off"], s, report=False)
+    assert r.rc == 0, r
+    sock = ["--", PY, "-c", "import socket\ntry: socket.socket(); print('open')\nexcept OSError as e: print(e.errno)"]
+    r = dsh(["--config", cfg, "--session", log, "--runner", "landlock", "--root", s.ws] + sock, s)
+    n = r.rec("confinement")["network"]
+    assert r.rc == 0 and r.out.strip() == "13" and n["mode"] == "off" and n["source"] == "session", r
+    r = dsh(["--session", log, "--runner", "landlock", "--net", "host", "--root", s.ws] + sock, s)
+    assert r.rc == 0 and r.out.strip() == "open" and r.rec("confinement")["network"]["source"] == "flag", r
+    r = dsh(["session", "set-mode", log, "read-only"], s, report=False)
+    assert r.rc == 0, r
+    last = json.loads(open(log).read().splitlines()[-1])
+    assert last["data"] == {"mode": "read-only", "network": "off"}, last
+    r = dsh(["--session", log, "--runner", "landlock"] + sock, s)
+    assert r.rc == 0 and r.out.strip() == "13", r
+    # Strict: an unknown network in set-mode or in the log is refused, nothing runs.
+    r = dsh(["session", "set-mode", log, "read-only", "--net", "none"], s, report=False)
+    assert r.rc == 125 and 'unknown network mode "none"' in r.err, r
+    with open(log, "a") as f:
+        f.write('{"type":"sandbox/mode","seq":9,"time":1,"data":{"mode":"read-only","network":"all"}}\n')
+    r = dsh(["--session", log, "--", "/bin/true"], s)
+    assert r.rc == 125 and 'sandbox/mode carries unknown network "all"' in r.err, r
+    r = dsh(["explain", "--session", log, "--", "/bin/true"], s, report=False)
+    assert r.rc == 125, r
+
+
+def test_widening_the_network_is_an_escalation(s):
+    # --escalate-net asks the approver, like --escalate: approved, the call gets the wider
+    # network (source "escalation") and its mode is unchanged; rejected or not wider, nothing runs.
+    need_landlock()
+    cfg = s.p("home", "off.json")
+    with open(cfg, "w") as f:
+        f.write('{"network": "off"}')
+    req = s.p("home", "request.json")
+    marker = s.p("ws", "ran")
+    sock = ["--", PY, "-c", "import socket; socket.socket(); open(%r, 'w').write('ran')" % marker]
+    base = ["--config", cfg, "--runner", "landlock", "--mode", "workspace-write", "--root", s.ws]
+    r = dsh(base + ["--escalate-net", "host", "--justification", "fetch the index", "--approver",
+                    "cat > '%s'; exit 0" % req] + sock, s)
+    assert r.rc == 0 and os.path.exists(marker), r
+    c = r.rec("confinement")
+    assert c["network"]["mode"] == "host" and c["network"]["source"] == "escalation", c
+    assert c["mode"] == "workspace-write", c
+    j = json.load(open(req))
+    assert j["network"] == "host" and j["currentNetwork"] == "off" and j["mode"] == "workspace-write", j
+    assert j["reason"] == "escalate sandbox network to host: fetch the index", j
+    os.unlink(marker)
+    # Rejected: nothing runs, the outcome names the network.
+    r = dsh(base + ["--escalate-net", "loopback", "--justification", "x", "--approver", "exit 1"] + sock, s)
+    assert r.rc != 0 and not os.path.exists(marker), r
+    assert 'the user rejected escalating this command to network "loopback"' in r.err, r
+    # Not wider than the call's network: refused before anyone is asked.
+    asked = s.p("home", "asked")
+    r = dsh(base + ["--net", "host", "--escalate-net", "loopback", "--justification", "x", "--approver",
+                    "touch '%s'; exit 0" % asked] + sock, s)
+    assert r.rc == 125 and not os.path.exists(marker) and not os.path.exists(asked), r
+    assert r.rec("error")["code"] == "ESCALATION_NOT_WIDER", r
+    assert "(off < loopback < host)" in r.err, r
+    # The pairing rule is --escalate's; off is never a target.
+    r = dsh(base + ["--escalate-net", "host"] + sock, s)
+    assert r.rc == 125 and "requires a justification" in r.err and not os.path.exists(marker), r
+    r = dsh(base + ["--escalate-net", "off", "--justification", "x", "--approver", "exit 0"] + sock, s)
+    assert r.rc == 125 and 'unknown network "off" for --escalate-net' in r.err, r
+    # explain validates it and asks nobody.
+    r = dsh(["explain", "--json"] + base + ["--escalate-net", "loopback", "--justification", "x", "--approver",
+                                           "touch '%s'; exit 0" % asked, "--", "/bin/true"], s, report=False)
+    e = json.loads(r.out)["escalation"]
+    assert e["state"] == "pending" and e["network"] == "loopback" and e["currentNetwork"] == "off", e
+    assert e["mode"] is None and not os.path.exists(asked), e
+
+
+def test_probe_lists_the_network_modes_each_runner_can_enforce(s):
+    need_landlock()
+    r = dsh(["probe", "--json"], s, report=False)
+    rows = {x["runner"]: x for x in json.loads(r.out)["runners"]}
+    n = rows["landlock"]["network"]
+    assert n["off"]["usable"] and n["off"]["enforcement"] == "full", n
+    assert "seccomp-socket-families" in n["off"]["enforced"] and "net-namespace" not in n["off"]["enforced"], n
+    assert n["loopback"]["usable"] and "net-namespace" in n["loopback"]["enforced"], n
+    assert n["host"]["usable"] and n["host"]["enforcement"] == "none" and n["host"]["gaps"] == ["network"], n
+    if rows["bwrap"]["usable"]:
+        b = rows["bwrap"]["network"]
+        assert all(b[m]["usable"] for m in ("off", "loopback", "host")), b
+        assert "net-namespace" in b["off"]["enforced"], b
+    else:
+        assert not rows["bwrap"]["network"]["off"]["usable"], rows["bwrap"]
+    r = dsh(["probe"], s, report=False)
+    assert "--net off        full (seccomp-socket-families" in r.out and "--net host       not governed" in r.out, r
+    # A host that refuses the namespace: loopback cannot hold on the Landlock runner, and probe says why.
+    unshare = {"x86_64": 272, "aarch64": 97}.get(os.uname().machine)
+    if unshare is None:
+        return
+    r = dsh(["probe", "--json"], s, report=False, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
+    n = {x["runner"]: x for x in json.loads(r.out)["runners"]}["landlock"]["network"]
+    assert n["off"]["usable"] and not n["loopback"]["usable"], n
+    assert "refused the Landlock runner one (unshare(" in n["loopback"]["reason"], n
+    r = dsh(["probe"], s, report=False, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
+    assert "--net loopback   cannot hold: --net loopback needs a network namespace" in r.out, r
 
 
 if __name__ == "__main__":

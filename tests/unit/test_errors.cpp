@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <set>
 
 #include "../../src/errors.hpp"
@@ -51,4 +52,21 @@ TEST_CASE("one_line: control characters are escaped, UTF-8 is kept") {
     CHECK(one_line(std::string_view("nul\0x", 5)) == "nul\\x00x");
     CHECK(one_line("del\x7f") == "del\\x7f");
     CHECK(one_line("em \xE2\x80\x94 dash") == "em \xE2\x80\x94 dash");
+}
+
+TEST_CASE("the Landlock runner's own network namespace: its steps' texts and the loopback reason") {
+    using namespace dsh;
+    CHECK(fault_outcome(Fault{Step::NetNamespace, EPERM, 1}).message ==
+          "unshare(CLONE_NEWUSER|CLONE_NEWNET): Operation not permitted");
+    CHECK(fault_outcome(Fault{Step::NetNamespace, EPERM, 0}).message == "unshare(CLONE_NEWNET): Operation not permitted");
+    CHECK(fault_outcome(Fault{Step::NetIdMap, EPERM, 2}).message ==
+          "cannot write /proc/self/gid_map of the new user namespace: Operation not permitted");
+    CHECK(fault_code(Fault{Step::LoopbackUp, EPERM, -1}) == Err::SandboxUnavailable);
+    CHECK(loopback_unavailable_text("Landlock", "") ==
+          "--net loopback needs a network namespace of its own, which the Landlock runner does not make: use the "
+          "bwrap runner (--runner bwrap), or --net off");
+    const std::string t = loopback_unavailable_text("Landlock", "unshare(CLONE_NEWNET): Operation not permitted");
+    CHECK(t.find("this host refused the Landlock runner one (unshare(CLONE_NEWNET): Operation not permitted)") !=
+          std::string::npos);
+    CHECK(t.find('\n') == std::string::npos);
 }

@@ -140,7 +140,7 @@ TEST_CASE("escalation: the request an approver command reads") {
     auto r = req(Mode::WorkspaceWrite, Mode::ReadOnly);
     CHECK(escalation_reason(r) == "escalate sandbox to workspace-write: the build writes its output");
     CHECK(approval_request_json(r).dump() ==
-          "{\"type\":\"escalation-request\",\"version\":1,\"mode\":\"workspace-write\",\"currentMode\":\"read-only\","
+          "{\"type\":\"escalation-request\",\"version\":1,\"mode\":\"workspace-write\",\"currentMode\":\"read-only\",\"network\":\"host\",\"currentNetwork\":\"host\","
           "\"justification\":\"the build writes its output\",\"reason\":\"escalate sandbox to workspace-write: the "
           "build writes its output\",\"subject\":\"command\",\"argv\":[\"make\",\"all\"],\"root\":\"/ws\"}");
 }
@@ -330,4 +330,62 @@ TEST_CASE("escalation: the files an approver command names") {
           std::vector<std::string>{"/etc/approve.py", "/nonexistent/python3"});
     // Root-owned programs pass; a missing file runs nothing and is not an error here.
     CHECK(check_approver_files({"/bin/sh", "/nonexistent/approve"}));
+}
+
+TEST_CASE("escalation: the network's ladder and its own request (issue 17)") {
+    CHECK(wider_networks(Network::Off) == std::vector<Network>{Network::Loopback, Network::Host});
+    CHECK(wider_networks(Network::Loopback) == std::vector<Network>{Network::Host});
+    CHECK(wider_networks(Network::Host).empty());
+    Network n = Network::Off;
+    REQUIRE(parse_network_escalation("host", n));
+    CHECK(n == Network::Host);
+    const Outcome off = parse_network_escalation("off", n);
+    CHECK(off.err == Err::EscalationInvalid);
+    CHECK(off.message == "invalid escalation: unknown network \"off\" for --escalate-net (loopback or host)");
+
+    // The network alone: the mode stays, the approver is asked about the network.
+    EscalationRequest r = req(Mode::ReadOnly, Mode::ReadOnly);
+    r.mode_asked = false;
+    r.current_network = Network::Off;
+    r.target_network = Network::Host;
+    CHECK(escalation_reason(r) == "escalate sandbox network to host: the build writes its output");
+    const auto j = approval_request_json(r);
+    CHECK(j["network"] == "host");
+    CHECK(j["currentNetwork"] == "off");
+    CHECK(j["mode"] == "read-only");
+    Fake yes(Approval::AllowedOnce);
+    Mode granted = Mode::ReadOnly;
+    REQUIRE(approve_escalation(r, &yes, granted));
+    CHECK(yes.asked == 1);
+    CHECK(granted == Mode::ReadOnly);
+    Fake no(Approval::Rejected);
+    CHECK(approve_escalation(r, &no, granted).message == "the user rejected escalating this command to network \"host\"");
+    CHECK(approve_escalation(r, nullptr, granted).message ==
+          "sandbox escalation to network \"host\" requires approval, but no approval service is composed");
+
+    // Not wider: refused before anyone is asked, with the network's ladder as the hint.
+    r.current_network = Network::Host;
+    Fake never(Approval::AllowedOnce);
+    const Outcome same = approve_escalation(r, &never, granted);
+    CHECK(same.err == Err::EscalationNotWider);
+    CHECK(same.message == "sandbox escalation to network \"host\" is not strictly wider than this call's current "
+                          "\"host\" network");
+    CHECK(same.hint == "--escalate-net takes a network wider than the call's \"host\" (off < loopback < host)");
+    CHECK(never.asked == 0);
+
+    // Both: one approval for the mode and the network; each must be wider.
+    r = req(Mode::WorkspaceWrite, Mode::ReadOnly);
+    r.current_network = Network::Off;
+    r.target_network = Network::Loopback;
+    CHECK(escalation_reason(r) == "escalate sandbox to workspace-write with network loopback: the build writes its output");
+    CHECK(approve_escalation(r, &no, granted).message ==
+          "the user rejected escalating this command to \"workspace-write\" with network \"loopback\"");
+    r.current_network = Network::Loopback;
+    CHECK(approve_escalation(r, &never, granted).err == Err::EscalationNotWider);
+    // Without a network escalation the seed's texts are unchanged; the request names the call's network.
+    r = req(Mode::WorkspaceWrite, Mode::ReadOnly);
+    r.current_network = Network::Off;
+    CHECK(escalation_reason(r) == "escalate sandbox to workspace-write: the build writes its output");
+    CHECK(approval_request_json(r)["network"] == "off");
+    CHECK(approve_escalation(r, &no, granted).message == "the user rejected escalating this command to \"workspace-write\"");
 }

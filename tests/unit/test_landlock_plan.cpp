@@ -203,3 +203,30 @@ TEST_CASE("network axis: the Landlock and seccomp parts per ABI and mode (issue 
     }
     CHECK(right_names(RESOLVE_UNIX) == std::vector<std::string>{"resolve_unix"});
 }
+
+TEST_CASE("probe's network modes: what holds per runner, and why not") {
+    // The Landlock runner with its own namespace allowed: every mode; off without one.
+    auto d = describe_network(7, "", false, "");
+    CHECK(d["off"]["usable"] == true);
+    CHECK(d["off"]["enforcement"] == "full");
+    CHECK(d["off"]["enforced"][0] == "seccomp-socket-families");
+    CHECK(d["loopback"]["usable"] == true);
+    CHECK(d["loopback"]["enforced"][0] == "net-namespace");
+    CHECK(d["host"]["usable"] == true);
+    CHECK(d["host"]["enforcement"] == "none");
+    CHECK(d["host"]["gaps"].dump() == R"(["network"])");
+    // The namespace refused: loopback cannot hold, with the reason; off still does.
+    d = describe_network(7, "", false, "no namespace here");
+    CHECK(d["loopback"]["usable"] == false);
+    CHECK(d["loopback"]["reason"] == "no namespace here");
+    CHECK(d["off"]["usable"] == true);
+    // bwrap: the namespace is always there (off lists it too).
+    d = describe_network(3, "", true, "");
+    CHECK(d["off"]["enforced"][0] == "net-namespace");
+    // A runner that cannot run holds no mode.
+    d = describe_network(0, "unusable", false, "");
+    for (const char* m : {"off", "loopback", "host"}) {
+        CHECK(d[m]["usable"] == false);
+        CHECK(d[m]["reason"] == "unusable");
+    }
+}

@@ -294,3 +294,36 @@ TEST_CASE("session: set-mode creates the log 0644 whatever the umask") {
     REQUIRE(::stat(f.path.c_str(), &st) == 0);
     CHECK((st.st_mode & 07777) == 0644);
 }
+
+TEST_CASE("session: the network is part of the policy (issue 17)") {
+    SessionState s;
+    const std::string off = "{\"type\":\"sandbox/mode\",\"seq\":1,\"time\":1,\"data\":{\"mode\":\"read-only\","
+                            "\"network\":\"off\"}}\n";
+    REQUIRE(fold_session_log(off, "/s", s));
+    REQUIRE(s.network);
+    CHECK(*s.network == Network::Off);
+    // The last event decides: one without a network sets none (the config's or the default then).
+    REQUIRE(fold_session_log(off + ev("workspace-write", 2), "/s", s));
+    CHECK_FALSE(s.network);
+    // Strict: an unknown or non-string network is an error, never a fallback to a wider one.
+    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"none\"}}\n") ==
+          "session log /s.jsonl line 1: sandbox/mode carries unknown network \"none\" (off, loopback or host)");
+    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":0}}\n").find(
+              "unknown network 0") != std::string::npos);
+    CHECK(mode_event_line(Mode::ReadOnly, 2, 5, Network::Loopback) ==
+          "{\"type\":\"sandbox/mode\",\"seq\":2,\"time\":5,\"data\":{\"mode\":\"read-only\",\"network\":\"loopback\"}}\n");
+}
+
+TEST_CASE("session: set-mode carries the log's network over unless it names one") {
+    TempFile f;
+    REQUIRE(append_mode_event(f.path, Mode::WorkspaceWrite, Network::Off));
+    REQUIRE(append_mode_event(f.path, Mode::ReadOnly));  // names no network: off stays
+    SessionState s;
+    REQUIRE(read_session(f.path, s));
+    CHECK(s.mode == Mode::ReadOnly);
+    REQUIRE(s.network);
+    CHECK(*s.network == Network::Off);
+    REQUIRE(append_mode_event(f.path, Mode::ReadOnly, Network::Host));
+    REQUIRE(read_session(f.path, s));
+    CHECK(*s.network == Network::Host);
+}
