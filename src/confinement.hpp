@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "environment.hpp"
+#include "limits.hpp"
 #include "policy.hpp"
 
 namespace dsh {
@@ -60,6 +61,7 @@ struct Confinement {
     std::vector<std::string> hardening;  // e.g. "no-new-privs", "capabilities-dropped"
     EnvChanges environment;              // names changed by the env flags (never values)
     NetworkAxis network;                 // filled by the runner's plan
+    limits::Plan limits;                 // the resource limits and the timeout (issue 21)
 
     // The overall verdict: the strongest claim every own effect supports.
     Enforcement enforcement() const;
