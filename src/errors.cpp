@@ -277,6 +277,8 @@ std::string limit_text(LimitText t, std::string_view a, std::string_view b) {
                    "the whole command";
         case LimitText::LeafFailed:
             return fmt::format("cannot make the cgroup for the command's limits: {}; nothing was run", a);
+        case LimitText::NotOnThisPlatform:
+            return fmt::format("{} cannot be enforced on this platform yet; nothing was run: drop it", a);
         case LimitText::GapAddressSpace:
             return "RLIMIT_AS bounds each process's address space, not the memory it uses: mappings that are never "
                    "touched count, and the command's processes are bounded one by one, not together";

@@ -116,6 +116,7 @@ enum class LimitText {
     PidsNeedsCgroup,     // a: why there is no cgroup pids controller
     CpuPerProcess,       // --cpu-time under required (RLIMIT_CPU is per process)
     LeafFailed,          // a: the cgroup leaf that could not be made, and why
+    NotOnThisPlatform,   // a: what ("--timeout", "resource limits")
     GapAddressSpace,     // the gap of --memory under RLIMIT_AS
     GapPerUid,           // the gap of --max-procs under RLIMIT_NPROC
     GapUid0,             // --max-procs for uid 0, which RLIMIT_NPROC does not bind

@@ -180,12 +180,19 @@ bool plan(const LimitSettings& s, const Host& h, Plan& out, std::string& refusal
     // No rlimits, no cgroups: every limit asked is refused (the Windows runner
     // has a job object, not wired to these options yet).
     if (s.timeout_ms || s.memory || s.max_procs || s.cpu_time_ms || s.file_size || s.nofile) {
-        refusal = "resource limits and --timeout are not available on Windows yet";
+        refusal = limit_text(LimitText::NotOnThisPlatform, "resource limits and --timeout");
         return false;
     }
     return true;
 #else
     const auto rl = [&](int res, uint64_t soft, uint64_t hard) { out.rlimits.push_back({res, soft, hard}); };
+#if !defined(__linux__)
+    // The process tree is found through Linux's /proc and subreaper.
+    if (s.timeout_ms) {
+        refusal = limit_text(LimitText::NotOnThisPlatform, "--timeout");
+        return false;
+    }
+#endif
     if (s.timeout_ms) {
         out.timeout_ms = *s.timeout_ms;
         Planned p{"timeout", *s.timeout_ms, "", "", {}};
