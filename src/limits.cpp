@@ -21,6 +21,7 @@
 #endif
 #if defined(__linux__)
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #endif
 
 #if !defined(_WIN32)
@@ -328,12 +329,26 @@ std::string start_time(long pid) {
     return f.size() > 19 ? f[19] : std::string();
 }
 
-char state_of(long pid) {
+// State (field 3) and parent (field 4) of /proc/PID/stat; state 0: gone.
+char state_of(long pid, long& ppid) {
     std::string stat;
+    ppid = -1;
     if (!read_small(fmt::format("/proc/{}/stat", pid), stat)) return 0;
     const size_t close = stat.rfind(')');
-    if (close == std::string::npos || close + 2 >= stat.size()) return 0;
-    return stat[close + 2];
+    if (close == std::string::npos) return 0;
+    const auto f = words(stat.substr(close + 1));
+    if (f.size() < 2 || f[0].empty()) return 0;
+    uint64_t p = 0;
+    if (parse_count(f[1], p)) ppid = static_cast<long>(p);
+    return f[0][0];
+}
+
+// The inode of our PID namespace: a pid in a leaf's name means something only
+// to runs in the same one.
+std::string pid_ns() {
+    struct stat st {};
+    if (::stat("/proc/self/ns/pid", &st) != 0) return "0";
+    return std::to_string(static_cast<unsigned long long>(st.st_ino));
 }
 
 // "0::/path" of /proc/self/cgroup, and the cgroup2 mount point.
@@ -452,13 +467,17 @@ int clean_stale(const std::string& dir) {
     if (!d) return 0;
     int removed = 0;
     const uid_t me = ::geteuid();
+    const std::string ns = pid_ns();
     std::vector<std::string> stale;
     while (dirent* e = ::readdir(d)) {
         const std::string_view name = e->d_name;
         if (name.substr(0, kLeafPrefix.size()) != kLeafPrefix) continue;
-        // dsh-confine-<pid>-<start time>: its run is gone when that pid is
-        // not alive or is another process now.
-        const std::string_view rest = name.substr(kLeafPrefix.size());
+        // dsh-confine-<pid ns>-<pid>-<start time>: its run is gone when that
+        // pid is not alive or is another process now. A leaf of a run in
+        // another PID namespace is not ours to judge.
+        std::string_view rest = name.substr(kLeafPrefix.size());
+        if (rest.substr(0, ns.size() + 1) != ns + "-") continue;
+        rest.remove_prefix(ns.size() + 1);
         const size_t dash = rest.find('-');
         uint64_t pid = 0;
         if (dash == std::string_view::npos || !parse_count(rest.substr(0, dash), pid) || pid > INT_MAX) continue;
@@ -480,7 +499,7 @@ bool Leaf::make(const Plan& p, std::string& error) {
     if (!p.leaf) return true;
     clean_stale(p.cgroup_dir);
     const std::string mine = start_time(static_cast<long>(::getpid()));
-    path_ = fmt::format("{}/{}{}-{}", p.cgroup_dir, kLeafPrefix, ::getpid(), mine.empty() ? "0" : mine);
+    path_ = fmt::format("{}/{}{}-{}-{}", p.cgroup_dir, kLeafPrefix, pid_ns(), ::getpid(), mine.empty() ? "0" : mine);
     if (::mkdir(path_.c_str(), 0755) != 0) {
         error = fmt::format("mkdir {}: {}", path_, std::strerror(errno));
         path_.clear();
@@ -552,28 +571,54 @@ void children_of(long pid, std::vector<long>& out) {
     ::closedir(d);
 }
 
-// Live descendants with their depth (1: our children), breadth first.
-std::vector<std::pair<long, int>> descendants() {
-    std::vector<std::pair<long, int>> out;
+struct Descendant {
+    long pid, parent;
+    int depth;  // 1: our children
+};
+
+// Descendants, breadth first.
+std::vector<Descendant> descendants() {
+    std::vector<Descendant> out;
     std::vector<long> level{static_cast<long>(::getpid())};
     for (int depth = 1; !level.empty() && depth < 4096 && out.size() < 1000000; ++depth) {
         std::vector<long> next;
-        for (long p : level) children_of(p, next);
-        for (long c : next) out.emplace_back(c, depth);
+        for (long p : level) {
+            const size_t from = next.size();
+            children_of(p, next);
+            for (size_t k = from; k < next.size(); ++k) out.push_back({next[k], p, depth});
+        }
         level = std::move(next);
     }
     return out;
+}
+
+int pidfd_signal(int pidfd, int sig) {
+#if defined(__linux__)
+    return static_cast<int>(::syscall(424 /* SYS_pidfd_send_signal */, pidfd, sig, nullptr, 0U));
+#else
+    (void)pidfd, (void)sig;
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 
 }  // namespace
 
 int signal_tree(int sig, int skip_depth) {
     int n = 0;
-    for (const auto& [pid, depth] : descendants()) {
-        if (depth <= skip_depth) continue;
-        const char st = state_of(pid);
-        if (st == 0 || st == 'Z' || st == 'X') continue;
-        if (::kill(static_cast<pid_t>(pid), sig) == 0) ++n;
+    for (const auto& d : descendants()) {
+        if (d.depth <= skip_depth) continue;
+        // The pid is held (pidfd) before it is checked: still the child of
+        // the parent it was listed under, so a pid reused meanwhile by an
+        // unrelated process is never signalled.
+        const int pidfd = spawn::pidfd_open(static_cast<pid_t>(d.pid));
+        if (pidfd < 0 && errno != ENOSYS) continue;  // gone
+        long ppid = -1;
+        const char st = state_of(d.pid, ppid);
+        const bool ours = st != 0 && st != 'Z' && st != 'X' && ppid == d.parent;
+        // Without pidfds (Linux < 5.3) the check and the kill are apart.
+        if (ours && (pidfd >= 0 ? pidfd_signal(pidfd, sig) : ::kill(static_cast<pid_t>(d.pid), sig)) == 0) ++n;
+        if (pidfd >= 0) ::close(pidfd);
     }
     return n;
 }

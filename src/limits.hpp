@@ -111,8 +111,9 @@ std::string_view rlimit_name(int resource) noexcept;
 
 #if !defined(_WIN32)
 // The run's cgroup leaf: made under the plan's parent, named
-// "dsh-confine-<pid>-<start time>", removed by remove(). Stale leaves of ours
-// (the same prefix, owned by us, their run gone) are removed first.
+// "dsh-confine-<pid ns inode>-<pid>-<start time>", removed by remove().
+// Stale leaves of ours (the same prefix and PID namespace, owned by us,
+// their run gone) are removed first.
 class Leaf {
 public:
     Leaf() = default;

@@ -374,7 +374,8 @@ def test_no_cgroup_left_behind(s):
     while time.time() < until and not sleepers(token):
         time.sleep(0.1)
     assert sleepers(token), "the grandchild never started"
-    mine = [n for n in leaves(d) if n.startswith("dsh-confine-%d-" % proc.pid)]
+    # dsh-confine-<pid ns>-<pid>-<start time>
+    mine = [n for n in leaves(d) if n.split("-")[3:4] == [str(proc.pid)]]
     assert len(mine) == 1, leaves(d)
     proc.kill()
     proc.wait()
