@@ -114,6 +114,7 @@ int run_command(const Request& req, const Report& report) {
     // Escalation is advertised when an approver is composed (flag or config).
     SuperviseOptions opts;
     opts.pty = !req.no_pty;
+    chain::settle_descendants(l, req.supervise || needs_parent(l, opts.pty));
     if (req.supervise) {
         opts.markers = req.markers;
         opts.escalation_advertised = res.settings.approver.has_value();
@@ -155,6 +156,7 @@ int explain_command(const Request& req, const Report& report) {
     Plan l;
     Resolution res;
     if (auto o = resolve_and_prepare(req, AskApprover::No, res, l); !o) return report_failure(report, o);
+    chain::settle_descendants(l, req.supervise || needs_parent(l, !req.no_pty));
     std::string text = req.json ? plan_json(res, l).dump() + "\n" : plan_text(res, l);
     std::fputs(text.c_str(), stdout);
     return 0;

@@ -10,6 +10,14 @@ const Runner* find(RunnerKind kind, const Runners& runners) noexcept {
 
 namespace {
 
+// A parent that stays can take its orphaned descendants (PR_SET_CHILD_SUBREAPER)
+// and end them when the command exits: Linux only.
+#if defined(__linux__)
+constexpr bool kSubreaper = true;
+#else
+constexpr bool kSubreaper = false;
+#endif
+
 // A runner's "cannot be used here" (recorded, the chain goes on) as opposed
 // to a failure that ends the run (a usage error, a runner that failed with
 // the fail-closed text already rendered).
@@ -20,6 +28,8 @@ bool passed_over(const Outcome& o) { return o.err == Err::SandboxUnavailable && 
 Outcome can_give(const Runner& r, const Policy& p) {
     if (p.private_tmp && !r.private_tmp())
         return fail(Err::SandboxUnavailable, private_tmp_unavailable_text(to_string(r.kind())));
+    if (p.keep_descendants && !r.ends_descendants().empty())
+        return fail(Err::SandboxUnavailable, keep_descendants_unavailable_text(to_string(r.kind()), r.ends_descendants()));
     return Outcome::success();
 }
 
@@ -79,6 +89,30 @@ nlohmann::ordered_json describe_all(const RunnerEnv& env, const Runners& runners
     doc["selected"] = std::move(selected);
     doc["runners"] = std::move(rows);
     return doc;
+}
+
+void settle_descendants(Plan& p, bool parent_stays, const Runners& runners) {
+    Descendants& d = p.c.descendants;
+    d = {};
+    if (p.c.policy.mode == Mode::DangerFullAccess) {
+        d.why = "danger-full-access confines nothing";
+        return;
+    }
+    if (p.c.policy.keep_descendants) {  // choose() took a runner that leaves them
+        d.why = "asked (--keep-descendants)";
+        return;
+    }
+    const Runner* r = find(p.c.runner, runners);
+    if (r && !r->ends_descendants().empty()) {
+        d.killed = true;
+        d.by = r->ends_descendants();
+    } else if (parent_stays && kSubreaper) {
+        d.killed = true;
+        d.by = "subreaper";
+    } else {
+        d.why = kSubreaper ? "exec mode leaves no parent to end them; use --supervise"
+                           : "no parent of theirs can find them on this system";
+    }
 }
 
 }  // namespace dsh::chain

@@ -30,7 +30,7 @@ enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
-    Net,
+    Net, KeepDescendants,
     Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore,
 };
 
@@ -60,6 +60,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
     {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
      "give the command an empty /tmp of its own, discarded at exit"},
+    {Opt::KeepDescendants, "--keep-descendants", "", "", false, kGlobal, kPolicyHelp,
+     "leave the command's background processes running when it exits (default: killed)"},
     {Opt::Config, "--config", "", "FILE", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "config file (JSON)"},
     {Opt::Session, "--session", "", "FILE", false, kGlobal, kPolicyHelp,
@@ -235,6 +237,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Net: return set_once(r.net, v) ? Outcome::success() : twice();
         case Opt::Writable: r.writable.emplace_back(v); break;
         case Opt::PrivateTmp: return flag_once(r.private_tmp) ? Outcome::success() : twice();
+        case Opt::KeepDescendants: return flag_once(r.keep_descendants) ? Outcome::success() : twice();
         case Opt::Config: return set_once(r.config, v) ? Outcome::success() : twice();
         case Opt::Session: return set_once(r.session, v) ? Outcome::success() : twice();
         case Opt::ProbeTimeout: {
@@ -608,6 +611,7 @@ PolicyRequest Request::policy_request() const {
     p.writable = writable;
     p.keep_fds = keep_fds;
     p.private_tmp = private_tmp;
+    p.keep_descendants = keep_descendants;
     p.config = config;
     p.session = session;
     p.approver = approver;

@@ -33,6 +33,7 @@ struct Request {
     std::optional<std::string> net;      // --net, checked by resolve
     std::vector<std::string> writable;
     bool private_tmp = false;  // --private-tmp
+    bool keep_descendants = false;  // --keep-descendants
     std::vector<int> keep_fds;
     int report_fd = -1;
     std::optional<int> probe_timeout_ms;

@@ -44,6 +44,7 @@ struct Config {
     std::optional<std::string> approver;           // "approver": "tty" or a command
     std::optional<bool> private_tmp;               // "privateTmp": a private /tmp in confined modes
     std::optional<Network> network;                // "network": off, loopback or host
+    std::optional<bool> keep_descendants;          // "keepDescendants": see --keep-descendants
     // "timeout", "killAfter", "cpuTime" (durations: "90s" or seconds as a
     // number), "memory", "fileSize" (sizes: "512M" or bytes as a number),
     // "maxProcs", "nofile" (counts), "limits" ("required" or "best-effort"),

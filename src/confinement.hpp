@@ -35,6 +35,15 @@ struct NetworkAxis {
     std::vector<Gap> gaps;
 };
 
+// What becomes of the processes the command leaves running when it exits:
+// killed (by the runner's mechanism, or by dsh-confine as their subreaper),
+// or left running (asked for, or nothing remains that could end them).
+struct Descendants {
+    bool killed = false;
+    std::string by;   // "pid-namespace", "job-object", "subreaper"; empty when left running
+    std::string why;  // left running: why ("asked", or what was missing)
+};
+
 struct Layer {
     std::string name;  // "landlock", "bwrap", "seccomp", ...
     Enforcement enforcement = Enforcement::Full;
@@ -61,6 +70,7 @@ struct Confinement {
     std::vector<std::string> hardening;  // e.g. "no-new-privs", "capabilities-dropped"
     EnvChanges environment;              // names changed by the env flags (never values)
     NetworkAxis network;                 // filled by the runner's plan
+    Descendants descendants;             // settled once it is known whether a parent stays (launch.hpp)
     limits::Plan limits;                 // the resource limits and the timeout (issue 21)
 
     // The overall verdict: the strongest claim every own effect supports.

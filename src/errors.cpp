@@ -6,6 +6,9 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#ifndef _WIN32
+#include <poll.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 #include <climits>
@@ -100,6 +103,12 @@ std::string private_tmp_unavailable_text(std::string_view runner) {
     return fmt::format("{} cannot give the command a private /tmp (--private-tmp): it restricts access to the "
                        "host's files and mounts nothing; use --runner bwrap (or auto), or drop --private-tmp",
                        runner);
+}
+
+std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how) {
+    return fmt::format("{} cannot leave the command's background processes running (--keep-descendants): its {} "
+                       "ends them all with the command; use --runner landlock (or auto), or drop --keep-descendants",
+                       runner, how == "pid-namespace" ? "PID namespace" : how == "job-object" ? "job object" : how);
 }
 
 Outcome unavailable(std::string_view mode, std::string runner_failure) {
@@ -335,6 +344,13 @@ int write_whole(int fd, std::string_view data) noexcept {
         const ssize_t n = ::write(fd, data.data(), data.size());
 #endif
         if (n < 0 && errno == EINTR) continue;
+#ifndef _WIN32
+        if (n < 0 && errno == EAGAIN) {
+            pollfd pfd{fd, POLLOUT, 0};
+            (void)::poll(&pfd, 1, -1);
+            continue;
+        }
+#endif
         if (n <= 0) {
             err = n < 0 ? errno : EIO;
             break;

@@ -49,7 +49,10 @@ std::string one_line(std::string_view message);
 // Writes all of `data` to fd. SIGPIPE is held off meanwhile, so a reader that
 // went away is a failed write (EPIPE), not a death by signal; the disposition
 // is put back, because SIG_IGN would survive exec into the command.
-// Returns 0 or the errno of the failed write.
+// A non-blocking fd that is full (EAGAIN: the caller's stderr may share a
+// non-blocking open file description) is waited on until it takes more.
+// Returns 0 or the errno of the failed write. The one write loop of the
+// program: the report, stderr, the relays.
 int write_whole(int fd, std::string_view data) noexcept;
 
 // Whether fd is an open descriptor of this process.
@@ -75,6 +78,9 @@ std::string hint_text(Hint h, std::string_view a = {});
 // Why a runner is passed over for --private-tmp (the record's skippedRunners,
 // and a forced runner's reason).
 std::string private_tmp_unavailable_text(std::string_view runner);
+// Why a runner is passed over for --keep-descendants: `how` is its
+// Runner::ends_descendants().
+std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how);
 
 // The command line's texts (and the mode/runner names wherever a flag gives
 // them), one line each: what is wrong and how to fix it. `a` and `b` are the

@@ -1,5 +1,7 @@
 #include "escalation.hpp"
 
+#include "bytes.hpp"
+
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -39,19 +41,9 @@ static bool js_space(uint32_t c) {
 // Blank as the seed's trim() sees it: only such code points. Bytes that are
 // not UTF-8 are not blank.
 static bool blank(const std::string& s) {
-    for (size_t i = 0; i < s.size();) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        size_t n = b < 0x80 ? 0 : (b & 0xe0) == 0xc0 ? 1 : (b & 0xf0) == 0xe0 ? 2 : (b & 0xf8) == 0xf0 ? 3 : 4;
-        if (n == 4 || i + n >= s.size()) return false;
-        uint32_t c = n == 0 ? b : b & (0x3f >> n);
-        for (size_t k = 1; k <= n; ++k) {
-            const auto d = static_cast<unsigned char>(s[i + k]);
-            if ((d & 0xc0) != 0x80) return false;
-            c = (c << 6) | (d & 0x3f);
-        }
-        if (!js_space(c)) return false;
-        i += n + 1;
-    }
+    uint32_t c;
+    for (size_t i = 0; i < s.size();)
+        if (!next_code_point(s, i, c) || !js_space(c)) return false;
     return true;
 }
 

@@ -131,6 +131,11 @@ std::string plan_text(const Resolution& r, const Plan& l) {
         line("network:", net);
         for (const auto& g : l.c.network.gaps) line("net gap:", g.effect + ": " + g.detail);
     }
+    {
+        const Descendants& d = l.c.descendants;
+        line("at exit:", d.killed ? fmt::format("processes the command leaves running are killed ({})", d.by)
+                                  : fmt::format("processes the command leaves running run on ({})", d.why));
+    }
     line("config:", r.settings.path.empty() ? "none found" : q(r.settings.path));
     if (r.session_path)
         line("session:", r.session.mode ? fmt::format("{} (last sandbox/mode at line {}: {})", q(*r.session_path),

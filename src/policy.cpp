@@ -272,6 +272,7 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     out.keep_fds = in.keep_fds;
     if (in.mode == Mode::DangerFullAccess) return Outcome::success();
     out.private_tmp = in.private_tmp;
+    out.keep_descendants = in.keep_descendants;
     out.writable_files.push_back("/dev/null");
     // The command's own controlling terminal (a pty of its own unless
     // --no-pty): less, vi and read -s open it, and set its modes through the

@@ -82,6 +82,11 @@ struct Policy {
     // false, not opened on the host), read-only in read-only: it never
     // widens a mode. Only a runner that can mount one takes it (chain.cpp).
     bool private_tmp = false;
+    // --keep-descendants (or the config's keepDescendants) in a confined
+    // mode: processes the command leaves running when it exits run on
+    // (still confined). Default: they are killed with it, wherever a runner
+    // or dsh-confine as the parent can (Confinement::descendants says which).
+    bool keep_descendants = false;
     Network network = Network::Host;           // --net > config "network" > host
     NetworkSource network_source = NetworkSource::Default;
     // The config asked for this, and danger-full-access (which confines
@@ -112,6 +117,7 @@ struct PolicyInput {
     std::string cwd;
     std::vector<int> keep_fds;
     bool private_tmp = false;  // asked for (flag or config); ignored in danger-full-access
+    bool keep_descendants = false;  // likewise
 };
 
 Outcome build_policy(const PolicyInput& in, Policy& out);

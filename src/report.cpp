@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "bytes.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -67,46 +69,9 @@ static ordered_json gaps_json(const std::vector<Gap>& gaps) {
 // not UTF-8 is written with U+FFFD in place of each bad byte (as every record
 // is rendered) and, beside it, "<key>Bytes": the exact bytes in lower-case
 // hex, so two different paths never read the same (docs/DECISIONS.md).
-static bool is_utf8(std::string_view s) {
-    for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) {
-            ++i;
-            continue;
-        }
-        size_t n = 0;
-        uint32_t cp = 0;
-        if ((c & 0xe0) == 0xc0) n = 1, cp = c & 0x1f;
-        else if ((c & 0xf0) == 0xe0) n = 2, cp = c & 0x0f;
-        else if ((c & 0xf8) == 0xf0) n = 3, cp = c & 0x07;
-        else return false;
-        if (i + n >= s.size()) return false;
-        for (size_t k = 1; k <= n; ++k) {
-            const auto d = static_cast<unsigned char>(s[i + k]);
-            if ((d & 0xc0) != 0x80) return false;
-            cp = (cp << 6) | (d & 0x3f);
-        }
-        const uint32_t least[] = {0, 0x80, 0x800, 0x10000};
-        if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-        i += n + 1;
-    }
-    return true;
-}
-
-static std::string hex(std::string_view s) {
-    static const char digits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(s.size() * 2);
-    for (unsigned char c : s) {
-        out += digits[c >> 4];
-        out += digits[c & 0xf];
-    }
-    return out;
-}
-
 static void put_bytes(ordered_json& j, const std::string& key, const std::string& value) {
     j[key] = value;
-    if (!is_utf8(value)) j[key + "Bytes"] = hex(value);
+    if (!is_utf8(value)) j[key + "Bytes"] = to_hex(value);
 }
 
 static void put_bytes(ordered_json& j, const std::string& key, const std::vector<std::string>& values) {
@@ -115,7 +80,7 @@ static void put_bytes(ordered_json& j, const std::string& key, const std::vector
     for (const auto& v : values) all = all && is_utf8(v);
     if (all) return;
     ordered_json a = ordered_json::array();
-    for (const auto& v : values) a.push_back(hex(v));
+    for (const auto& v : values) a.push_back(to_hex(v));
     j[key + "Bytes"] = std::move(a);
 }
 
@@ -209,6 +174,10 @@ ordered_json confinement_record(const Confinement& c) {
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = p.writable_files;
     j["privateTmp"] = p.private_tmp;
+    const Descendants& d = c.descendants;
+    j["descendants"] = ordered_json{{"atExit", d.killed ? "killed" : "left-running"},
+                                    {"by", d.by.empty() ? ordered_json(nullptr) : ordered_json(d.by)},
+                                    {"why", d.why.empty() ? ordered_json(nullptr) : ordered_json(d.why)}};
     std::vector<Skipped> not_granted;
     for (const auto& n : p.not_granted) not_granted.push_back({n.path, n.reason});
     not_granted.insert(not_granted.end(), c.not_granted.begin(), c.not_granted.end());

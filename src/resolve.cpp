@@ -50,6 +50,7 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.config_writable = r.settings.writable_roots;
     in.keep_fds = req.keep_fds;
     in.private_tmp = req.private_tmp || r.settings.private_tmp.value_or(false);
+    in.keep_descendants = req.keep_descendants || r.settings.keep_descendants.value_or(false);
     return in;
 }
 

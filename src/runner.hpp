@@ -151,6 +151,11 @@ public:
     // Whether it can give the command a private /tmp (Policy::private_tmp):
     // a mount of its own there. The chain passes over one that cannot.
     virtual bool private_tmp() const noexcept { return false; }
+    // Its own way of ending every process the command leaves running when it
+    // exits ("pid-namespace", "job-object"), or empty: none, and dsh-confine
+    // does it as their parent where it stays one (supervise.cpp). A runner
+    // with one cannot honour --keep-descendants; the chain passes over it.
+    virtual std::string_view ends_descendants() const noexcept { return {}; }
     // Fills the plan (p.c.policy, argv and command_path are set). A failure
     // with Err::SandboxUnavailable and no mode is "this runner cannot be
     // used" (the chain records it and goes on); anything else ends the run.

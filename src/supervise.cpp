@@ -30,6 +30,8 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #if defined(__linux__)
+#include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #endif
 #include <sys/wait.h>
@@ -38,8 +40,10 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "classify.hpp"
+#include "errors.hpp"
 #include "spawn.hpp"
 #include "terminal.hpp"
 #include <sys/resource.h>
@@ -109,26 +113,6 @@ void forward(int sig, siginfo_t* si, void*) {
     errno = saved;
 }
 
-bool write_all(int fd, const char* p, size_t n) {
-    while (n > 0) {
-        ssize_t w = ::write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN) {
-                // The caller's stderr may be non-blocking (a shared open file
-                // description): wait until it takes more.
-                pollfd pfd{fd, POLLOUT, 0};
-                ::poll(&pfd, 1, -1);
-                continue;
-            }
-            return false;
-        }
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
-    return true;
-}
-
 // Same open file description on fd 1 and fd 2 (`2>&1`)? kcmp says exactly;
 // where it is not available, the same inode is taken as the same stream.
 bool same_stream(int a, int b) {
@@ -162,7 +146,7 @@ struct Stderr {
             }
             limit -= static_cast<size_t>(n);
             keep(buf, static_cast<size_t>(n));
-            if (!write_all(out, buf, static_cast<size_t>(n))) {
+            if (write_whole(out, std::string_view(buf, static_cast<size_t>(n))) != 0) {
                 // The caller's stderr went away: close our end so that the
                 // command's next write fails (EPIPE/SIGPIPE) as it would have
                 // without us, instead of being swallowed.
@@ -198,14 +182,30 @@ struct Stderr {
     }
 };
 
+// The pid a pidfd refers to (0: unknown), from its fdinfo.
+pid_t pid_of(int pidfd) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    FILE* f = std::fopen(path, "re");
+    if (!f) return 0;
+    char line[256];
+    long pid = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "Pid: %ld", &pid) == 1) break;
+    std::fclose(f);
+    return pid > 0 ? static_cast<pid_t>(pid) : 0;
+}
+
+// The marker lines: the seed's own texts, as they are (errors go through
+// report_failure, like every other error of the program).
 void say(const std::string& line) {
     std::string l = line + "\n";
-    (void)write_all(STDERR_FILENO, l.data(), l.size());
+    (void)write_whole(STDERR_FILENO, l);
 }
 
 ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::optional<int> signal,
                            const Classification& c, double duration_ms, int forwarded, bool captured,
-                           const char* evidence, const char* limit) {
+                           const char* evidence, std::optional<int> descendants_killed, const char* limit) {
     ordered_json j;
     j["type"] = "result";
     j["version"] = 1;
@@ -225,6 +225,9 @@ ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::opt
     j["forwardedSignals"] = std::move(fw);
     j["stderrCaptured"] = captured;
     j["evidence"] = evidence;
+    // How many processes the command left running were killed at its exit
+    // (null: not counted here, e.g. a runner's PID namespace ended them).
+    j["descendantsKilled"] = descendants_killed ? ordered_json(*descendants_killed) : ordered_json(nullptr);
     return j;
 }
 
@@ -248,6 +251,85 @@ void die_by(int sig) {
     ::raise(sig);
 }
 
+#if defined(__linux__)
+// Our children, zombies included: the kernel's list for our (one) thread;
+// where that list is missing (CONFIG_PROC_CHILDREN off) or comes back empty
+// while a child exists, every process's parent read from /proc.
+std::vector<pid_t> children(bool scan) {
+    std::vector<pid_t> out;
+    char path[300];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
+    if (!scan) {
+        if (FILE* f = std::fopen(path, "re")) {
+            long v;
+            while (std::fscanf(f, "%ld", &v) == 1) out.push_back(static_cast<pid_t>(v));
+            std::fclose(f);
+            return out;
+        }
+    }
+    DIR* d = ::opendir("/proc");
+    if (!d) return out;
+    const pid_t self = ::getpid();
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        std::snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE* f = std::fopen(path, "re");
+        if (!f) continue;
+        char buf[512];
+        const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+        std::fclose(f);
+        buf[n] = 0;
+        // "pid (comm) state ppid ...": comm may hold anything, so from the last ')'.
+        const char* close = std::strrchr(buf, ')');
+        char state;
+        long ppid;
+        if (close && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+            out.push_back(static_cast<pid_t>(std::atol(e->d_name)));
+    }
+    ::closedir(d);
+    return out;
+}
+
+// Reaps the orphans that came to us (we are their subreaper) and have ended,
+// so that a long run leaves no zombies; the command's own end is the loop's.
+void reap_orphans(pid_t command) {
+    for (;;) {
+        siginfo_t si{};
+        if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 || si.si_pid == command)
+            return;
+        ::waitpid(si.si_pid, nullptr, 0);
+    }
+}
+
+// Ends every process still below us once the command has exited: each round
+// SIGKILLs our children and reaps them; their own children come to us (we
+// are the subreaper) and go in the next round. A killed process forks no
+// more, so even a fork bomb runs out. Returns how many were killed.
+int end_descendants() {
+    int killed = 0;
+    for (;;) {
+        std::vector<pid_t> kids = children(false);
+        if (kids.empty()) {
+            siginfo_t si{};
+            // None listed and none left to wait for: done.
+            if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0) return killed;
+            kids = children(true);
+            if (kids.empty()) return killed;  // none we can find (no /proc): nothing more to do
+        }
+        for (pid_t k : kids) {
+            siginfo_t si{};
+            // A zombie (ended on its own) is reaped, not counted.
+            const bool ended = ::waitid(P_PID, static_cast<id_t>(k), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                               si.si_pid == k;
+            if (!ended && ::kill(k, SIGKILL) == 0) ++killed;
+        }
+        for (pid_t k : kids)
+            while (::waitpid(k, nullptr, 0) < 0 && errno == EINTR) {
+            }
+    }
+}
+#endif
+
 }  // namespace
 
 bool needs_parent(const Plan& p, bool pty) {
@@ -268,11 +350,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const bool capture = confined && !opts.forwarder && !::isatty(STDERR_FILENO);
     const bool combined = capture && same_stream(STDOUT_FILENO, STDERR_FILENO);
 
-    auto failed = [&](const Outcome& o) {
-        say("dsh-confine: " + one_line(o.text()));
-        (void)report.write(error_record(o));
-        return o.exit_status();
-    };
+    auto failed = [&](const Outcome& o) { return report_failure(report, o); };
     auto internal = [&](const char* what) { return failed(failf(Err::Internal, "{}: {}", what, std::strerror(errno))); };
     int exec_pipe[2] = {-1, -1};
     int err_pipe[2] = {-1, -1};
@@ -383,6 +461,16 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     child.reset_signals = reset;
     child.reset_actions = reset_act;
     child.n_reset = n_reset;
+    // Processes the command leaves running come to us when their parent
+    // ends, and are ended with the command (chain::settle_descendants).
+    const bool subreaper = p.c.descendants.by == "subreaper";
+#if defined(__linux__)
+    if (subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+        restore_signals();
+        ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+        return internal("prctl(PR_SET_CHILD_SUBREAPER)");
+    }
+#endif
     const double start = spawn::now_ms();
     const pid_t pid = spawn::start(child);
     if (pid < 0) {
@@ -413,6 +501,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const int pidfd = spawn::pidfd_open(pid);
 
     bool looking = watch != nullptr;  // the command is not our child and not found yet
+    pid_t command_pid = 0;            // ...and once found, its pid
     auto find_command = [&](int& poll_ms) {
         const int fd = watch->find_command(poll_ms);
         if (fd == -1) return;
@@ -428,6 +517,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
                 if ((pending & (1 << s)) && ::kill(pid, s) == 0) g_forwarded = g_forwarded | (1 << s);
             return;
         }
+        command_pid = pid_of(fd);
         // Publish the target with signals blocked, then send what waited.
         ::sigprocmask(SIG_BLOCK, &block, nullptr);
         g_target = fd;
@@ -495,7 +585,19 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         }
         // Without a pidfd the exit is noticed by polling waitpid.
         if (pidfd < 0) timeout = timeout < 0 ? 10 : timeout;
+        // Orphans that ended are reaped at least once a second.
+        if (subreaper) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
+        // Just after typed input: is the pty's job stopping (Ctrl-Z)?
+        if (tty.active())
+            if (const int w = tty.watch_ms(); w >= 0) timeout = timeout < 0 || timeout > w ? w : timeout;
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
+#if defined(__linux__)
+        if (subreaper) reap_orphans(pid);
+#endif
+        if (tty.active() && tty.watch_ms() >= 0) {
+            const pid_t command = watch ? command_pid : pid;
+            if (tty.command_stopped(command)) tty.follow_stop(command);
+        }
         if (r < 0 && errno != EINTR) break;
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();
@@ -520,7 +622,12 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         }
     const double duration = spawn::now_ms() - start;
     if (pidfd >= 0) ::close(pidfd);
-    // With a timeout or a leaf, nothing the command started outlives it.
+    std::optional<int> descendants_killed;
+#if defined(__linux__)
+    if (subreaper) descendants_killed = end_descendants();
+#endif
+    // With a timeout or a leaf, nothing the command started outlives it
+    // (issue 21; also what a subreaper does not reach: bwrap's namespace).
     if (lim.timeout_ms || leaf.active()) kill_all();
     // The user's terminal back as it was, the pty hung up.
     tty.finish();
@@ -595,7 +702,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
 
     if (!opts.forwarder)
-        (void)report.write(result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence, limit));
+        (void)report.write(result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
+                                         descendants_killed, limit));
 
     int rc = exit_code ? *exit_code : (signal ? 128 + *signal : 125);
     // A timeout's status is timeout(1)'s, in both modes.
@@ -604,10 +712,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         Outcome o = setup ? *setup : unavailable(to_string(p.c.policy.mode), c.runner_failure.value_or(""));
         // In exec mode a failure the runner's own process reported (bwrap's
         // stage) is not said twice, as before there was a parent.
-        if (!(opts.forwarder && !setup && c.reported)) {
-            say("dsh-confine: " + one_line(o.text()));
-            (void)report.write(error_record(o));
-        }
+        if (!(opts.forwarder && !setup && c.reported)) (void)report_failure(report, o);
         rc = o.exit_status();
     } else if (opts.forwarder && signal && !timed_out) {
         die_by(*signal);

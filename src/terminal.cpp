@@ -1,10 +1,14 @@
 #include "terminal.hpp"
 
+#include "errors.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <iterator>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -21,25 +25,6 @@ namespace {
 bool same_tty(int a, int b) {
     struct stat sa {}, sb {};
     return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && S_ISCHR(sa.st_mode) && sa.st_rdev == sb.st_rdev;
-}
-
-// Writes all of it to a terminal; a terminal that went away (EIO after a
-// hangup) ends the write.
-void write_out(int fd, const char* p, size_t n) {
-    while (n > 0) {
-        ssize_t w = ::write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN) {
-                pollfd pfd{fd, POLLOUT, 0};
-                ::poll(&pfd, 1, 100);
-                continue;
-            }
-            return;
-        }
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
 }
 
 // Terminal calls that would stop a background process (SIGTTOU) are made with
@@ -164,6 +149,41 @@ void Relay::input_readable() {
     }
     to_master_.append(buf, static_cast<size_t>(n));
     flush_to_master();
+    watch_until_ = spawn::now_ms() + 500;
+}
+
+int Relay::watch_ms() const noexcept {
+    if (master_ < 0 || spawn::now_ms() >= watch_until_) return -1;
+    return 25;
+}
+
+bool Relay::command_stopped(pid_t command) const noexcept {
+    if (master_ < 0 || command <= 0) return false;
+    const pid_t job = ::tcgetpgrp(master_);
+    if (job != command) return false;
+    char path[64], buf[512];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(job));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    // "pid (comm) state ...": the state follows the last ')'.
+    const char* close = std::strrchr(buf, ')');
+    return close && close[1] == ' ' && close[2] == 'T';
+}
+
+void Relay::follow_stop(pid_t command) {
+    watch_until_ = 0;
+    if (!foreground()) return;  // not ours to stop: the job waits for a SIGCONT from elsewhere
+    restore();
+    // The terminal would have sent SIGTSTP to the bare command's process
+    // group, which is ours: the caller's shell sees its job stopped.
+    (void)::kill(0, SIGTSTP);
+    // Continued (fg, or bg): the job goes on too, in raw mode if in front.
+    go_raw();
+    (void)::kill(-command, SIGCONT);
 }
 
 void Relay::flush_to_master() {
@@ -192,7 +212,7 @@ void Relay::master_ready(short revents) {
             master_done_ = true;
             return;
         }
-        write_out(out_, buf, static_cast<size_t>(n));
+        (void)write_whole(out_, std::string_view(buf, static_cast<size_t>(n)));
     }
 }
 
@@ -209,7 +229,7 @@ void Relay::finish() {
         ssize_t n = ::read(master_, buf, sizeof buf);
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0) break;
-        write_out(out_, buf, static_cast<size_t>(n));
+        (void)write_whole(out_, std::string_view(buf, static_cast<size_t>(n)));
     }
     restore();
     // The hangup: a process left holding the slave gets SIGHUP (if it is

@@ -44,6 +44,23 @@ public:
     // After SIGCONT: raw mode now if dsh-confine came to the foreground.
     void resume();
 
+    // Job control through the pty. A Ctrl-Z typed at the command stops the
+    // pty's foreground job, not dsh-confine, which the user's shell waits
+    // on: when that job is seen stopped, dsh-confine stops its own process
+    // group as the terminal would have stopped the bare command's, with the
+    // user's terminal restored, and continues the job when it is continued
+    // itself (fg or bg). A stop is looked for while typed input was relayed
+    // in the last half second (Ctrl-Z, or a program that stops itself on a
+    // key, as vi does): `watch_ms` bounds the next poll (-1: not watching).
+    int watch_ms() const noexcept;
+    // Whether the pty's foreground job is the command's own process group
+    // (`command`: its pid, which leads it) and is stopped. A job of a shell
+    // run as the command is that shell's to handle (it takes the terminal
+    // back), never followed.
+    bool command_stopped(pid_t command) const noexcept;
+    // Stops as the command did, and on SIGCONT continues its group.
+    void follow_stop(pid_t command);
+
     // For poll: the fd typed input is read from (-1: not now) and the events
     // wanted on the master.
     int input_fd() const noexcept;
@@ -70,6 +87,7 @@ private:
     bool saved_ = false, raw_ = false, input_done_ = false, master_done_ = false;
     struct termios orig_ {};
     int ldisc_ = -1;
+    double watch_until_ = 0;  // spawn::now_ms() until which a stop is looked for
     std::string to_master_;
     std::string slave_path_;
 };

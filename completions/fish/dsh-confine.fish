@@ -99,6 +99,7 @@ complete -c dsh-confine -n $policy_cond -l runner -x -a "$runners" -d 'confineme
 complete -c dsh-confine -n $policy_cond -l net -x -a 'off loopback host' -d 'network: host (default), loopback or off'
 complete -c dsh-confine -n $policy_cond -l writable -r -F -d 'another writable path'
 complete -c dsh-confine -n $policy_cond -l private-tmp -d 'give the command an empty /tmp of its own, discarded at exit'
+complete -c dsh-confine -n $policy_cond -l keep-descendants -d "leave the command's background processes running when it exits"
 complete -c dsh-confine -n $policy_cond -l config -r -F -d 'config file (JSON)'
 complete -c dsh-confine -n $policy_cond -l session -r -F -d 'session log that sets the mode'
 complete -c dsh-confine -n $policy_cond -l probe-timeout -x -d 'bound on each runner probe (ms)'

@@ -141,6 +141,8 @@ class Runner final : public dsh::Runner {
 public:
     RunnerKind kind() const noexcept override { return RunnerKind::Bwrap; }
     bool private_tmp() const noexcept override { return true; }
+    // bwrap's PID namespace ends with the command (its pid 1 is bwrap's).
+    std::string_view ends_descendants() const noexcept override { return "pid-namespace"; }
 
     Verdict probe(const RunnerEnv& env) const override {
         ProbeResult pr = probe_bwrap(bwrap_path(env), env.probe_timeout_ms, env.use_probe_cache);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bwrap_plan.hpp"
+#include "../bytes.hpp"
 #include "../launch.hpp"
 #include "../report.hpp"
 #include "landlock_runner.hpp"
@@ -33,18 +34,10 @@ bool argv_of_record(const std::string& record, std::vector<std::string>& argv) {
     argv.clear();
     if (auto b = j.find("argvBytes"); b != j.end() && b->is_array()) {
         for (const auto& w : *b) {
-            if (!w.is_string() || w.get_ref<const std::string&>().size() % 2) return false;
-            const auto& h = w.get_ref<const std::string&>();
-            const auto nibble = [](char c) {
-                return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-            };
-            std::string word;
-            for (size_t k = 0; k < h.size(); k += 2) {
-                const int hi = nibble(h[k]), lo = nibble(h[k + 1]);
-                if (hi < 0 || lo < 0) return false;
-                word += static_cast<char>(hi << 4 | lo);
-            }
-            argv.push_back(std::move(word));
+            if (!w.is_string()) return false;
+            auto word = from_hex(w.get_ref<const std::string&>());
+            if (!word) return false;
+            argv.push_back(std::move(*word));
         }
     } else if (auto a = j.find("argv"); a != j.end() && a->is_array()) {
         for (const auto& w : *a) {

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -137,6 +138,7 @@ public:
             if (colon == std::string::npos) return -1;
             init_ = static_cast<pid_t>(std::atoi(status_.c_str() + colon + 1));
             if (init_ <= 0) return -2;
+            init_fd_ = Fd(spawn::pidfd_open(init_));
         }
         poll_ms = 1;
         const pid_t cmd = first_child(init_);
@@ -147,6 +149,15 @@ public:
 
     void ended(int command_pidfd, int& status) override {
         readable();
+        // bwrap reports the command's end (and exits) while its init is still
+        // ending the namespace's other processes: the run is over when init
+        // is, and with it every process the command left (a bound, in case
+        // one is stuck in the kernel).
+        if (init_fd_) {
+            pollfd pfd{init_fd_.get(), POLLIN, 0};
+            while (::poll(&pfd, 1, 5000) < 0 && errno == EINTR) {
+            }
+        }
         if (command_pidfd >= 0)
             if (auto st = exit_status_of(command_pidfd)) status = *st;
     }
@@ -187,6 +198,7 @@ private:
     Fd read_, write_;  // bwrap's --json-status-fd
     std::string status_;
     pid_t init_ = 0;
+    Fd init_fd_;  // init's pidfd: readable once the namespace is empty
 };
 
 }  // namespace

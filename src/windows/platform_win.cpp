@@ -262,6 +262,8 @@ Outcome plan_helper(Plan& l) {
 class Runner final : public dsh::Runner {
 public:
     RunnerKind kind() const noexcept override { return RunnerKind::WindowsAcl; }
+    // The helper's job object is KILL_ON_JOB_CLOSE.
+    std::string_view ends_descendants() const noexcept override { return "job-object"; }
     // A chain of one, taken without a probe: whether the helper can start is
     // only known by starting it.
     Verdict probe(const RunnerEnv&) const override { return {Verdict::Usable, {}, {}}; }

@@ -247,6 +247,43 @@ def test_bash_i_gets_job_control_on_a_pty(s):
             t.close()
 
 
+# Under landlock the command leads the pty's session, so its process group has no parent in that
+# session: the kernel treats it as orphaned and does not stop it on Ctrl-Z (a shell run as the
+# command stops its own jobs, which is tested above). Set to False once a monitor process leads the
+# pty's session there, as under bwrap (whose init does).
+LANDLOCK_DIRECT_COMMAND_CANNOT_STOP = True
+
+
+def test_ctrl_z_on_a_direct_command_stops_the_job_in_the_users_shell(s):
+    # The user's own shell on the test's pty runs dsh-confine on a command that is not a shell:
+    # Ctrl-Z stops it and the shell says so, `fg` continues it, the status is the command's.
+    need_bwrap()
+    runners = ["bwrap"] + ([] if LANDLOCK_DIRECT_COMMAND_CANNOT_STOP else ["landlock"])
+    for runner in runners:
+        for extra in MODES:
+            t = Term(BASH, s)
+            try:
+                t.expect("PROMPT> ")
+                cmd = "%s --mode workspace-write --runner %s %s -- sh -c 'sleep 2; echo slept-$((3*4))'\n" % (
+                    DSH, runner, " ".join(extra))
+                t.send(cmd.encode())
+                t.settle(1.0)
+                t.send(b"\x1a")
+                t.expect("Stopped")
+                t.send(b"echo waiting-$((2*3))\n")
+                t.expect("waiting-6")
+                assert b"slept-12" not in t.out, (runner, extra, t.out[-2000:])
+                t.send(b"fg\n")
+                t.expect("slept-12", timeout=20)
+                t.expect("PROMPT> ")  # typed before, it would be the command's input
+                t.send(b"echo rc=$?\n")
+                t.expect(r"rc=0\r\n")
+                t.send(b"exit\n")
+                t.wait()
+            finally:
+                t.close()
+
+
 def test_less_in_raw_mode_works_and_the_terminal_is_restored(s):
     _need_runners()
     path = s.p("ws", "pages.txt")

@@ -140,6 +140,55 @@ TEST_CASE("seam: --private-tmp passes over a runner that cannot mount one; force
     CHECK(t.c.runner == RunnerKind::Landlock);
 }
 
+TEST_CASE("seam: descendants are killed by the runner's mechanism or a parent that stays; kept only where possible") {
+    testrunner::Script own, none;
+    own.ends_descendants = "pid-namespace";
+    auto a = testrunner::make(RunnerKind::Bwrap, own, "exit 0");
+    auto b = testrunner::make(RunnerKind::Landlock, none, "exit 0");
+    const chain::Runners both{a.get(), b.get()};
+    // Default: the runner's own mechanism, whether or not a parent stays.
+    Plan p = ws_plan();
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, p, both));
+    chain::settle_descendants(p, false, both);
+    CHECK(p.c.descendants.killed);
+    CHECK(p.c.descendants.by == "pid-namespace");
+    // None of its own: the parent as subreaper where it stays, else left running and why.
+    Plan q = ws_plan();
+    REQUIRE(chain::choose(RunnerKind::Landlock, RunnerEnv{}, q, both));
+    chain::settle_descendants(q, true, both);
+    CHECK(q.c.descendants.killed);
+    CHECK(q.c.descendants.by == "subreaper");
+    chain::settle_descendants(q, false, both);
+    CHECK_FALSE(q.c.descendants.killed);
+    CHECK(q.c.descendants.by.empty());
+    CHECK(q.c.descendants.why == "exec mode leaves no parent to end them; use --supervise");
+    // --keep-descendants: auto passes over the one that always ends them.
+    const std::string why = "bwrap cannot leave the command's background processes running (--keep-descendants): "
+                            "its PID namespace ends them all with the command; use --runner landlock (or auto), "
+                            "or drop --keep-descendants";
+    Plan k = ws_plan();
+    k.c.policy.keep_descendants = true;
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, k, both));
+    CHECK(k.c.runner == RunnerKind::Landlock);
+    REQUIRE(k.c.skipped.size() == 1);
+    CHECK(k.c.skipped[0].reason == why);
+    chain::settle_descendants(k, true, both);
+    CHECK_FALSE(k.c.descendants.killed);
+    CHECK(k.c.descendants.why == "asked (--keep-descendants)");
+    // Forced, it is the run's reason: 125.
+    Plan f = ws_plan();
+    f.c.policy.keep_descendants = true;
+    Outcome o = chain::choose(RunnerKind::Bwrap, RunnerEnv{}, f, both);
+    REQUIRE_FALSE(o);
+    CHECK(o.exit_status() == 125);
+    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: " + why);
+    // danger-full-access: nothing confined, nothing ended.
+    Plan d = ws_plan();
+    d.c.policy.mode = Mode::DangerFullAccess;
+    chain::settle_descendants(d, true, both);
+    CHECK_FALSE(d.c.descendants.killed);
+}
+
 TEST_CASE("seam: a plan failure that ends the run is returned as it is, with its cause as data") {
     testrunner::Script s;
     s.plan_ends_run = true;

@@ -1,0 +1,62 @@
+#include "bytes.hpp"
+
+namespace dsh {
+
+bool next_code_point(std::string_view s, size_t& i, uint32_t& cp) noexcept {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+        cp = c;
+        ++i;
+        return true;
+    }
+    size_t n = 0;
+    uint32_t v = 0;
+    if ((c & 0xe0) == 0xc0) n = 1, v = c & 0x1f;
+    else if ((c & 0xf0) == 0xe0) n = 2, v = c & 0x0f;
+    else if ((c & 0xf8) == 0xf0) n = 3, v = c & 0x07;
+    else return false;
+    if (i + n >= s.size()) return false;
+    for (size_t k = 1; k <= n; ++k) {
+        const auto d = static_cast<unsigned char>(s[i + k]);
+        if ((d & 0xc0) != 0x80) return false;
+        v = (v << 6) | (d & 0x3f);
+    }
+    constexpr uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+    if (v < least[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return false;
+    cp = v;
+    i += n + 1;
+    return true;
+}
+
+bool is_utf8(std::string_view s) noexcept {
+    uint32_t cp;
+    for (size_t i = 0; i < s.size();)
+        if (!next_code_point(s, i, cp)) return false;
+    return true;
+}
+
+std::string to_hex(std::string_view s) {
+    static const char digits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size() * 2);
+    for (unsigned char c : s) {
+        out += digits[c >> 4];
+        out += digits[c & 0xf];
+    }
+    return out;
+}
+
+std::optional<std::string> from_hex(std::string_view h) {
+    if (h.size() % 2) return std::nullopt;
+    const auto nibble = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+    std::string out;
+    out.reserve(h.size() / 2);
+    for (size_t k = 0; k < h.size(); k += 2) {
+        const int hi = nibble(h[k]), lo = nibble(h[k + 1]);
+        if (hi < 0 || lo < 0) return std::nullopt;
+        out += static_cast<char>(hi << 4 | lo);
+    }
+    return out;
+}
+
+}  // namespace dsh

@@ -1,0 +1,219 @@
+"""Descendants (issue 15): what becomes of the processes a command leaves running when it exits.
+
+The default is one rule for every runner: they are killed with the command wherever something
+can find them (bwrap's PID namespace, or dsh-confine as their subreaper when it stays as the
+parent); Landlock in exec mode leaves no parent, so they run on, and the record says so.
+`--keep-descendants` (config `keepDescendants`) leaves them running where the runner allows it.
+
+Each case is checked from outside: two background processes of the command (a plain child and a
+double-forked, setsid'd grandchild that ignores TERM, HUP and INT) keep rewriting a heartbeat file
+in the workspace; after dsh-confine has returned, a heartbeat that still changes is a process that
+still runs. Whatever a case leaves running is killed by the test (their pids are in the workspace).
+"""
+import json
+import os
+import signal
+import time
+
+from harness import SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock
+
+RUNNERS = ("bwrap", "landlock")
+MODES = (("exec", []), ("supervise", ["--supervise"]))
+
+# The command: two heartbeats, then it exits at once. Their stdio is not the caller's pipes, so
+# a process left running does not hold the harness's stdout open.
+LEAVE_TWO = r'''
+sh -c 'echo $$ > pid1; while :; do date +%s%N > hb1; sleep 0.05; done' </dev/null >/dev/null 2>&1 &
+( setsid sh -c 'trap "" TERM HUP INT; echo $$ > pid2; while :; do date +%s%N > hb2; sleep 0.05; done' \
+    </dev/null >/dev/null 2>&1 & )
+i=0
+while [ ! -s hb1 ] || [ ! -s hb2 ]; do i=$((i+1)); [ $i -lt 400 ] || exit 9; sleep 0.05; done
+echo started
+'''
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def beating(s, name, window=2.0):
+    """Whether heartbeat file `name` in the workspace still changes (checked for `window` s)."""
+    path = s.p("ws", name)
+    first = read(path)
+    deadline = time.time() + window
+    while time.time() < deadline:
+        time.sleep(0.1)
+        if read(path) != first:
+            return True
+    return False
+
+
+def kill_leftovers(s):
+    # Host pids under landlock; under bwrap they are the namespace's and long gone (nothing to do).
+    for name in ("pid1", "pid2"):
+        pid = read(s.p("ws", name))
+        if not pid:
+            continue
+        try:
+            pid = int(pid)
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if b"hb" not in f.read():
+                    continue  # not ours (a namespace pid, or reused)
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def need(runner):
+    need_bwrap() if runner == "bwrap" else need_landlock()
+
+
+def run(s, runner, extra, script=LEAVE_TWO, config=None):
+    args = ["--mode", "workspace-write", "--root", s.ws, "--runner", runner] + list(extra)
+    env = None
+    if config is not None:
+        path = s.p("base", "config.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        env = {"DSH_CONFINE_CONFIG": path}
+    return dsh(args + ["--", "sh", "-c", script], s, cwd=s.ws, env=env, timeout=120)
+
+
+def check_default(s, runner, mode_args):
+    need(runner)
+    try:
+        r = run(s, runner, mode_args)
+        assert r.rc == 0 and r.out == "started\n", r
+        rec = r.rec("confinement")
+        d = rec["descendants"]
+        left = beating(s, "hb1"), beating(s, "hb2")
+        if runner == "landlock" and not mode_args:
+            # Exec mode under landlock: dsh-confine became the command; nothing is left to end them.
+            assert d == {"atExit": "left-running", "by": None,
+                         "why": "exec mode leaves no parent to end them; use --supervise"}, d
+            assert left == (True, True), (left, r)
+        else:
+            assert d["atExit"] == "killed" and d["why"] is None, d
+            assert d["by"] == ("pid-namespace" if runner == "bwrap" else "subreaper"), d
+            assert left == (False, False), (left, r)
+            res = r.rec("result")
+            if mode_args:
+                # Under landlock supervise counts what it killed: both loops (and their sleeps).
+                if runner == "landlock":
+                    assert res["descendantsKilled"] >= 2, res
+                else:
+                    assert res["descendantsKilled"] is None, res
+    finally:
+        kill_leftovers(s)
+
+
+def check_keep(s, runner, mode_args):
+    need(runner)
+    try:
+        r = run(s, runner, ["--keep-descendants"] + mode_args)
+        if runner == "bwrap":
+            # Its PID namespace ends them all: a forced bwrap cannot keep them, and says why.
+            assert r.rc == 125, r
+            assert not os.path.exists(s.p("ws", "pid1")), "the command ran"
+            why = ("bwrap cannot leave the command's background processes running (--keep-descendants): its PID "
+                   "namespace ends them all with the command; use --runner landlock (or auto), or drop "
+                   "--keep-descendants")
+            assert r.err == "dsh-confine: " + SANDBOX_UNAVAILABLE.format(mode="workspace-write") + " Runner failure: " + why + "\n", r.err
+            assert r.rec("error")["runnerFailure"] == why, r
+            return
+        assert r.rc == 0 and r.out == "started\n", r
+        d = r.rec("confinement")["descendants"]
+        assert d == {"atExit": "left-running", "by": None, "why": "asked (--keep-descendants)"}, d
+        assert (beating(s, "hb1"), beating(s, "hb2")) == (True, True), r
+        if mode_args:
+            assert r.rec("result")["descendantsKilled"] is None, r
+    finally:
+        kill_leftovers(s)
+
+
+for _runner in RUNNERS:
+    for _mname, _margs in MODES:
+        def _default(s, runner=_runner, margs=_margs):
+            check_default(s, runner, margs)
+
+        def _keep(s, runner=_runner, margs=_margs):
+            check_keep(s, runner, margs)
+        globals()["test_left_running_processes_by_default__%s__%s" % (_runner, _mname)] = _default
+        globals()["test_keep_descendants__%s__%s" % (_runner, _mname)] = _keep
+
+
+def test_keep_descendants_under_auto_passes_over_bwrap(s):
+    need_landlock()
+    try:
+        r = dsh(["--mode", "workspace-write", "--root", s.ws, "--keep-descendants", "--supervise",
+                 "--", "sh", "-c", LEAVE_TWO], s, cwd=s.ws, timeout=120)
+        assert r.rc == 0, r
+        rec = r.rec("confinement")
+        assert rec["runner"] == "landlock", rec
+        assert [k["runner"] for k in rec["skippedRunners"]] == ["bwrap"], rec["skippedRunners"]
+        assert "--keep-descendants" in rec["skippedRunners"][0]["reason"], rec
+        assert beating(s, "hb2"), r
+    finally:
+        kill_leftovers(s)
+
+
+def test_the_configs_keep_descendants_is_the_flag(s):
+    need_landlock()
+    try:
+        r = run(s, "landlock", ["--supervise"], config={"keepDescendants": True})
+        assert r.rc == 0, r
+        assert r.rec("confinement")["descendants"]["atExit"] == "left-running", r
+        assert beating(s, "hb1"), r
+    finally:
+        kill_leftovers(s)
+    bad = run(s, "landlock", [], script="true", config={"keepDescendants": "yes"})
+    assert bad.rc != 0 and "keepDescendants" in bad.err and "true or false" in bad.err, bad
+
+
+def test_a_process_tree_still_forking_at_exit_is_ended(s):
+    # Thirty subshells each forking a sleeper, still going when the command exits: every one is
+    # ended by supervise under landlock (as their subreaper), none is left behind.
+    need_landlock()
+    script = r'''
+for i in $(seq 30); do ( sh -c 'echo $$ >> pids; exec sleep 300' </dev/null >/dev/null 2>&1 & ) ; done
+i=0; while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 30 ]; do i=$((i+1)); [ $i -lt 600 ] || exit 9; sleep 0.05; done
+'''
+    r = run(s, "landlock", ["--supervise"], script=script)
+    try:
+        assert r.rc == 0, r
+        assert r.rec("result")["descendantsKilled"] >= 30, r.rec("result")
+        alive = []
+        for line in (read(s.p("ws", "pids")) or "").split():
+            try:
+                with open("/proc/%s/cmdline" % line, "rb") as f:
+                    if b"sleep" in f.read():
+                        alive.append(line)
+            except OSError:
+                pass
+        assert alive == [], alive
+    finally:
+        for line in (read(s.p("ws", "pids")) or "").split():
+            try:
+                with open("/proc/%s/cmdline" % line, "rb") as f:
+                    if b"sleep\x00300" in f.read():
+                        os.kill(int(line), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+
+def test_explain_says_what_becomes_of_them(s):
+    need_landlock()
+    r = dsh(["explain", "--mode", "workspace-write", "--runner", "landlock", "--supervise", "--", "true"], s,
+            cwd=s.ws)
+    assert "at exit:     processes the command leaves running are killed (subreaper)\n" in r.out, r.out
+    r = dsh(["explain", "--mode", "workspace-write", "--runner", "landlock", "--keep-descendants", "--", "true"],
+            s, cwd=s.ws)
+    assert "at exit:     processes the command leaves running run on (asked (--keep-descendants))\n" in r.out, r.out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+// The one UTF-8 decoder and hex pair (bytes.hpp): the report's "<key>Bytes",
+// the bwrap stage's argv from the record, escalation's blank justification.
+#include <catch2/catch.hpp>
+
+#include "bytes.hpp"
+
+using namespace dsh;
+
+TEST_CASE("bytes: strict UTF-8, code point by code point") {
+    CHECK(is_utf8(""));
+    CHECK(is_utf8("plain ascii"));
+    CHECK(is_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+    CHECK_FALSE(is_utf8("a\xff" "b"));          // not a lead byte
+    CHECK_FALSE(is_utf8("\xc3"));               // cut short
+    CHECK_FALSE(is_utf8("\xc3(" ));             // bad continuation
+    CHECK_FALSE(is_utf8("\xc0\xa0"));           // overlong space
+    CHECK_FALSE(is_utf8("\xed\xa0\x80"));       // a surrogate
+    CHECK_FALSE(is_utf8("\xf4\x90\x80\x80"));   // past U+10FFFF
+    std::string_view s = "\xe2\x80\x83x";       // EM SPACE, then x
+    size_t i = 0;
+    uint32_t cp = 0;
+    REQUIRE(next_code_point(s, i, cp));
+    CHECK(cp == 0x2003);
+    CHECK(i == 3);
+    size_t j = 0;
+    std::string_view bad = "\xc0\xa0";
+    CHECK_FALSE(next_code_point(bad, j, cp));
+    CHECK(j == 0);
+}
+
+TEST_CASE("bytes: hex both ways, exactly") {
+    const std::string all = [] {
+        std::string s;
+        for (int c = 0; c < 256; ++c) s += static_cast<char>(c);
+        return s;
+    }();
+    CHECK(to_hex("a\xff") == "61ff");
+    CHECK(from_hex(to_hex(all)) == all);
+    CHECK(from_hex("") == std::string());
+    CHECK_FALSE(from_hex("6"));    // odd length
+    CHECK_FALSE(from_hex("6G"));   // not hex
+    CHECK_FALSE(from_hex("6A"));   // upper case is not what the records write
+}
