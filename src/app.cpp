@@ -47,6 +47,23 @@ RunnerEnv runner_env(const Config& settings, int report_fd) {
     return env;
 }
 
+// The resource limits (issue 21): the flags over the config's keys, the
+// backend for each (the host is looked at only when a limit needs a cgroup),
+// the rlimits for the command's process. --limits required and a limit that
+// cannot be enforced as asked: nothing runs.
+Outcome plan_limits(const Request& req, Plan& p) {
+    LimitSettings s = req.limits;
+    s.fill_from(p.config.limits);
+    limits::Host host;
+#if !defined(_WIN32)
+    if (limits::needs_host(s)) host = limits::probe();
+#endif
+    std::string refusal;
+    if (!limits::plan(s, host, p.c.limits, refusal)) return fail(Err::LimitUnavailable, refusal);
+    p.rlimits = p.c.limits.rlimits;
+    return Outcome::success();
+}
+
 // Chooses the runner and fills the plan: the report's record, the in-process
 // layers and what to exec. Runs nothing. Shared by run, explain and
 // supervise, so that what is shown is what runs.
@@ -70,6 +87,7 @@ Outcome prepare_plan(const Request& req, Plan& p) {
     c.argv = req.argv;
     p.exec_path = c.command_path;
     p.exec_argv = req.argv;
+    if (auto o = plan_limits(req, p); !o) return o;
     if (policy.mode == Mode::DangerFullAccess) {
         c.runner = RunnerKind::None;
         return Outcome::success();

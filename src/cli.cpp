@@ -31,6 +31,7 @@ enum class Opt {
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
     Net, EscalateNet, KeepDescendants,
+    Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore,
 };
 
 struct OptionSpec {
@@ -73,6 +74,20 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Supervise, "--supervise", "", "", false, kGlobal, kPolicyHelp, "stay as the parent and report the outcome"},
     {Opt::NoPty, "--no-pty", "", "", false, kGlobal, kPolicyHelp,
      "give the command this terminal, not a pty of its own (gives up the terminal protections)"},
+    {Opt::Timeout, "--timeout", "", "DURATION", false, kGlobal, kPolicyHelp,
+     "kill the command and everything it started after DURATION (90s, 5m); exit status 124"},
+    {Opt::KillAfter, "--kill-after", "", "DURATION", false, kGlobal, kPolicyHelp,
+     "after the timeout's SIGTERM, SIGKILL this much later (default 5s)"},
+    {Opt::MaxProcs, "--max-procs", "", "N", false, kGlobal, kPolicyHelp, "limit the number of processes"},
+    {Opt::Memory, "--memory", "", "SIZE", false, kGlobal, kPolicyHelp, "limit memory (512M, 2G)"},
+    {Opt::CpuTime, "--cpu-time", "", "DURATION", false, kGlobal, kPolicyHelp, "limit CPU time (per process)"},
+    {Opt::FileSize, "--file-size", "", "SIZE", false, kGlobal, kPolicyHelp,
+     "limit the size of each file the command writes"},
+    {Opt::Nofile, "--nofile", "", "N", false, kGlobal, kPolicyHelp, "limit open files per process"},
+    {Opt::Limits, "--limits", "", "MODE", false, kGlobal, kPolicyHelp,
+     "best-effort (default) or required: refuse to run when a limit cannot be enforced as asked"},
+    {Opt::AllowCore, "--allow-core", "", "", false, kGlobal, kPolicyHelp,
+     "let the command dump core (off by default)"},
     {Opt::Markers, "--markers", "", "", false, kGlobal, kPolicyHelp,
      "append the sandbox marker lines to stderr (with --supervise)"},
     {Opt::DryRun, "--dry-run", "", "", false, kGlobal, kPolicyHelp, "print the plan, as explain does, and run nothing"},
@@ -273,6 +288,44 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Write: return set_once(r.check_write, v) ? Outcome::success() : twice();
         case Opt::Binary: return set_once(r.selftest_binary, v) ? Outcome::success() : twice();
         case Opt::Attempt: return set_once(r.selftest_attempt, v) ? Outcome::success() : twice();
+        case Opt::Timeout:
+        case Opt::KillAfter:
+        case Opt::CpuTime: {
+            auto& field = o.id == Opt::Timeout ? r.limits.timeout_ms
+                          : o.id == Opt::KillAfter ? r.limits.kill_after_ms : r.limits.cpu_time_ms;
+            uint64_t ms = 0;
+            if (!limits::parse_duration_ms(v, ms)) return fail(Err::Usage, limit_text(LimitText::NotDuration, o.name, v));
+            if (field) return twice();
+            field = ms;
+            break;
+        }
+        case Opt::Memory:
+        case Opt::FileSize: {
+            auto& field = o.id == Opt::Memory ? r.limits.memory : r.limits.file_size;
+            uint64_t bytes = 0;
+            if (!limits::parse_size(v, bytes)) return fail(Err::Usage, limit_text(LimitText::NotSize, o.name, v));
+            if (field) return twice();
+            field = bytes;
+            break;
+        }
+        case Opt::MaxProcs:
+        case Opt::Nofile: {
+            auto& field = o.id == Opt::MaxProcs ? r.limits.max_procs : r.limits.nofile;
+            uint64_t n = 0;
+            if (!limits::parse_count(v, n)) return fail(Err::Usage, limit_text(LimitText::NotCount, o.name, v));
+            if (field) return twice();
+            field = n;
+            break;
+        }
+        case Opt::Limits:
+            if (v != "required" && v != "best-effort") return fail(Err::Usage, limit_text(LimitText::NotLimitsMode, v));
+            if (r.limits.required) return twice();
+            r.limits.required = v == "required";
+            break;
+        case Opt::AllowCore:
+            if (r.limits.allow_core) return twice();
+            r.limits.allow_core = true;
+            break;
     }
     return Outcome::success();
 }

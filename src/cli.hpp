@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "limits.hpp"
 #include "policy_request.hpp"
 
 namespace dsh {
@@ -48,6 +49,8 @@ struct Request {
     bool no_pty = false;  // --no-pty: the command gets the caller's terminal itself
     bool markers = false;
     bool dry_run = false;
+    // Resource limits and the timeout (issue 21), parsed; over the config's.
+    LimitSettings limits;
     // Environment.
     bool clearenv = false;
     std::vector<std::pair<std::string, std::string>> setenv;  // --setenv NAME=VALUE, split at the first '='

@@ -204,6 +204,36 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else if (k == "approver") {
             if (auto o = c.string(k, v, s); !o) return o;
             out.approver = s;
+        } else if (k == "timeout" || k == "killAfter" || k == "cpuTime") {
+            // A duration: "90s", "5m", or a number of seconds.
+            uint64_t ms = 0;
+            const bool ok = v.is_string() ? limits::parse_duration_ms(v.get<std::string>(), ms)
+                            : v.is_number_unsigned() ? (ms = v.get<uint64_t>() * 1000) > 0 && ms / 1000 == v.get<uint64_t>()
+                                                     : false;
+            if (!v.is_string() && !v.is_number()) return c.wrong(k, "a duration (\"90s\", \"5m\" or seconds)", v);
+            if (!ok) return c.err("\"" + k + "\": " + v.dump() + " is not a positive duration such as \"90s\", \"5m\" or 30");
+            (k == "timeout" ? out.limits.timeout_ms : k == "killAfter" ? out.limits.kill_after_ms : out.limits.cpu_time_ms) = ms;
+        } else if (k == "memory" || k == "fileSize") {
+            uint64_t bytes = 0;
+            const bool ok = v.is_string() ? limits::parse_size(v.get<std::string>(), bytes)
+                            : v.is_number_unsigned() ? (bytes = v.get<uint64_t>()) > 0
+                                                     : false;
+            if (!v.is_string() && !v.is_number()) return c.wrong(k, "a size (\"512M\", \"2G\" or bytes)", v);
+            if (!ok) return c.err("\"" + k + "\": " + v.dump() + " is not a positive size such as \"512M\", \"2G\" or 1048576");
+            (k == "memory" ? out.limits.memory : out.limits.file_size) = bytes;
+        } else if (k == "maxProcs" || k == "nofile") {
+            if (!v.is_number()) return c.wrong(k, "a number", v);
+            if (!v.is_number_unsigned() || v.get<uint64_t>() == 0)
+                return c.err("\"" + k + "\": " + v.dump() + " is not a positive whole number");
+            (k == "maxProcs" ? out.limits.max_procs : out.limits.nofile) = v.get<uint64_t>();
+        } else if (k == "limits") {
+            if (auto o = c.string(k, v, s); !o) return o;
+            if (s != "required" && s != "best-effort")
+                return c.err("\"limits\": unknown value " + v.dump() + " (required or best-effort)");
+            out.limits.required = s == "required";
+        } else if (k == "allowCore") {
+            if (!v.is_boolean()) return c.wrong(k, "true or false", v);
+            out.limits.allow_core = v.get<bool>();
         } else if (k == "privateTmp") {
             if (!v.is_boolean()) return c.wrong(k, "true or false", v);
             out.private_tmp = v.get<bool>();
@@ -213,7 +243,9 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else {
             return c.err("unknown key " + json(k).dump() +
                          " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp, network, keepDescendants)");
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp, network, "
+                         "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, "
+                         "allowCore)");
         }
     }
 

@@ -12,6 +12,7 @@
 #include "errors.hpp"
 #include "policy.hpp"
 #include "confinement.hpp"
+#include "limits.hpp"
 
 namespace dsh {
 
@@ -44,6 +45,11 @@ struct Config {
     std::optional<bool> private_tmp;               // "privateTmp": a private /tmp in confined modes
     std::optional<Network> network;                // "network": off, loopback or host
     std::optional<bool> keep_descendants;          // "keepDescendants": see --keep-descendants
+    // "timeout", "killAfter", "cpuTime" (durations: "90s" or seconds as a
+    // number), "memory", "fileSize" (sizes: "512M" or bytes as a number),
+    // "maxProcs", "nofile" (counts), "limits" ("required" or "best-effort"),
+    // "allowCore" (a boolean): issue 21.
+    LimitSettings limits;
 
     bool custom_runner() const noexcept { return !runner_command.empty(); }
 };

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "environment.hpp"
+#include "limits.hpp"
 #include "policy.hpp"
 
 namespace dsh {
@@ -70,6 +71,7 @@ struct Confinement {
     EnvChanges environment;              // names changed by the env flags (never values)
     NetworkAxis network;                 // filled by the runner's plan
     Descendants descendants;             // settled once it is known whether a parent stays (launch.hpp)
+    limits::Plan limits;                 // the resource limits and the timeout (issue 21)
 
     // The overall verdict: the strongest claim every own effect supports.
     Enforcement enforcement() const;

@@ -43,6 +43,7 @@ ErrInfo info(Err e) noexcept {
         case Err::EscalationCancelled: return {"ESCALATION_CANCELLED", 125};
         case Err::EscalationUnavailable: return {"ESCALATION_UNAVAILABLE", 125};
         case Err::StateUnsafe: return {"UNSAFE_STATE", 125};
+        case Err::LimitUnavailable: return {"LIMIT_UNAVAILABLE", 125};
         case Err::Internal: return {"INTERNAL_ERROR", 125};
     }
     return {"INTERNAL_ERROR", 125};  // unreachable: every enumerator is listed above
@@ -157,6 +158,8 @@ Err fault_code(const Fault& f) noexcept {
         case Step::Stdio: return Err::Internal;
         case Step::Pty: return Err::Internal;
         case Step::Ctty: return Err::Internal;
+        case Step::CgroupJoin: return Err::LimitUnavailable;
+        case Step::Rlimit: return Err::LimitUnavailable;
         case Step::Exec: return f.err == ENOENT ? Err::CommandNotFound : Err::CommandNotExecutable;
     }
     return Err::Internal;
@@ -207,6 +210,9 @@ Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
         case Step::Ctty:
             return failf(fault_code(f), "cannot make the pseudo-terminal the command's controlling terminal: {}",
                          why);
+        case Step::CgroupJoin:
+            return failf(fault_code(f), "cannot join the cgroup made for the command's limits: {}", why);
+        case Step::Rlimit: return failf(fault_code(f), "cannot set resource limit {}: {}", f.arg, why);
         case Step::Exec:
             if (f.err == ENOENT) return failf(fault_code(f), "{}: {}", exec_path, why);
             return failf(fault_code(f), "{}: cannot execute: {}", exec_path, why);
@@ -269,6 +275,55 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
                                "choose read-only or workspace-write, or drop --net", a);
     }
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
+}
+
+std::string limit_text(LimitText t, std::string_view a, std::string_view b) {
+    switch (t) {
+        case LimitText::NotSize:
+            return fmt::format("option {} takes a size such as 512M, 2G or 1048576 (bytes; K, M, G, T are powers of "
+                               "1024), not \"{}\"",
+                               a, b);
+        case LimitText::NotDuration:
+            return fmt::format("option {} takes a duration such as 90s, 5m, 1h or 500ms (a bare number is "
+                               "seconds), not \"{}\"",
+                               a, b);
+        case LimitText::NotCount:
+            return fmt::format("option {} takes a positive whole number, not \"{}\"", a, b);
+        case LimitText::NotLimitsMode:
+            return fmt::format("option --limits takes required or best-effort, not \"{}\"", a);
+        case LimitText::MemoryNeedsCgroup:
+            return fmt::format("--memory cannot be enforced as asked under --limits required: no cgroup v2 memory "
+                               "controller is delegated to dsh-confine here ({}), and RLIMIT_AS bounds address "
+                               "space, not memory; delegate a cgroup (systemd-run --user -p Delegate=yes) or use "
+                               "--limits best-effort",
+                               a);
+        case LimitText::PidsNeedsCgroup:
+            return fmt::format("--max-procs cannot be enforced as asked under --limits required: no cgroup v2 pids "
+                               "controller is delegated to dsh-confine here ({}), and RLIMIT_NPROC counts every "
+                               "process of the user (and binds no process of uid 0); delegate a cgroup "
+                               "(systemd-run --user -p Delegate=yes) or use --limits best-effort",
+                               a);
+        case LimitText::CpuPerProcess:
+            return "--cpu-time cannot be enforced as asked under --limits required: RLIMIT_CPU bounds each process's "
+                   "own CPU time, not the command's total; use --limits best-effort, or --timeout for a bound on "
+                   "the whole command";
+        case LimitText::LeafFailed:
+            return fmt::format("cannot make the cgroup for the command's limits: {}; nothing was run", a);
+        case LimitText::NotOnThisPlatform:
+            return fmt::format("{} cannot be enforced on this platform yet; nothing was run: drop it", a);
+        case LimitText::GapAddressSpace:
+            return "RLIMIT_AS bounds each process's address space, not the memory it uses: mappings that are never "
+                   "touched count, and the command's processes are bounded one by one, not together";
+        case LimitText::GapPerUid:
+            return "RLIMIT_NPROC counts every process of the user, not the command's: the user's other processes "
+                   "use up the same allowance";
+        case LimitText::GapUid0:
+            return "the command runs as uid 0, which RLIMIT_NPROC does not bind, and no cgroup pids controller is "
+                   "delegated here: the number of processes is not limited";
+        case LimitText::GapPerProcessCpu:
+            return "RLIMIT_CPU bounds each process's own CPU time: the command's processes together may use more";
+    }
+    return "bad limit";  // unreachable: every enumerator is listed above
 }
 
 std::optional<std::string> read_kernel_text(const char* path) {

@@ -30,6 +30,7 @@ enum class Err {
     EscalationCancelled,
     EscalationUnavailable,
     StateUnsafe,            // own state (config, session log, approver) writable by the run or by another user
+    LimitUnavailable,       // --limits required: a limit cannot be enforced as asked (issue 21)
     Internal,               // a system call that should not fail did
 };
 
@@ -116,6 +117,25 @@ enum class UsageText {
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 
+// The resource limits' texts (issue 21), one line each. `a` and `b` are the
+// words the text names (the option and its value, or a reason).
+enum class LimitText {
+    NotSize,             // a: the option, b: the value
+    NotDuration,         // a: the option, b: the value
+    NotCount,            // a: the option, b: the value
+    NotLimitsMode,       // a: the value of --limits
+    MemoryNeedsCgroup,   // a: why there is no cgroup memory controller
+    PidsNeedsCgroup,     // a: why there is no cgroup pids controller
+    CpuPerProcess,       // --cpu-time under required (RLIMIT_CPU is per process)
+    LeafFailed,          // a: the cgroup leaf that could not be made, and why
+    NotOnThisPlatform,   // a: what ("--timeout", "resource limits")
+    GapAddressSpace,     // the gap of --memory under RLIMIT_AS
+    GapPerUid,           // the gap of --max-procs under RLIMIT_NPROC
+    GapUid0,             // --max-procs for uid 0, which RLIMIT_NPROC does not bind
+    GapPerProcessCpu,    // the gap of --cpu-time under RLIMIT_CPU
+};
+std::string limit_text(LimitText t, std::string_view a = {}, std::string_view b = {});
+
 // Outcome = status + reason, as data: a code, a detail in our words and, for
 // a confined mode that cannot be enforced, the requested mode and the runner's
 // own failure (the cause). The one line the user and the report get is
@@ -190,6 +210,8 @@ enum class Step : unsigned char {
     Stdio,             // supervise's child: dup2 of the stderr pipe
     Pty,               // the launcher: opening the command's pseudo-terminal (terminal.cpp)
     Ctty,              // the child: setsid / TIOCSCTTY on that pseudo-terminal
+    CgroupJoin,        // the child: joining the run's cgroup leaf (issue 21)
+    Rlimit,            // the child: setrlimit; arg: the resource
     Exec,              // execve: 127 for ENOENT, else 126
 };
 struct Fault {

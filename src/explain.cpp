@@ -163,6 +163,12 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     for (const auto& g : l.c.gaps()) line(g.own_effect ? "gap:" : "not covered:", g.effect + ": " + g.detail);
     if (l.in_process)
         for (const auto& [label, text] : l.in_process->explain_lines()) line(label, text);
+    // Issue 21: each limit in force, its backend and its gaps.
+    for (const auto& lim : l.c.limits.limits) {
+        line("limit:", fmt::format("{} {} by {}{}{}", lim.name, lim.value, lim.backend, lim.how.empty() ? "" : " ",
+                                   lim.how));
+        for (const auto& g : lim.gaps) line("limit gap:", g.effect + ": " + g.detail);
+    }
     line("exec:", q(l.exec_path) + " " + argv_text(l.exec_argv));
     out += "(nothing was run)\n";
     return out;

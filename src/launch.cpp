@@ -79,11 +79,19 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     for (size_t k = 1; k < p.exec_argv.size(); ++k) e.sh_argv.push_back(const_cast<char*>(p.exec_argv[k].c_str()));
     e.sh_argv.push_back(nullptr);
     if (p.env) e.envp = spawn::c_array(*p.env);
+    e.cgroup_procs_fd = p.cgroup_procs_fd;
+    e.rlimits = p.rlimits;
     return Outcome::success();
 }
 
 [[gnu::hot]] bool enter(const void* entry, Fault& f) noexcept {
     const Entry& e = *static_cast<const Entry*>(entry);
+    // Into the run's cgroup leaf before anything else: whatever this process
+    // starts from here on is in it.
+    if (e.cgroup_procs_fd >= 0 && !limits::apply_in_child(e.cgroup_procs_fd, nullptr, 0)) {
+        f = Fault{Step::CgroupJoin, errno, -1};
+        return false;
+    }
     if (e.layers && !e.layers->apply(f)) return false;
     if (!e.record.empty()) {
         if (e.record_fd >= 0) {
@@ -113,6 +121,11 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     }
 #endif
     char* const* envp = e.envp.empty() ? environ : e.envp.data();
+    for (const auto& r : e.rlimits)
+        if (!limits::apply_in_child(-1, &r, 1)) {
+            f = Fault{Step::Rlimit, errno, r.resource};
+            return false;
+        }
     if (e.exec_mask) ::sigprocmask(SIG_SETMASK, e.exec_mask, nullptr);
     ::execve(e.path, e.argv.data(), envp);
     if (errno == ENOEXEC) ::execve(e.sh.c_str(), e.sh_argv.data(), envp);

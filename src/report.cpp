@@ -121,6 +121,29 @@ static ordered_json network_json(const Confinement& c) {
     return n;
 }
 
+// The resource limits (issue 21): each limit asked, the backend that
+// enforces it here ("cgroup", "rlimit", "process-tree", "none") and how, its
+// typed gaps, and whether --limits required was asked.
+static ordered_json limits_json(const limits::Plan& l) {
+    ordered_json a = ordered_json::array();
+    for (const auto& p : l.limits) {
+        ordered_json e;
+        e["limit"] = p.name;
+        e["value"] = p.value;
+        e["backend"] = p.backend;
+        e["how"] = p.how.empty() ? ordered_json(nullptr) : ordered_json(p.how);
+        ordered_json g = ordered_json::array();
+        for (const auto& x : p.gaps) g.push_back(ordered_json{{"effect", x.effect}, {"detail", x.detail}});
+        e["gaps"] = std::move(g);
+        a.push_back(std::move(e));
+    }
+    ordered_json j;
+    j["required"] = l.required;
+    j["enforced"] = std::move(a);
+    if (l.timeout_ms) j["killAfterMs"] = l.kill_after_ms;
+    return j;
+}
+
 ordered_json confinement_record(const Confinement& c) {
     const Policy& p = c.policy;
     ordered_json j;
@@ -166,6 +189,7 @@ ordered_json confinement_record(const Confinement& c) {
     for (const auto& l : c.layers)
         if (l.name == "landlock" && l.details.contains("abi")) j["landlockAbi"] = l.details["abi"];
     j["hardening"] = c.hardening;
+    j["limits"] = limits_json(c.limits);
     j["keptFds"] = p.keep_fds;
     const EnvChanges& e = c.environment;
     j["environment"] = ordered_json{

@@ -98,6 +98,11 @@ public:
     virtual void ended(int command_pidfd, int& status) = 0;
     virtual Classification classify(const Plan& p, std::optional<int> exit_code, const std::string& tail,
                                     const char*& evidence) = 0;
+    // How many levels of the child's process tree are the runner's own
+    // (bwrap and its init: 2). A timeout's SIGTERM goes to the processes
+    // below them, so that the command gets its grace period; the SIGKILL
+    // after it goes to all.
+    virtual int runner_depth() const noexcept { return 0; }
 };
 
 // Everything needed to start the confined command: the record, what this
@@ -125,6 +130,12 @@ struct Plan {
     // What the plan opened (bwrap: our own binary, the record's memfd):
     // closed with it, in whichever process it ends.
     std::vector<Fd> owned;
+    // The rlimits the process that becomes the command sets just before its
+    // exec (the record's `limits`); a runner whose own program must not run
+    // under them (bwrap: the stage sets them) takes them over and clears this.
+    std::vector<limits::Rlimit> rlimits;
+    // The cgroup leaf's cgroup.procs (supervise): the child joins it first.
+    int cgroup_procs_fd = -1;
 };
 
 class Runner {

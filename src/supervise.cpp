@@ -205,7 +205,7 @@ void say(const std::string& line) {
 
 ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::optional<int> signal,
                            const Classification& c, double duration_ms, int forwarded, bool captured,
-                           const char* evidence, std::optional<int> descendants_killed) {
+                           const char* evidence, std::optional<int> descendants_killed, const char* limit) {
     ordered_json j;
     j["type"] = "result";
     j["version"] = 1;
@@ -213,6 +213,8 @@ ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::opt
     j["runner"] = to_string(l.c.runner);
     j["exitCode"] = exit_code ? ordered_json(*exit_code) : ordered_json(nullptr);
     j["signal"] = signal ? ordered_json(*signal) : ordered_json(nullptr);
+    // Which limit ended the command (issue 21), where it can be known.
+    j["limit"] = limit ? ordered_json(limit) : ordered_json(nullptr);
     j["denied"] = c.denied;
     j["runnerFailed"] = c.runner_failed;
     j["runnerFailure"] = c.runner_failure ? ordered_json(*c.runner_failure) : ordered_json(nullptr);
@@ -331,7 +333,8 @@ int end_descendants() {
 }  // namespace
 
 bool needs_parent(const Plan& p, bool pty) {
-    if (p.watch) return true;
+    // A timeout or a cgroup leaf needs someone to keep the clock and clean up.
+    if (p.watch || p.c.limits.needs_parent()) return true;
     return pty && p.c.policy.mode != Mode::DangerFullAccess && terminal::any_std_terminal();
 }
 
@@ -362,6 +365,16 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
     int wake_pipe[2] = {-1, -1};
     if (tty.active() && spawn::cloexec_pipe(wake_pipe) != 0) return internal("pipe");
+    // The limits' cgroup leaf (the child joins it first), or, for a timeout
+    // without one, this process as the subreaper of the command's tree.
+    const limits::Plan& lim = p.c.limits;
+    limits::Leaf leaf;
+    if (lim.leaf) {
+        std::string why;
+        if (!leaf.make(lim, why)) return failed(fail(Err::LimitUnavailable, limit_text(LimitText::LeafFailed, why)));
+        p.cgroup_procs_fd = leaf.procs_fd();
+    }
+    if (lim.timeout_by_tree && !limits::become_subreaper()) return internal("prctl(PR_SET_CHILD_SUBREAPER)");
     // Everything the child does is made here, before it exists.
     Entry entry;
     if (auto o = prepare_entry(p, report.fd(), nullptr, {exec_pipe[1]}, entry); !o)
@@ -518,10 +531,38 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
 
     int status = 0;
     bool reaped = false;
+    // The timeout: SIGTERM to the command's processes at the deadline, then
+    // SIGKILL to everything it started after --kill-after.
+    int phase = 0;  // 0: running; 1: SIGTERM sent; 2: SIGKILL sent
+    bool timed_out = false;
+    double next_at = lim.timeout_ms ? start + static_cast<double>(*lim.timeout_ms) : 0;
+    auto kill_all = [&]() {
+        if (leaf.active()) (void)leaf.kill();
+        limits::kill_tree(pid);
+    };
     while (!reaped) {
         int timeout = -1;
         if (looking) find_command(timeout);
         if (!looking) timeout = -1;
+        if (lim.timeout_ms && phase < 2) {
+            double now = spawn::now_ms();
+            if (now >= next_at) {
+                timed_out = true;
+                if (phase == 0 &&
+                    limits::signal_tree(SIGTERM, watch ? watch->runner_depth() : 0) > 0) {
+                    phase = 1;
+                    next_at = now + static_cast<double>(lim.kill_after_ms);
+                } else {
+                    kill_all();
+                    phase = 2;
+                }
+            }
+            if (phase < 2) {
+                const double left = next_at - spawn::now_ms();
+                const int ms = left <= 0 ? 0 : static_cast<int>(left) + 1;
+                timeout = timeout < 0 || ms < timeout ? ms : timeout;
+            }
+        }
         // The exec pipe is not watched: its EOF at exec would cost a wake-up
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
@@ -585,6 +626,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
 #if defined(__linux__)
     if (subreaper) descendants_killed = end_descendants();
 #endif
+    // With a timeout or a leaf, nothing the command started outlives it
+    // (issue 21; also what a subreaper does not reach: bwrap's namespace).
+    if (lim.timeout_ms || leaf.active()) kill_all();
     // The user's terminal back as it was, the pty hung up.
     tty.finish();
     // The child is gone: what it (and a runner's sandbox) wrote is in the
@@ -616,6 +660,22 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (WIFEXITED(status)) exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) signal = WTERMSIG(status);
     const std::string tail = err.final_tail();
+    const char* limit = nullptr;
+    {
+        const auto planned = [&](const char* name) {
+            for (const auto& l : lim.limits)
+                if (l.name == name) return true;
+            return false;
+        };
+        const bool failed_run = (exit_code && *exit_code != 0) || signal;
+        if (timed_out) limit = "timeout";
+        else if (leaf.active() && leaf.counter("memory.events", "oom_kill") > 0) limit = "memory";
+        else if (signal && *signal == SIGXCPU && planned("cpu")) limit = "cpu";
+        else if (signal && *signal == SIGXFSZ && planned("file-size")) limit = "file-size";
+        else if (failed_run && leaf.active() && leaf.counter("pids.events", "max") > 0) limit = "pids";
+    }
+    // The leaf is empty now (killed above): removed.
+    (void)leaf.remove();
 
     // The child never reached exec: its own record of why.
     std::optional<Outcome> setup;
@@ -642,17 +702,19 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
 
     if (!opts.forwarder)
-        (void)report.write(
-            result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence, descendants_killed));
+        (void)report.write(result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
+                                         descendants_killed, limit));
 
     int rc = exit_code ? *exit_code : (signal ? 128 + *signal : 125);
+    // A timeout's status is timeout(1)'s, in both modes.
+    if (timed_out) rc = kTimeoutStatus;
     if (setup || c.runner_failed) {
         Outcome o = setup ? *setup : unavailable(to_string(p.c.policy.mode), c.runner_failure.value_or(""));
         // In exec mode a failure the runner's own process reported (bwrap's
         // stage) is not said twice, as before there was a parent.
         if (!(opts.forwarder && !setup && c.reported)) (void)report_failure(report, o);
         rc = o.exit_status();
-    } else if (opts.forwarder && signal) {
+    } else if (opts.forwarder && signal && !timed_out) {
         die_by(*signal);
     }
     if (opts.markers && confined) {

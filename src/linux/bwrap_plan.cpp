@@ -84,6 +84,8 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     if (spec.report_fd >= 0) a.insert(a.end(), {"--report-fd", std::to_string(spec.report_fd)});
     if (spec.record_fd >= 0) a.insert(a.end(), {"--record-fd", std::to_string(spec.record_fd)});
     for (int fd : policy.keep_fds) a.insert(a.end(), {"--keep-fd", std::to_string(fd)});
+    for (const auto& r : spec.rlimits)
+        a.insert(a.end(), {"--rlimit", fmt::format("{}:{}:{}", r.resource, r.soft, r.hard)});
     for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
     for (const auto& r : policy.writable_roots)
         a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
@@ -242,6 +244,27 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             else if (a == "--report-fd") out.report_fd = n;
             else if (a == "--record-fd") out.record_fd = n;
             else out.policy.keep_fds.push_back(n);
+        } else if (a == "--rlimit") {
+            if (auto o = value("--rlimit", v); !o) return o;
+            // RES:SOFT:HARD, all decimal.
+            limits::Rlimit r;
+            const size_t c1 = v.find(':'), c2 = c1 == std::string::npos ? c1 : v.find(':', c1 + 1);
+            int res = 0;
+            const auto num = [](std::string_view s, uint64_t& n) {
+                if (s.empty() || s.size() > 20) return false;
+                n = 0;
+                for (char ch : s) {
+                    if (ch < '0' || ch > '9' || n > (UINT64_MAX - 9) / 10) return false;
+                    n = n * 10 + static_cast<uint64_t>(ch - '0');
+                }
+                return true;
+            };
+            if (c2 == std::string::npos || !parse_int(v.substr(0, c1), res) || res < 0 ||
+                !num(std::string_view(v).substr(c1 + 1, c2 - c1 - 1), r.soft) ||
+                !num(std::string_view(v).substr(c2 + 1), r.hard))
+                return failf(Err::Usage, "stage: bad --rlimit \"{}\"", v);
+            r.resource = res;
+            out.rlimits.push_back(r);
         } else if (a == "--argv-from-record") {
             out.argv_from_record = true;
         } else if (a == "--file") {

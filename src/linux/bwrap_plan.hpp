@@ -65,10 +65,15 @@ struct StageSpec {
     int record_fd = -1;     // the launcher's memfd (kStageFdName): the record to copy to the report after confining
     std::string command_path;
     std::vector<std::string> argv;
+    // The rlimits the stage sets just before it execs the command (issue 21):
+    // not on bwrap or the stage itself (RLIMIT_AS would starve a sanitized
+    // stage's shadow memory).
+    std::vector<limits::Rlimit> rlimits;
 };
 
 // <self> __dsh_confine_stage_v1 --mode M [--landlock ABI] [--report-fd N]
-//        --record-fd N [--keep-fd N]... [--file PATH]... [--rw SOURCE PATH]... -- COMMAND_PATH ARGV...
+//        --record-fd N [--keep-fd N]... [--rlimit RES:SOFT:HARD]... [--file PATH]... [--rw SOURCE PATH]...
+//        -- COMMAND_PATH ARGV...
 std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec);
 
 // bwrap_path, profile, "--", tail.
@@ -112,6 +117,7 @@ struct StageRequest {
     std::string command_path;
     std::vector<std::string> argv;
     bool argv_from_record = false;  // --argv-from-record: argv is the record's (kArgvInline)
+    std::vector<limits::Rlimit> rlimits;  // --rlimit RES:SOFT:HARD
 };
 Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out);
 

@@ -217,6 +217,9 @@ public:
         spec.report_fd = env.report_fd;
         spec.command_path = c.command_path;
         spec.argv = c.argv;
+        // The limits' rlimits are the stage's to set, just before the command.
+        spec.rlimits = std::move(p.rlimits);
+        p.rlimits.clear();
         ProfileOptions opts;
         opts.stage_keeps_setpcap = ::geteuid() == 0;
         auto argv = wrap(path, profile_args(pol, opts), stage_args(pol, spec));

@@ -261,6 +261,7 @@ void take_foreground() noexcept {
     p.in_process = std::make_unique<landlock::Layers>(std::move(lp), read_only);
     p.exec_path = std::move(req.command_path);
     p.exec_argv = std::move(req.argv);
+    p.rlimits = std::move(req.rlimits);
     Entry e;
     if (auto o = prepare_entry(p, report.fd(), &record, {mailbox}, e); !o)
         return stage_failed(report, mailbox, o);

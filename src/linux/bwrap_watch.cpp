@@ -102,6 +102,8 @@ public:
     // the command by SIGKILL, before the command could see the signal, which
     // the parent forwards.
     bool own_process_group() const noexcept override { return true; }
+    // bwrap and its init (pid 1 of the sandbox) are the runner's; the stage is the command.
+    int runner_depth() const noexcept override { return 2; }
 
     void spawned() override {
         write_.reset();

@@ -1,0 +1,392 @@
+"""Resource limits and the timeout (issue 21), end to end, under each Linux
+runner, supervised and in exec mode, as root and as an unprivileged user.
+Verified from outside: the processes that must be gone are looked for in
+/proc, the cgroup leaves in the cgroup v2 hierarchy, the files on disk.
+
+Bounds are generous (CI runs sanitized builds on a loaded 2-core machine):
+each command stops itself within a few seconds whether or not the limit
+holds, so a broken limit fails the test instead of hanging it."""
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from harness import DSH, dsh, is_root, main, need, need_bwrap, need_landlock, processes_naming, sh, skip
+
+RUNNERS = ["landlock", "bwrap"]
+_built = {}
+
+
+def need_runner(runner):
+    if runner == "landlock":
+        need_landlock()
+    elif runner == "bwrap":
+        need_bwrap()
+    if runner not in _built:
+        r = dsh(["--runner", runner, "--", "true"], None)
+        c = r.rec("confinement")
+        _built[runner] = c is not None and c.get("runner") == runner
+    if not _built[runner]:
+        skip("this build has no %s runner" % runner)
+
+
+def limit_of(c, name):
+    for l in c["limits"]["enforced"]:
+        if l["limit"] == name:
+            return l
+    raise AssertionError("no %s limit in %r" % (name, c["limits"]))
+
+
+def cgroup2_dir():
+    """This process's cgroup v2 directory, or None."""
+    mount = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            before, _, after = line.partition(" - ")
+            if after.split()[:1] == ["cgroup2"] and before.split()[3] == "/":
+                mount = before.split()[4]
+                break
+    if not mount:
+        return None
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                rel = line.strip()[3:]
+                return mount if rel == "/" else mount + rel
+    return None
+
+
+def leaves(d):
+    try:
+        return sorted(n for n in os.listdir(d) if n.startswith("dsh-confine-"))
+    except OSError:
+        return []
+
+
+def can_make_leaf():
+    d = cgroup2_dir()
+    return d is not None and os.access(d, os.W_OK) and os.access(os.path.join(d, "cgroup.procs"), os.W_OK)
+
+
+def sleepers(token):
+    """Pids of `sleep TOKEN` processes (not the shells whose scripts name it)."""
+    want = b"sleep\0" + token.encode() + b"\0"
+    found = []
+    for p in processes_naming(token):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                if f.read() == want:
+                    found.append(p)
+        except OSError:
+            pass
+    return found
+
+
+def gone(pids, limit=20.0):
+    """Whether every pid is gone (or a zombie nobody can signal) within `limit` seconds."""
+    until = time.time() + limit
+    while time.time() < until:
+        alive = []
+        for p in pids:
+            try:
+                with open("/proc/%d/stat" % p) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    alive.append(p)
+            except OSError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+# A bounded fork bomb: forks children that sleep until the deadline, up to
+# 300 of them, for at most 4 seconds; prints how many it got and whether a
+# fork was refused (EAGAIN). It stops by itself whether the limit holds or not.
+BOMB = r"""
+import errno, os, sys, time
+end = time.time() + 4
+n = 0
+refused = 0
+while time.time() < end and n < 300:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        refused = e.errno
+        break
+    if pid == 0:
+        time.sleep(max(0.0, end - time.time()))
+        os._exit(0)
+    n += 1
+print("forked %d refused %s" % (n, errno.errorcode.get(refused, refused)), flush=True)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+"""
+
+
+def test_fork_bomb_under_max_procs(s):
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            r = dsh(["--runner", runner, "--max-procs", "64"] + mode + ["--", sys.executable, "-c", BOMB], s,
+                    timeout=120)
+            assert r.rc == 0, r
+            c = r.rec("confinement")
+            pids = limit_of(c, "pids")
+            words = r.out.split()
+            assert words[:1] == ["forked"], r
+            forked = int(words[1])
+            if is_root():
+                # uid 0 is not bound by RLIMIT_NPROC and no pids controller is
+                # delegated here: the record says so instead of claiming a limit.
+                assert pids["backend"] in ("none", "cgroup"), c["limits"]
+                if pids["backend"] == "none":
+                    assert [g["effect"] for g in pids["gaps"]] == ["uid-0-exempt"], pids
+            else:
+                assert pids["backend"] in ("rlimit", "cgroup"), c["limits"]
+                if pids["backend"] == "rlimit":
+                    assert pids["how"] == "RLIMIT_NPROC" and pids["gaps"][0]["effect"] == "per-uid", pids
+                # Contained: at most 64 processes of the user, and a fork was refused.
+                assert forked < 64 and words[3] == "EAGAIN", (runner, mode, r)
+            if mode:
+                res = r.rec("result")
+                assert res["exitCode"] == 0 and res["limit"] is None, res
+
+
+def test_max_procs_required_without_a_pids_controller_runs_nothing(s):
+    d = cgroup2_dir()
+    if d and os.path.exists(os.path.join(d, "cgroup.subtree_control")):
+        with open(os.path.join(d, "cgroup.subtree_control")) as f:
+            if "pids" in f.read().split() and can_make_leaf():
+                skip("a pids controller is delegated here: --limits required can be met")
+    marker = s.p("ws", "ran")
+    for runner in RUNNERS:
+        need_runner(runner)
+        r = sh("touch %s" % marker, s, mode="workspace-write", root=s.ws, runner=runner,
+               extra=["--max-procs", "64", "--limits", "required"])
+        assert r.rc == 125, r
+        assert not os.path.exists(marker), r
+        e = r.rec("error")
+        assert e["code"] == "LIMIT_UNAVAILABLE" and e["message"].startswith("--max-procs cannot be enforced"), r
+        assert r.rec("confinement") is None, r
+        assert r.err.count("\n") == 1 and r.err.startswith("dsh-confine: --max-procs"), r
+
+
+def test_file_size_write_fails_with_efbig(s):
+    big = s.p("ws", "big")
+    # Python ignores SIGXFSZ, so the write itself fails with EFBIG.
+    py = ("import errno, os, sys\n"
+          "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+          "data = b'x' * (2 << 20)\n"
+          "off = 0\n"
+          "try:\n"
+          "    while off < len(data):\n"
+          "        off += os.write(fd, data[off:])\n"
+          "    print('wrote')\n"
+          "except OSError as e:\n"
+          "    print(errno.errorcode[e.errno]); sys.exit(3)\n")
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            if os.path.exists(big):
+                os.unlink(big)
+            r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", runner, "--file-size", "1M"] + mode +
+                    ["--", sys.executable, "-c", py, big], s)
+            assert r.rc == 3 and r.out.strip() == "EFBIG", (runner, mode, r)
+            assert os.path.getsize(big) <= 1 << 20, r
+            fs = limit_of(r.rec("confinement"), "file-size")
+            assert fs == {"limit": "file-size", "value": 1 << 20, "backend": "rlimit", "how": "RLIMIT_FSIZE",
+                          "gaps": []}, fs
+            # A program that does not ignore SIGXFSZ dies of it, and the
+            # result record names the limit.
+            os.unlink(big)
+            r = sh("exec head -c 2000000 /dev/zero > %s" % big, s, mode="workspace-write", root=s.ws,
+                   runner=runner, extra=["--file-size", "1M"] + mode)
+            assert os.path.getsize(big) == 1 << 20, r
+            if mode:
+                res = r.rec("result")
+                assert res["limit"] == "file-size" and res["signal"] == signal.SIGXFSZ, res
+                assert r.rc == 128 + signal.SIGXFSZ, r
+            else:
+                # Exec mode: dsh-confine is the command, or re-raises its death.
+                assert r.rc == -signal.SIGXFSZ, r
+
+
+def test_timeout_kills_a_setsid_grandchild_that_ignores_sigterm(s):
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
+            # The grandchild: double-forked, its own session, SIGTERM ignored.
+            script = ("( setsid sh -c 'trap \"\" TERM; exec sleep %s' & ) ; trap '' TERM; "
+                      "sleep 2; echo started; sleep 60") % token
+            t0 = time.time()
+            r = sh(script, s, runner=runner, extra=["--timeout", "3s", "--kill-after", "1s"] + mode, timeout=90)
+            took = time.time() - t0
+            assert r.rc == 124, (runner, mode, r)
+            assert "started" in r.out, r
+            assert took < 45, (took, r)
+            # From outside: nothing of the command is left.
+            assert gone(processes_naming(token)), (runner, mode, processes_naming(token), r)
+            t = limit_of(r.rec("confinement"), "timeout")
+            assert t["value"] == 3000 and t["backend"] in ("cgroup", "process-tree"), t
+            if mode:
+                res = r.rec("result")
+                assert res["limit"] == "timeout", res
+                assert res["signal"] in (signal.SIGTERM, signal.SIGKILL) or res["exitCode"] is not None, res
+            else:
+                assert r.rec("result") is None, r
+
+
+def test_timeout_sigterm_first(s):
+    """A command that handles SIGTERM ends on it, within the grace period."""
+    for runner in RUNNERS:
+        need_runner(runner)
+        r = sh("trap 'echo got-term; exit 7' TERM; sleep 60 & wait", s, runner=runner,
+               extra=["--timeout", "2s", "--kill-after", "30s", "--supervise"], timeout=90)
+        assert r.rc == 124, r
+        assert "got-term" in r.out, r
+        res = r.rec("result")
+        assert res["exitCode"] == 7 and res["limit"] == "timeout", res
+        assert res["durationMs"] < 25000, res
+
+
+def test_no_timeout_no_limit(s):
+    for runner in RUNNERS:
+        need_runner(runner)
+        r = sh("exit 3", s, runner=runner, extra=["--timeout", "60s", "--supervise"])
+        assert r.rc == 3, r
+        assert r.rec("result")["limit"] is None, r
+
+
+def test_memory_with_rlimits_fails_the_allocation(s):
+    py = ("try:\n"
+          "    b = bytearray(512 << 20)\n"
+          "    print('allocated')\n"
+          "except MemoryError:\n"
+          "    print('MemoryError')\n")
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            r = dsh(["--runner", runner, "--memory", "256M"] + mode + ["--", sys.executable, "-c", py], s)
+            c = r.rec("confinement")
+            mem = limit_of(c, "memory")
+            if mem["backend"] == "cgroup":
+                continue  # a delegated memory controller: not this host's case
+            assert mem["backend"] == "rlimit" and mem["how"] == "RLIMIT_AS", mem
+            assert [g["effect"] for g in mem["gaps"]] == ["address-space"], mem
+            assert r.rc == 0 and r.out.strip() == "MemoryError", (runner, mode, r)
+            # Without the limit the same allocation succeeds (the test can fail).
+        r = dsh(["--runner", runner, "--", sys.executable, "-c", py], s)
+        assert r.out.strip() == "allocated", r
+
+
+def test_memory_required_without_a_memory_controller_runs_nothing(s):
+    d = cgroup2_dir()
+    if d and can_make_leaf():
+        with open(os.path.join(d, "cgroup.subtree_control")) as f:
+            if "memory" in f.read().split():
+                skip("a memory controller is delegated here")
+    marker = s.p("ws", "ran")
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            r = sh("touch %s" % marker, s, mode="workspace-write", root=s.ws, runner=runner,
+                   extra=["--memory", "64M", "--limits", "required"] + mode)
+            assert r.rc == 125, r
+            assert not os.path.exists(marker), r
+            assert r.rec("error")["code"] == "LIMIT_UNAVAILABLE", r
+            assert "--memory cannot be enforced as asked" in r.err, r
+    # The same from the config's keys.
+    cfg = s.p("base", "config.json")
+    with open(cfg, "w") as f:
+        json.dump({"memory": "64M", "limits": "required"}, f)
+    r = sh("touch %s" % marker, s, mode="workspace-write", root=s.ws, extra=["--config", cfg])
+    assert r.rc == 125 and not os.path.exists(marker), r
+
+
+def test_core_dumps_off_by_default(s):
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    if hard == 0:
+        skip("the caller's hard core limit is 0: --allow-core has nothing to keep")
+    resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+    try:
+        want = "unlimited" if hard == resource.RLIM_INFINITY else str(hard // 1024)
+        # The sanitizer runtime sets its own process's RLIMIT_CORE to 0 unless told not to.
+        asan = os.environ.get("ASAN_OPTIONS")
+        env = {"ASAN_OPTIONS": asan + ":disable_coredump=0"} if asan else None
+        for runner in RUNNERS:
+            need_runner(runner)
+            for mode in (["--supervise"], []):
+                r = sh("ulimit -c", s, runner=runner, extra=mode, env=env)
+                assert r.rc == 0 and r.out.strip() == "0", r
+                assert limit_of(r.rec("confinement"), "core")["value"] == 0, r
+                r = sh("ulimit -c", s, runner=runner, extra=["--allow-core"] + mode, env=env)
+                assert r.rc == 0 and r.out.strip() == want, r
+                assert all(l["limit"] != "core" for l in r.rec("confinement")["limits"]["enforced"]), r
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+
+
+def test_no_cgroup_left_behind(s):
+    d = cgroup2_dir()
+    if not can_make_leaf():
+        # No leaf to make: the timeout kills the process tree, and says so.
+        r = sh("true", s, extra=["--timeout", "10s", "--supervise"])
+        assert limit_of(r.rec("confinement"), "timeout")["backend"] == "process-tree", r
+        skip("the cgroup v2 hierarchy is not delegated to this user: no leaf is made")
+    # Other runs (other users of this machine) may make and remove leaves
+    # meanwhile: only this test's own leaves are looked at.
+    def own_leaf(out):
+        for line in out.splitlines():
+            if line.startswith("0::"):
+                name = line[3:].rsplit("/", 1)[-1]
+                assert name.startswith("dsh-confine-"), out
+                return name
+        raise AssertionError("no cgroup v2 line in %r" % out)
+
+    # Normal exit, a timeout: the leaf exists while the command runs, not after.
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            r = sh("cat /proc/self/cgroup", s, runner=runner, extra=["--timeout", "60s"] + mode)
+            assert r.rc == 0, r
+            assert limit_of(r.rec("confinement"), "timeout")["backend"] == "cgroup", r
+            leaf = own_leaf(r.out)
+            assert leaf not in leaves(d), (leaf, leaves(d))
+            r = sh("cat /proc/self/cgroup; sleep 60", s, runner=runner,
+                   extra=["--timeout", "2s", "--kill-after", "1s"] + mode, timeout=60)
+            assert r.rc == 124, r
+            leaf = own_leaf(r.out)
+            assert leaf not in leaves(d), (leaf, leaves(d))
+    # A SIGKILL of dsh-confine: its leaf (with the grandchild in it) stays
+    # until the next run that makes one, which removes it.
+    token = "3600.%d9" % os.getpid()
+    proc = subprocess.Popen([DSH, "--timeout", "60s", "--supervise", "--", "sh", "-c",
+                             "( setsid sleep %s & ) ; sleep 60" % token],
+                            cwd=s.base, env=s.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    until = time.time() + 30
+    while time.time() < until and not sleepers(token):
+        time.sleep(0.1)
+    assert sleepers(token), "the grandchild never started"
+    # dsh-confine-<pid ns>-<pid>-<start time>
+    mine = [n for n in leaves(d) if n.split("-")[3:4] == [str(proc.pid)]]
+    assert len(mine) == 1, leaves(d)
+    proc.kill()
+    proc.wait()
+    r = sh("true", s, extra=["--timeout", "60s", "--supervise"])
+    assert r.rc == 0, r
+    assert mine[0] not in leaves(d), leaves(d)
+    assert gone(sleepers(token)), sleepers(token)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+// Issue 21: the sizes and durations people type, the backend each limit gets
+// from what the host offers, and the flags and config keys that ask for them.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <sys/resource.h>
+
+#include "../../src/cli.hpp"
+#include "../../src/config.hpp"
+#include "../../src/limits.hpp"
+
+using namespace dsh;
+
+namespace {
+
+uint64_t size(const std::string& s) {
+    uint64_t v = 0;
+    return limits::parse_size(s, v) ? v : 0;
+}
+uint64_t dur(const std::string& s) {
+    uint64_t v = 0;
+    return limits::parse_duration_ms(s, v) ? v : 0;
+}
+
+const limits::Planned* find(const limits::Plan& p, const std::string& name) {
+    for (const auto& l : p.limits)
+        if (l.name == name) return &l;
+    return nullptr;
+}
+
+Outcome cli(std::vector<const char*> args, Request& r) {
+    args.insert(args.begin(), "dsh-confine");
+    return parse_cli(static_cast<int>(args.size()), args.data(), r);
+}
+
+}  // namespace
+
+TEST_CASE("limits: sizes in the units people type") {
+    CHECK(size("512M") == 512ULL << 20);
+    CHECK(size("2G") == 2ULL << 30);
+    CHECK(size("64k") == 64ULL << 10);
+    CHECK(size("1MiB") == 1ULL << 20);
+    CHECK(size("1MB") == 1ULL << 20);
+    CHECK(size("1T") == 1ULL << 40);
+    CHECK(size("1048576") == 1048576);
+    CHECK(size("100B") == 100);
+    for (const char* bad : {"", "0", "0M", "M", "1.5G", "-1M", "1X", "1Mx", " 1M", "1 M", "99999999999999999999",
+                            "17179869184G"})
+        CHECK(size(bad) == 0);
+}
+
+TEST_CASE("limits: durations in the units people type") {
+    CHECK(dur("90s") == 90000);
+    CHECK(dur("5m") == 300000);
+    CHECK(dur("1h") == 3600000);
+    CHECK(dur("500ms") == 500);
+    CHECK(dur("1.5s") == 1500);
+    CHECK(dur("30") == 30000);  // seconds, as timeout(1)
+    CHECK(dur("0.25") == 250);
+    CHECK(dur("2d") == 2ULL * 24 * 3600 * 1000);
+    for (const char* bad : {"", "0", "0s", "s", "1.s", ".5s", "1.2345s", "1.5ms", "-1s", "1sec", "1 s", "5M",
+                            "99999999999999999999h"})
+        CHECK(dur(bad) == 0);
+    uint64_t n = 0;
+    CHECK(limits::parse_count("64", n));
+    CHECK(n == 64);
+    CHECK_FALSE(limits::parse_count("0", n));
+    CHECK_FALSE(limits::parse_count("6x", n));
+    CHECK_FALSE(limits::parse_count("-1", n));
+}
+
+TEST_CASE("limits: rlimits where no cgroup is delegated, each weakness a typed gap") {
+    LimitSettings s;
+    s.memory = 64ULL << 20;
+    s.max_procs = 64;
+    s.cpu_time_ms = 1500;
+    s.file_size = 1 << 20;
+    s.nofile = 32;
+    limits::Host h;  // no cgroup
+    h.why_no_cgroup = "none here";
+    limits::Plan p;
+    std::string refusal;
+    REQUIRE(limits::plan(s, h, p, refusal));
+    CHECK_FALSE(p.leaf);
+    const auto* m = find(p, "memory");
+    REQUIRE(m);
+    CHECK(m->backend == "rlimit");
+    CHECK(m->how == "RLIMIT_AS");
+    REQUIRE(m->gaps.size() == 1);
+    CHECK(m->gaps[0].effect == "address-space");
+    const auto* pids = find(p, "pids");
+    REQUIRE(pids);
+    CHECK(pids->how == "RLIMIT_NPROC");
+    CHECK(pids->gaps.at(0).effect == "per-uid");
+    CHECK(find(p, "cpu")->gaps.at(0).effect == "per-process");
+    CHECK(find(p, "file-size")->gaps.empty());
+    CHECK(find(p, "core")->value == 0);
+    // The rlimits the command's process sets: CPU in whole seconds, rounded
+    // up, with a second's grace before SIGKILL.
+    bool cpu = false, core = false;
+    for (const auto& r : p.rlimits) {
+        if (r.resource == RLIMIT_CPU) cpu = r.soft == 2 && r.hard == 3;
+        if (r.resource == RLIMIT_CORE) core = r.soft == 0 && r.hard == 0;
+    }
+    CHECK(cpu);
+    CHECK(core);
+}
+
+TEST_CASE("limits: uid 0 is not bound by RLIMIT_NPROC, and the record says so") {
+    LimitSettings s;
+    s.max_procs = 64;
+    limits::Host h;
+    h.uid0 = true;
+    limits::Plan p;
+    std::string refusal;
+    REQUIRE(limits::plan(s, h, p, refusal));
+    CHECK(find(p, "pids")->backend == "none");
+    CHECK(find(p, "pids")->gaps.at(0).effect == "uid-0-exempt");
+    for (const auto& r : p.rlimits) CHECK(r.resource != RLIMIT_NPROC);
+}
+
+TEST_CASE("limits: a delegated cgroup takes memory, pids and the timeout") {
+    LimitSettings s;
+    s.memory = 64ULL << 20;
+    s.max_procs = 64;
+    s.timeout_ms = 1000;
+    limits::Host h;
+    h.cgroup_dir = "/sys/fs/cgroup/user.slice/x";
+    h.can_make_leaf = true;
+    h.delegated = {"memory", "pids"};
+    limits::Plan p;
+    std::string refusal;
+    s.required = true;
+    REQUIRE(limits::plan(s, h, p, refusal));
+    CHECK(p.leaf);
+    CHECK(find(p, "memory")->backend == "cgroup");
+    CHECK(find(p, "memory")->how == "memory.max");
+    CHECK(find(p, "pids")->how == "pids.max");
+    CHECK(find(p, "timeout")->how == "cgroup.kill");
+    CHECK_FALSE(p.timeout_by_tree);
+    for (const auto& r : p.rlimits) CHECK((r.resource != RLIMIT_AS && r.resource != RLIMIT_NPROC));
+    bool mem = false;
+    for (const auto& [f, v] : p.cgroup_files) mem = mem || (f == "memory.max" && v == "67108864");
+    CHECK(mem);
+}
+
+TEST_CASE("limits: required refuses what only a weaker backend gives") {
+    limits::Host none;
+    none.why_no_cgroup = "nothing delegated";
+    limits::Plan p;
+    std::string refusal;
+    LimitSettings s;
+    s.required = true;
+    s.memory = 1 << 26;
+    CHECK_FALSE(limits::plan(s, none, p, refusal));
+    CHECK(refusal.find("--memory") == 0);
+    CHECK(refusal.find("nothing delegated") != std::string::npos);
+    s = {};
+    s.required = true;
+    s.max_procs = 10;
+    CHECK_FALSE(limits::plan(s, none, p, refusal));
+    CHECK(refusal.find("--max-procs") == 0);
+    s = {};
+    s.required = true;
+    s.cpu_time_ms = 1000;
+    CHECK_FALSE(limits::plan(s, none, p, refusal));
+    CHECK(refusal.find("--cpu-time") == 0);
+    // Exact as rlimits: file size, open files, the timeout by the process tree.
+    s = {};
+    s.required = true;
+    s.file_size = 1 << 20;
+    s.nofile = 64;
+    s.timeout_ms = 1000;
+    REQUIRE(limits::plan(s, none, p, refusal));
+    CHECK(p.timeout_by_tree);
+    CHECK(find(p, "timeout")->backend == "process-tree");
+}
+
+TEST_CASE("limits: --allow-core keeps core dumps") {
+    LimitSettings s;
+    s.allow_core = true;
+    limits::Plan p;
+    std::string refusal;
+    REQUIRE(limits::plan(s, {}, p, refusal));
+    CHECK(p.limits.empty());
+    CHECK(p.rlimits.empty());
+}
+
+TEST_CASE("limits: the flags, over the config's keys") {
+    Request r;
+    REQUIRE(cli({"--timeout", "90s", "--kill-after=2s", "--max-procs", "64", "--memory", "512M", "--cpu-time", "5m",
+                 "--file-size", "1M", "--nofile", "100", "--limits", "required", "--allow-core", "true"},
+                r));
+    CHECK(*r.limits.timeout_ms == 90000);
+    CHECK(*r.limits.kill_after_ms == 2000);
+    CHECK(*r.limits.max_procs == 64);
+    CHECK(*r.limits.memory == 512ULL << 20);
+    CHECK(*r.limits.cpu_time_ms == 300000);
+    CHECK(*r.limits.file_size == 1 << 20);
+    CHECK(*r.limits.nofile == 100);
+    CHECK(*r.limits.required);
+    CHECK(*r.limits.allow_core);
+
+    Request bad;
+    Outcome o = cli({"--memory", "lots", "true"}, bad);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::Usage);
+    CHECK(o.message.find("--memory takes a size") != std::string::npos);
+    CHECK_FALSE(cli({"--timeout", "soon", "true"}, bad));
+    CHECK_FALSE(cli({"--max-procs", "0", "true"}, bad));
+    CHECK_FALSE(cli({"--limits", "maybe", "true"}, bad));
+    CHECK_FALSE(cli({"--timeout", "1s", "--timeout", "2s", "true"}, bad));
+
+    Config c;
+    REQUIRE(parse_config(R"({"timeout":"5m","killAfter":3,"memory":"2G","fileSize":1024,"maxProcs":10,)"
+                         R"("nofile":50,"cpuTime":"1s","limits":"best-effort","allowCore":false})",
+                         "/etc/c.json", c));
+    CHECK(*c.limits.timeout_ms == 300000);
+    CHECK(*c.limits.kill_after_ms == 3000);
+    CHECK(*c.limits.memory == 2ULL << 30);
+    CHECK(*c.limits.file_size == 1024);
+    CHECK(*c.limits.max_procs == 10);
+    CHECK(*c.limits.nofile == 50);
+    CHECK(*c.limits.cpu_time_ms == 1000);
+    CHECK_FALSE(*c.limits.required);
+    CHECK_FALSE(*c.limits.allow_core);
+    // Flags over the config, key by key.
+    LimitSettings merged = r.limits;
+    Request only_timeout;
+    REQUIRE(cli({"--timeout", "1s", "true"}, only_timeout));
+    merged = only_timeout.limits;
+    merged.fill_from(c.limits);
+    CHECK(*merged.timeout_ms == 1000);
+    CHECK(*merged.memory == 2ULL << 30);
+
+    for (const char* doc : {R"({"timeout":"soon"})", R"({"timeout":0})", R"({"timeout":-1})", R"({"timeout":1.5})",
+                            R"({"memory":"lots"})", R"({"memory":0})", R"({"memory":true})", R"({"maxProcs":"64"})",
+                            R"({"maxProcs":0})", R"({"nofile":1.5})", R"({"limits":"maybe"})", R"({"limits":true})",
+                            R"({"allowCore":"yes"})"}) {
+        Config bad_c;
+        Outcome co = parse_config(doc, "/etc/c.json", bad_c);
+        CHECK_FALSE(co);
+        CHECK(co.err == Err::ConfigInvalid);
+    }
+}
