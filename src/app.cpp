@@ -60,6 +60,10 @@ Outcome plan_limits(const Request& req, Plan& p) {
 #endif
     std::string refusal;
     if (!limits::plan(s, host, p.c.limits, refusal)) return fail(Err::LimitUnavailable, refusal);
+    // Processes kept past the command's end would escape its timeout, and
+    // would keep its cgroup leaf alive: the two asks contradict each other.
+    if (p.c.policy.keep_descendants && (p.c.limits.timeout_ms || p.c.limits.leaf))
+        return fail(Err::Usage, usage_text(UsageText::KeepDescendantsWithLimits));
     p.rlimits = p.c.limits.rlimits;
     return Outcome::success();
 }

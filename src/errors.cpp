@@ -265,6 +265,9 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
             return fmt::format("unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", a);
         case UsageText::UnknownRunner:
             return fmt::format("unknown runner \"{}\" (auto, bwrap, landlock, seatbelt, windows-acl or custom)", a);
+        case UsageText::KeepDescendantsWithLimits:
+            return "--keep-descendants cannot be combined with --timeout or with limits held by a cgroup: those end "
+                   "every process the command started when it ends; drop one of them";
         case UsageText::PrivateTmpUnconfined:
             return "--private-tmp needs a confined mode (read-only or workspace-write): danger-full-access runs the "
                    "command on the host's /tmp; drop one of the two";

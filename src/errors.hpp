@@ -112,6 +112,7 @@ enum class UsageText {
     UnknownMode,          // a: the mode
     UnknownRunner,        // a: the runner
     PrivateTmpUnconfined, // --private-tmp with danger-full-access
+    KeepDescendantsWithLimits, // --keep-descendants with --timeout or a cgroup leaf
     UnknownNetwork,       // a: the --net value
     NetworkUnderDanger,   // a: the --net value (off or loopback) asked with danger-full-access
 };

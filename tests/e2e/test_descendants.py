@@ -205,6 +205,16 @@ i=0; while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 30 ]; do i=$((i+1)); [ 
                 pass
 
 
+def test_keep_descendants_with_a_timeout_is_refused(s):
+    # Kept processes would outlive the timeout meant to bound them: refused, nothing runs.
+    need_landlock()
+    r = run(s, "landlock", ["--keep-descendants", "--timeout", "5s"], script="touch ran")
+    assert r.rc == 125, r
+    assert r.err == ("dsh-confine: --keep-descendants cannot be combined with --timeout or with limits held by a "
+                     "cgroup: those end every process the command started when it ends; drop one of them\n"), r.err
+    assert not os.path.exists(s.p("ws", "ran")), "the command ran"
+
+
 def test_explain_says_what_becomes_of_them(s):
     need_landlock()
     r = dsh(["explain", "--mode", "workspace-write", "--runner", "landlock", "--supervise", "--", "true"], s,
