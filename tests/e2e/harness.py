@@ -90,6 +90,24 @@ def need_bwrap():
     need(bwrap_works(), "bubblewrap is missing or cannot create namespaces here")
 
 
+_built_runners = {}
+
+
+def need_runner(runner):
+    """The host can run `runner` (need_landlock / need_bwrap), and this build has it at all (a build
+    capability, not the host's: a plain skip)."""
+    if runner == "landlock":
+        need_landlock()
+    elif runner == "bwrap":
+        need_bwrap()
+    if runner not in _built_runners:
+        r = dsh(["--runner", runner, "--", "true"], None)
+        c = r.rec("confinement")
+        _built_runners[runner] = c is not None and c.get("runner") == runner
+    if not _built_runners[runner]:
+        skip("this build has no %s runner" % runner)
+
+
 class Scratch:
     def __init__(self):
         self.base = tempfile.mkdtemp(prefix="dsh-e2e-", dir="/var/tmp")

@@ -15,23 +15,9 @@ import sys
 import threading
 import time
 
-from harness import DSH, dsh, is_root, main, need, need_bwrap, need_landlock, processes_naming, sh, skip
+from harness import DSH, dsh, is_root, main, need_runner, need, need_bwrap, need_landlock, processes_naming, sh, skip
 
 RUNNERS = ["landlock", "bwrap"]
-_built = {}
-
-
-def need_runner(runner):
-    if runner == "landlock":
-        need_landlock()
-    elif runner == "bwrap":
-        need_bwrap()
-    if runner not in _built:
-        r = dsh(["--runner", runner, "--", "true"], None)
-        c = r.rec("confinement")
-        _built[runner] = c is not None and c.get("runner") == runner
-    if not _built[runner]:
-        skip("this build has no %s runner" % runner)
 
 
 def limit_of(c, name):

@@ -14,7 +14,7 @@ import termios
 import threading
 import time
 
-from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need, need_bwrap, need_landlock, sh, skip, tool
+from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need_runner, need, need_bwrap, need_landlock, sh, skip, tool
 
 DENIAL_MARKER = "[sandbox: file access denied under {mode} mode]"
 HINT = ("[sandbox: escalation available \u2014 retry this exact command once with sandbox_permissions "
@@ -23,22 +23,6 @@ RUNNER_FAILURE_MARKER = ("[sandbox: the sandbox runner itself failed under {mode
                          "not run; this is a sandbox problem, not a command failure]")
 
 RUNNERS = ["landlock", "bwrap"]
-_built = {}
-
-
-def need_runner(runner):
-    if runner == "landlock":
-        need_landlock()
-    elif runner == "bwrap":
-        need_bwrap()
-    if runner not in _built:
-        # Whether this build has the runner at all (a build capability, not
-        # the host's: a plain skip).
-        r = dsh(["--runner", runner, "--", "true"], None)
-        c = r.rec("confinement")
-        _built[runner] = c is not None and c.get("runner") == runner
-    if not _built[runner]:
-        skip("this build has no %s runner" % runner)
 
 
 def sup(script, s, runner, mode="read-only", extra=(), **kw):
