@@ -19,12 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
-#if defined(__linux__)
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#endif
 
 #if !defined(_WIN32)
+#include "proctree.hpp"
 #include "spawn.hpp"
 #endif
 
@@ -317,32 +314,6 @@ std::vector<std::string> words(const std::string& s) {
     return out;
 }
 
-// Field 22 of /proc/PID/stat: the start time in clock ticks since boot (with
-// the pid, it names one process for as long as the system is up).
-std::string start_time(long pid) {
-    std::string stat;
-    if (!read_small(fmt::format("/proc/{}/stat", pid), stat)) return {};
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) return {};
-    std::vector<std::string> f = words(stat.substr(close + 1));
-    // f[0] is field 3 (state); field 22 is f[19].
-    return f.size() > 19 ? f[19] : std::string();
-}
-
-// State (field 3) and parent (field 4) of /proc/PID/stat; state 0: gone.
-char state_of(long pid, long& ppid) {
-    std::string stat;
-    ppid = -1;
-    if (!read_small(fmt::format("/proc/{}/stat", pid), stat)) return 0;
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) return 0;
-    const auto f = words(stat.substr(close + 1));
-    if (f.size() < 2 || f[0].empty()) return 0;
-    uint64_t p = 0;
-    if (parse_count(f[1], p)) ppid = static_cast<long>(p);
-    return f[0][0];
-}
-
 // The inode of our PID namespace: a pid in a leaf's name means something only
 // to runs in the same one.
 std::string pid_ns() {
@@ -484,7 +455,7 @@ int clean_stale(const std::string& dir) {
         const std::string path = dir + "/" + std::string(name);
         struct stat st {};
         if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me) continue;
-        if (start_time(static_cast<long>(pid)) == rest.substr(dash + 1)) continue;  // its run is alive
+        if (proctree::stat_of(static_cast<long>(pid)).start_time == rest.substr(dash + 1)) continue;  // its run is alive
         stale.push_back(path);
     }
     ::closedir(d);
@@ -498,7 +469,7 @@ Leaf::~Leaf() { (void)remove(); }
 bool Leaf::make(const Plan& p, std::string& error) {
     if (!p.leaf) return true;
     clean_stale(p.cgroup_dir);
-    const std::string mine = start_time(static_cast<long>(::getpid()));
+    const std::string mine = proctree::stat_of(static_cast<long>(::getpid())).start_time;
     path_ = fmt::format("{}/{}{}-{}-{}", p.cgroup_dir, kLeafPrefix, pid_ns(), ::getpid(), mine.empty() ? "0" : mine);
     if (::mkdir(path_.c_str(), 0755) != 0) {
         error = fmt::format("mkdir {}: {}", path_, std::strerror(errno));
@@ -548,102 +519,6 @@ uint64_t Leaf::counter(const char* file, const char* key) const {
         if (w[i] == key) return parse_count(w[i + 1], n) ? n : 0;
     }
     return 0;
-}
-
-// --- the process tree ---
-
-namespace {
-
-// Children of pid (every thread's), from /proc/PID/task/TID/children.
-void children_of(long pid, std::vector<long>& out) {
-    const std::string task = fmt::format("/proc/{}/task", pid);
-    DIR* d = ::opendir(task.c_str());
-    if (!d) return;
-    while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        std::string text;
-        if (!read_small(task + "/" + e->d_name + "/children", text)) continue;
-        for (const auto& w : words(text)) {
-            uint64_t n = 0;
-            if (parse_count(w, n)) out.push_back(static_cast<long>(n));
-        }
-    }
-    ::closedir(d);
-}
-
-struct Descendant {
-    long pid, parent;
-    int depth;  // 1: our children
-};
-
-// Descendants, breadth first.
-std::vector<Descendant> descendants() {
-    std::vector<Descendant> out;
-    std::vector<long> level{static_cast<long>(::getpid())};
-    for (int depth = 1; !level.empty() && depth < 4096 && out.size() < 1000000; ++depth) {
-        std::vector<long> next;
-        for (long p : level) {
-            const size_t from = next.size();
-            children_of(p, next);
-            for (size_t k = from; k < next.size(); ++k) out.push_back({next[k], p, depth});
-        }
-        level = std::move(next);
-    }
-    return out;
-}
-
-int pidfd_signal(int pidfd, int sig) {
-#if defined(__linux__)
-    return static_cast<int>(::syscall(424 /* SYS_pidfd_send_signal */, pidfd, sig, nullptr, 0U));
-#else
-    (void)pidfd, (void)sig;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
-}  // namespace
-
-int signal_tree(int sig, int skip_depth) {
-    int n = 0;
-    for (const auto& d : descendants()) {
-        if (d.depth <= skip_depth) continue;
-        // The pid is held (pidfd) before it is checked: still the child of
-        // the parent it was listed under, so a pid reused meanwhile by an
-        // unrelated process is never signalled.
-        const int pidfd = spawn::pidfd_open(static_cast<pid_t>(d.pid));
-        if (pidfd < 0 && errno != ENOSYS) continue;  // gone
-        long ppid = -1;
-        const char st = state_of(d.pid, ppid);
-        const bool ours = st != 0 && st != 'Z' && st != 'X' && ppid == d.parent;
-        // Without pidfds (Linux < 5.3) the check and the kill are apart.
-        if (ours && (pidfd >= 0 ? pidfd_signal(pidfd, sig) : ::kill(static_cast<pid_t>(d.pid), sig)) == 0) ++n;
-        if (pidfd >= 0) ::close(pidfd);
-    }
-    return n;
-}
-
-void kill_tree(int keep) {
-    // A process that forks while we look is found in the next round; a
-    // fork bomb loses the race once every one of its processes is killed.
-    for (int round = 0; round < 200; ++round) {
-        const int n = signal_tree(SIGKILL, 0);
-        // Reap our own zombies (orphans reparented to us), never `keep`.
-        std::vector<long> mine;
-        children_of(static_cast<long>(::getpid()), mine);
-        for (long c : mine)
-            if (c != keep) ::waitpid(static_cast<pid_t>(c), nullptr, WNOHANG);
-        if (n == 0) break;
-        ::usleep(1000);
-    }
-}
-
-bool become_subreaper() {
-#if defined(__linux__)
-    return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0;
-#else
-    return false;
-#endif
 }
 
 bool apply_in_child(int procs_fd, const Rlimit* rl, size_t n) noexcept {

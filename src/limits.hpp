@@ -145,16 +145,6 @@ int clean_stale(const std::string& dir);
 // The name prefix of our leaves.
 inline constexpr std::string_view kLeafPrefix = "dsh-confine-";
 
-// Signals every live descendant of this process at depth > skip_depth
-// (depth 1: our children). Returns how many were signalled.
-int signal_tree(int sig, int skip_depth);
-// SIGKILLs every descendant until none is left (bounded rounds), reaping the
-// ones that are our own children, except `keep` (reaped by the caller).
-void kill_tree(int keep);
-// Makes this process the subreaper of its descendants (orphans reparent to
-// it, so that the tree can be found and killed).
-bool become_subreaper();
-
 // In the child, before exec (system calls only): joins the leaf through
 // `procs_fd` (-1: none) and sets the rlimits. Returns false with errno set.
 bool apply_in_child(int procs_fd, const Rlimit* rl, size_t n) noexcept;

@@ -89,9 +89,10 @@ public:
     virtual int fd() const noexcept = 0;
     virtual void readable() = 0;
     // Looks for the command. Returns its pidfd once found (then never called
-    // again), -1 while looking, -2 when it cannot be found (signals go to
-    // the child instead). `poll_ms`: how soon to look again.
-    virtual int find_command(int& poll_ms) = 0;
+    // again) and sets `pid` to its pid, -1 while looking, -2 when it cannot
+    // be found (signals go to the child instead). `poll_ms`: how soon to
+    // look again.
+    virtual int find_command(int& poll_ms, pid_t& pid) = 0;
     // The child is reaped: the command's own wait status where it can be
     // known better than the child's, and the run's classification from the
     // runner's evidence. `evidence` names it for the result record.

@@ -30,8 +30,6 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #if defined(__linux__)
-#include <dirent.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #endif
 #include <sys/wait.h>
@@ -44,6 +42,7 @@
 
 #include "classify.hpp"
 #include "errors.hpp"
+#include "proctree.hpp"
 #include "spawn.hpp"
 #include "terminal.hpp"
 #include <sys/resource.h>
@@ -182,20 +181,6 @@ struct Stderr {
     }
 };
 
-// The pid a pidfd refers to (0: unknown), from its fdinfo.
-pid_t pid_of(int pidfd) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-    FILE* f = std::fopen(path, "re");
-    if (!f) return 0;
-    char line[256];
-    long pid = 0;
-    while (std::fgets(line, sizeof line, f))
-        if (std::sscanf(line, "Pid: %ld", &pid) == 1) break;
-    std::fclose(f);
-    return pid > 0 ? static_cast<pid_t>(pid) : 0;
-}
-
 // The marker lines: the seed's own texts, as they are (errors go through
 // report_failure, like every other error of the program).
 void say(const std::string& line) {
@@ -251,85 +236,6 @@ void die_by(int sig) {
     ::raise(sig);
 }
 
-#if defined(__linux__)
-// Our children, zombies included: the kernel's list for our (one) thread;
-// where that list is missing (CONFIG_PROC_CHILDREN off) or comes back empty
-// while a child exists, every process's parent read from /proc.
-std::vector<pid_t> children(bool scan) {
-    std::vector<pid_t> out;
-    char path[300];
-    std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
-    if (!scan) {
-        if (FILE* f = std::fopen(path, "re")) {
-            long v;
-            while (std::fscanf(f, "%ld", &v) == 1) out.push_back(static_cast<pid_t>(v));
-            std::fclose(f);
-            return out;
-        }
-    }
-    DIR* d = ::opendir("/proc");
-    if (!d) return out;
-    const pid_t self = ::getpid();
-    while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        std::snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE* f = std::fopen(path, "re");
-        if (!f) continue;
-        char buf[512];
-        const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-        std::fclose(f);
-        buf[n] = 0;
-        // "pid (comm) state ppid ...": comm may hold anything, so from the last ')'.
-        const char* close = std::strrchr(buf, ')');
-        char state;
-        long ppid;
-        if (close && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
-            out.push_back(static_cast<pid_t>(std::atol(e->d_name)));
-    }
-    ::closedir(d);
-    return out;
-}
-
-// Reaps the orphans that came to us (we are their subreaper) and have ended,
-// so that a long run leaves no zombies; the command's own end is the loop's.
-void reap_orphans(pid_t command) {
-    for (;;) {
-        siginfo_t si{};
-        if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 || si.si_pid == command)
-            return;
-        ::waitpid(si.si_pid, nullptr, 0);
-    }
-}
-
-// Ends every process still below us once the command has exited: each round
-// SIGKILLs our children and reaps them; their own children come to us (we
-// are the subreaper) and go in the next round. A killed process forks no
-// more, so even a fork bomb runs out. Returns how many were killed.
-int end_descendants() {
-    int killed = 0;
-    for (;;) {
-        std::vector<pid_t> kids = children(false);
-        if (kids.empty()) {
-            siginfo_t si{};
-            // None listed and none left to wait for: done.
-            if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0) return killed;
-            kids = children(true);
-            if (kids.empty()) return killed;  // none we can find (no /proc): nothing more to do
-        }
-        for (pid_t k : kids) {
-            siginfo_t si{};
-            // A zombie (ended on its own) is reaped, not counted.
-            const bool ended = ::waitid(P_PID, static_cast<id_t>(k), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                               si.si_pid == k;
-            if (!ended && ::kill(k, SIGKILL) == 0) ++killed;
-        }
-        for (pid_t k : kids)
-            while (::waitpid(k, nullptr, 0) < 0 && errno == EINTR) {
-            }
-    }
-}
-#endif
-
 }  // namespace
 
 bool needs_parent(const Plan& p, bool pty) {
@@ -374,7 +280,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (!leaf.make(lim, why)) return failed(fail(Err::LimitUnavailable, limit_text(LimitText::LeafFailed, why)));
         p.cgroup_procs_fd = leaf.procs_fd();
     }
-    if (lim.timeout_by_tree && !limits::become_subreaper()) return internal("prctl(PR_SET_CHILD_SUBREAPER)");
     // Everything the child does is made here, before it exists.
     Entry entry;
     if (auto o = prepare_entry(p, report.fd(), nullptr, {exec_pipe[1]}, entry); !o)
@@ -463,14 +368,15 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     child.n_reset = n_reset;
     // Processes the command leaves running come to us when their parent
     // ends, and are ended with the command (chain::settle_descendants).
+    // A timeout without a leaf ends the tree the same way, so it needs the
+    // orphans too.
     const bool subreaper = p.c.descendants.by == "subreaper";
-#if defined(__linux__)
-    if (subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+    const bool reaper = subreaper || lim.timeout_by_tree;
+    if (reaper && !proctree::become_subreaper()) {
         restore_signals();
         ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
         return internal("prctl(PR_SET_CHILD_SUBREAPER)");
     }
-#endif
     const double start = spawn::now_ms();
     const pid_t pid = spawn::start(child);
     if (pid < 0) {
@@ -503,7 +409,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     bool looking = watch != nullptr;  // the command is not our child and not found yet
     pid_t command_pid = 0;            // ...and once found, its pid
     auto find_command = [&](int& poll_ms) {
-        const int fd = watch->find_command(poll_ms);
+        const int fd = watch->find_command(poll_ms, command_pid);
         if (fd == -1) return;
         looking = false;
         if (fd < 0) {
@@ -517,7 +423,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
                 if ((pending & (1 << s)) && ::kill(pid, s) == 0) g_forwarded = g_forwarded | (1 << s);
             return;
         }
-        command_pid = pid_of(fd);
         // Publish the target with signals blocked, then send what waited.
         ::sigprocmask(SIG_BLOCK, &block, nullptr);
         g_target = fd;
@@ -538,7 +443,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     double next_at = lim.timeout_ms ? start + static_cast<double>(*lim.timeout_ms) : 0;
     auto kill_all = [&]() {
         if (leaf.active()) (void)leaf.kill();
-        limits::kill_tree(pid);
+        return proctree::end_all(pid);
     };
     while (!reaped) {
         int timeout = -1;
@@ -549,7 +454,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             if (now >= next_at) {
                 timed_out = true;
                 if (phase == 0 &&
-                    limits::signal_tree(SIGTERM, watch ? watch->runner_depth() : 0) > 0) {
+                    proctree::signal_all(SIGTERM, watch ? watch->runner_depth() : 0) > 0) {
                     phase = 1;
                     next_at = now + static_cast<double>(lim.kill_after_ms);
                 } else {
@@ -586,14 +491,12 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // Without a pidfd the exit is noticed by polling waitpid.
         if (pidfd < 0) timeout = timeout < 0 ? 10 : timeout;
         // Orphans that ended are reaped at least once a second.
-        if (subreaper) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
+        if (reaper) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
         // Just after typed input: is the pty's job stopping (Ctrl-Z)?
         if (tty.active())
             if (const int w = tty.watch_ms(); w >= 0) timeout = timeout < 0 || timeout > w ? w : timeout;
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
-#if defined(__linux__)
-        if (subreaper) reap_orphans(pid);
-#endif
+        if (reaper) proctree::reap_orphans(pid);
         if (tty.active() && tty.watch_ms() >= 0) {
             const pid_t command = watch ? command_pid : pid;
             if (tty.command_stopped(command)) tty.follow_stop(command);
@@ -622,13 +525,14 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         }
     const double duration = spawn::now_ms() - start;
     if (pidfd >= 0) ::close(pidfd);
+    // What the command left running ends with it (chain::settle_descendants);
+    // with a timeout or a leaf, always (issue 21; also what a subreaper does
+    // not reach: bwrap's namespace).
     std::optional<int> descendants_killed;
-#if defined(__linux__)
-    if (subreaper) descendants_killed = end_descendants();
-#endif
-    // With a timeout or a leaf, nothing the command started outlives it
-    // (issue 21; also what a subreaper does not reach: bwrap's namespace).
-    if (lim.timeout_ms || leaf.active()) kill_all();
+    if (subreaper || lim.timeout_ms || leaf.active()) {
+        const int killed = kill_all();
+        if (subreaper) descendants_killed = killed;
+    }
     // The user's terminal back as it was, the pty hung up.
     tty.finish();
     // The child is gone: what it (and a runner's sandbox) wrote is in the

@@ -126,7 +126,7 @@ public:
         }
     }
 
-    int find_command(int& poll_ms) override {
+    int find_command(int& poll_ms, pid_t& pid) override {
         // Until bwrap reports its child, its status fd wakes the loop: no
         // timeout. Then the command (init's first child) appears within
         // microseconds, and nothing signals it: look again each millisecond.
@@ -144,7 +144,9 @@ public:
         const pid_t cmd = first_child(init_);
         if (cmd <= 0) return -1;
         const int fd = spawn::pidfd_open(cmd);
-        return fd >= 0 ? fd : -2;
+        if (fd < 0) return -2;
+        pid = cmd;
+        return fd;
     }
 
     void ended(int command_pidfd, int& status) override {

@@ -205,6 +205,47 @@ i=0; while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 30 ]; do i=$((i+1)); [ 
                 pass
 
 
+# A command that makes itself a subreaper: its orphans go to it, not to dsh-confine. When it exits
+# they come up to the next subreaper (dsh-confine) and are ended with the rest.
+SELF_REAPER = r'''
+import ctypes, os, time
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.setsid()
+        for sig in (1, 2, 15):
+            import signal; signal.signal(sig, signal.SIG_IGN)
+        with open("pid2", "w") as f: f.write(str(os.getpid()))
+        while True:
+            with open("hb2", "w") as f: f.write(str(time.time_ns()))
+            time.sleep(0.05)
+    os._exit(0)
+os.wait()
+for _ in range(400):
+    if os.path.exists("hb2"): break
+    time.sleep(0.05)
+print("started", flush=True)
+'''
+
+
+def test_a_command_that_is_its_own_subreaper_loses_its_orphans_at_exit(s):
+    need_landlock()
+    for runner, margs in (("landlock", ["--supervise"]), ("bwrap", [])):
+        if runner == "bwrap":
+            need_bwrap()
+        try:
+            r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", runner] + margs +
+                    ["--", "python3", "-c", SELF_REAPER], s, cwd=s.ws, timeout=120)
+            assert r.rc == 0 and r.out == "started\n", r
+            assert r.rec("confinement")["descendants"]["atExit"] == "killed", r
+            assert not beating(s, "hb2"), (runner, r)
+        finally:
+            kill_leftovers(s)
+            for name in ("hb2", "pid2"):
+                if os.path.exists(s.p("ws", name)):
+                    os.unlink(s.p("ws", name))
+
+
 def test_keep_descendants_with_a_timeout_is_refused(s):
     # Kept processes would outlive the timeout meant to bound them: refused, nothing runs.
     need_landlock()
