@@ -240,7 +240,7 @@ def run_checks(w, top, build_unix):
         return w.run([helper] + list(args), cwd=ws_unix)
 
     def err(line):
-        return crlf(line + "\n").encode()
+        return crlf(line + "\n").encode("utf-8")
 
     # The user's temp dir as Windows reports it (GetTempPath), and where it
     # lies in the prefix.
@@ -267,6 +267,26 @@ def run_checks(w, top, build_unix):
           err("dsh-confine: explain: command not found"))
     check("--supervise refused on Windows", dsh("--supervise", "--", "cmd", "/c", "exit", "0"), 125, b"",
           err("dsh-confine: --supervise is not built for Windows yet"))
+
+    # Refused, never run differently from what was asked (125).
+    check("--timeout refused on Windows", dsh("--timeout", "5s", "--", "cmd", "/c", "exit", "0"), 125, b"",
+          err("dsh-confine: resource limits and --timeout cannot be enforced on this platform yet; nothing was run: "
+              "drop it"))
+    check("--memory refused on Windows", dsh("--memory", "512M", "--", "cmd", "/c", "exit", "0"), 125, b"",
+          err("dsh-confine: resource limits and --timeout cannot be enforced on this platform yet; nothing was run: "
+              "drop it"))
+
+    def no_backend(mode):
+        return err(f"dsh-confine: sandbox mode \"{mode}\" is requested but no sandbox backend is usable on this host; "
+                   "refusing to run the command unconfined. Install bubblewrap or run a Landlock-enforcing kernel "
+                   "(Linux), ensure sandbox-exec is usable (macOS), or ensure the ACL restricted-token runner can start "
+                   "(Windows) \u2014 otherwise switch the consumer to danger-full-access.")
+    check("--net off refused by windows-acl", dsh("--net", "off", "--", "cmd", "/c", "exit", "0"), 125, b"",
+          no_backend("read-only"))
+    os.makedirs(os.path.join(top, "extra"))
+    check("--writable refused by windows-acl", dsh("--mode", "workspace-write", "--writable",
+                                                   winpath(os.path.join(top, "extra")), "--", "cmd", "/c", "exit",
+                                                   "0"), 125, b"", no_backend("workspace-write"))
 
     # explain: the plan for each mode, nothing run.
     for mode in ("read-only", "workspace-write"):
