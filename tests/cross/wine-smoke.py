@@ -85,11 +85,14 @@ def sid_from(data):
 
 
 class Wine:
-    def __init__(self, wine, prefix):
+    def __init__(self, wine, top):
         self.wine = wine
         self.env = dict(os.environ)
         self.env.update({
-            "WINEPREFIX": prefix,
+            "WINEPREFIX": os.path.join(top, "prefix"),
+            # Debian's Wine makes its server's socket dir with mkdtemp under
+            # TMPDIR (else /tmp/wine-XXXXXX, left behind): kept in ours.
+            "TMPDIR": top,
             "WINEDEBUG": "-all",
             # No Mono or Gecko download prompts; no window.
             "WINEDLLOVERRIDES": "mscoree,mshtml=",
@@ -184,7 +187,7 @@ def main():
     say(f"{wine} on {build}; Wine enforces no ACL and no restricted token, so no check here is about confinement")
 
     top = tempfile.mkdtemp(prefix="dsh-wine-")
-    w = Wine(wine, os.path.join(top, "prefix"))
+    w = Wine(wine, top)
     try:
         # One wineserver for the whole test (-p: it stays without clients),
         # and Wine's services started once by wineboot, both with their
