@@ -16,6 +16,7 @@ the meson test cross-windows has just run). Runs Wine (Debian's wine64) in a
 throwaway WINEPREFIX under a temporary directory, removed at the end. Without Wine: a skip (77) for a
 developer, a failure when DSH_CONFINE_MUST_WORK=1 (CI).
 """
+import glob
 import hashlib
 import json
 import os
@@ -186,6 +187,7 @@ def main():
     wineserver = find_wineserver(wine)
     say(f"{wine} on {build}; Wine enforces no ACL and no restricted token, so no check here is about confinement")
 
+    server_dirs = set(glob.glob("/tmp/wine-*"))
     top = tempfile.mkdtemp(prefix="dsh-wine-")
     w = Wine(wine, top)
     try:
@@ -218,6 +220,10 @@ def main():
     if os.path.exists(top):
         failures.append("prefix removed")
         say(f"not ok - the throwaway WINEPREFIX {top} was not removed")
+    left = sorted(set(glob.glob("/tmp/wine-*")) - server_dirs)
+    if left:
+        failures.append("no wine dir left in /tmp")
+        say(f"not ok - Wine left {left} in /tmp")
     if failures:
         say(f"{len(failures)} failed: {', '.join(failures)}")
         return 1
