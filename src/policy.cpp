@@ -260,6 +260,19 @@ Outcome grant(Policy& out, const std::string& given, Grant source, Need need, Er
 }  // namespace
 #endif
 
+// An absolute current directory: "/..." on POSIX; on Windows, where getcwd
+// says "C:\dir" (or "\\server\share"): a drive-letter or UNC path.
+static bool absolute_cwd(const std::string& cwd) {
+#ifdef _WIN32
+    const auto sep = [](char c) { return c == '\\' || c == '/'; };
+    const bool drive = cwd.size() >= 3 && ((cwd[0] >= 'A' && cwd[0] <= 'Z') || (cwd[0] >= 'a' && cwd[0] <= 'z')) &&
+                       cwd[1] == ':' && sep(cwd[2]);
+    return drive || (cwd.size() >= 3 && sep(cwd[0]) && sep(cwd[1]) && !sep(cwd[2]));
+#else
+    return !cwd.empty() && cwd[0] == '/';
+#endif
+}
+
 Outcome build_policy(const PolicyInput& in, Policy& out) {
     out = Policy{};
     out.mode = in.mode;
@@ -267,7 +280,7 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     out.root_source = in.root ? in.root_source : RootSource::Cwd;
     // Never "/" in its place: a relative --root would silently become one
     // under / (issue 13: --root etc became /etc).
-    if (in.cwd.empty() || in.cwd[0] != '/')
+    if (!absolute_cwd(in.cwd))
         return fail(Err::InvalidRoot, "the current directory cannot be determined (deleted, or deeper than the "
                                       "system allows); change to an existing directory and run again");
     out.workspace_root = canonical_path(in.root ? *in.root : in.cwd, in.cwd);
