@@ -9,6 +9,7 @@ holds, so a broken limit fails the test instead of hanging it."""
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -566,6 +567,42 @@ def test_no_v1_leaf_left_behind(s):
     for c, d in dirs.items():
         assert mine[c][0] not in leaves(d), (c, leaves(d))
     assert gone(sleepers(token)), sleepers(token)
+
+
+def test_timeout_with_v1_leaves_only(s):
+    """Without cgroup v2 (here: its mount taken away in a private mount
+    namespace) the timeout is the process tree's and the limits are v1
+    leaves (no cgroup.kill): a setsid'd grandchild that ignores SIGTERM is
+    still ended, and both leaves are removed."""
+    dirs = {"memory": need_v1("memory"), "pids": need_v1("pids")}
+    need(shutil.which("unshare") is not None, "unshare(1) is not installed")
+    v2 = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            before, _, after = line.partition(" - ")
+            if after.split()[:1] == ["cgroup2"]:
+                v2.append(before.split()[4])
+    pre = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           'for m in "$0"; do [ -z "$m" ] || umount -l "$m" || exit 99; done; exec "$@"', " ".join(v2)]
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
+            r = dsh(["--runner", runner, "--memory", "64M", "--max-procs", "64", "--timeout", "2s", "--kill-after",
+                     "1s"] + mode + ["--", "sh", "-c",
+                                     "cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; exec sleep %s' & ); "
+                                     "trap '' TERM; sleep 60" % token], s, pre=pre, timeout=60)
+            assert r.rc == 124, (runner, mode, r)
+            c = r.rec("confinement")
+            assert limit_of(c, "timeout")["backend"] == "process-tree", c["limits"]
+            assert limit_of(c, "memory")["how"] == "memory.limit_in_bytes (cgroup v1)", c["limits"]
+            assert limit_of(c, "pids")["how"] == "pids.max (cgroup v1)", c["limits"]
+            for ctl, name in own_v1_leaves(r.out).items():
+                assert name not in leaves(dirs[ctl]), (ctl, name, leaves(dirs[ctl]))
+            assert gone(sleepers(token)), (runner, mode, sleepers(token))
+            if mode:
+                assert r.rec("result")["limit"] == "timeout", r
+
 
 if __name__ == "__main__":
     main()
