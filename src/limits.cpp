@@ -257,8 +257,7 @@ bool plan(const LimitSettings& s, const Host& h, Plan& out, std::string& refusal
             p.how = "pids.max (cgroup v1)";
             v1_leaf("pids", h.v1_pids, {{"pids.max", std::to_string(*s.max_procs)}});
         } else if (out.required) {
-            refusal = limit_text(LimitText::PidsNeedsCgroup,
-                                 why_both(h.v1_pids));
+            refusal = limit_text(LimitText::PidsNeedsCgroup, why_both(h.v1_pids));
             return false;
         } else if (h.uid0) {
             p.backend = "none";
@@ -693,7 +692,7 @@ bool Leaf::remove() {
         } else {
             ok = false;
             // Not removed: kept for another try (the destructor's).
-            paths_[kept] = std::move(paths_[i]);
+            if (kept != i) paths_[kept] = std::move(paths_[i]);
             v1_[kept++] = v1_[i];
         }
     }
