@@ -3,7 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <cerrno>
+#include <csignal>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "../../src/cli.hpp"
 #include "../../src/config.hpp"
@@ -374,4 +378,29 @@ TEST_CASE("limits: cgroup v1 leaves for memory and pids where no v2 leaf has the
     s.memory.reset();
     CHECK_FALSE(limits::plan(s, user, p, refusal));
     CHECK(refusal.find("/sys/fs/cgroup/pids is not writable by this user") != std::string::npos);
+}
+
+TEST_CASE("limits: the child joins every leaf it is given, up to the first -1") {
+    int a[2], b[2], c[2];
+    REQUIRE(::pipe(a) == 0);
+    REQUIRE(::pipe(b) == 0);
+    REQUIRE(::pipe(c) == 0);
+    for (int fd : {a[0], b[0], c[0]}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    // Two leaves (v1 memory, v1 pids); the third slot is never reached.
+    const int fds[limits::kMaxLeaves] = {a[1], b[1], -1};
+    CHECK(limits::apply_in_child(fds, nullptr, 0));
+    char buf[4] = {};
+    CHECK(::read(a[0], buf, sizeof buf) == 1);
+    CHECK(buf[0] == '0');
+    CHECK(::read(b[0], buf, sizeof buf) == 1);
+    CHECK(::read(c[0], buf, sizeof buf) == -1);
+    // None; and a write that fails is the child's failure (errno kept).
+    CHECK(limits::apply_in_child(nullptr, nullptr, 0));
+    ::close(a[0]);
+    const int broken[limits::kMaxLeaves] = {c[1], a[1], -1};
+    ::signal(SIGPIPE, SIG_IGN);
+    CHECK_FALSE(limits::apply_in_child(broken, nullptr, 0));
+    CHECK(errno == EPIPE);
+    ::signal(SIGPIPE, SIG_DFL);
+    for (int fd : {a[1], b[0], b[1], c[0], c[1]}) ::close(fd);
 }
