@@ -296,13 +296,15 @@ std::string limit_text(LimitText t, std::string_view a, std::string_view b) {
             return fmt::format("option --limits takes required or best-effort, not \"{}\"", a);
         case LimitText::MemoryNeedsCgroup:
             return fmt::format("--memory cannot be enforced as asked under --limits required: no cgroup v2 memory "
-                               "controller is delegated to dsh-confine here ({}), and RLIMIT_AS bounds address "
+                               "controller is delegated to dsh-confine here and no cgroup v1 memory hierarchy is "
+                               "writable by it ({}), and RLIMIT_AS bounds address "
                                "space, not memory; delegate a cgroup (systemd-run --user -p Delegate=yes) or use "
                                "--limits best-effort",
                                a);
         case LimitText::PidsNeedsCgroup:
             return fmt::format("--max-procs cannot be enforced as asked under --limits required: no cgroup v2 pids "
-                               "controller is delegated to dsh-confine here ({}), and RLIMIT_NPROC counts every "
+                               "controller is delegated to dsh-confine here and no cgroup v1 pids hierarchy is "
+                               "writable by it ({}), and RLIMIT_NPROC counts every "
                                "process of the user (and binds no process of uid 0); delegate a cgroup "
                                "(systemd-run --user -p Delegate=yes) or use --limits best-effort",
                                a);
@@ -322,7 +324,7 @@ std::string limit_text(LimitText t, std::string_view a, std::string_view b) {
                    "use up the same allowance";
         case LimitText::GapUid0:
             return "the command runs as uid 0, which RLIMIT_NPROC does not bind, and no cgroup pids controller is "
-                   "delegated here: the number of processes is not limited";
+                   "delegated here (nor a cgroup v1 pids hierarchy writable): the number of processes is not limited";
         case LimitText::GapPerProcessCpu:
             return "RLIMIT_CPU bounds each process's own CPU time: the command's processes together may use more";
     }

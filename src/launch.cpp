@@ -79,16 +79,16 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     for (size_t k = 1; k < p.exec_argv.size(); ++k) e.sh_argv.push_back(const_cast<char*>(p.exec_argv[k].c_str()));
     e.sh_argv.push_back(nullptr);
     if (p.env) e.envp = spawn::c_array(*p.env);
-    e.cgroup_procs_fd = p.cgroup_procs_fd;
+    for (size_t i = 0; i < limits::kMaxLeaves; ++i) e.cgroup_procs_fds[i] = p.cgroup_procs_fds[i];
     e.rlimits = p.rlimits;
     return Outcome::success();
 }
 
 [[gnu::hot]] bool enter(const void* entry, Fault& f) noexcept {
     const Entry& e = *static_cast<const Entry*>(entry);
-    // Into the run's cgroup leaf before anything else: whatever this process
-    // starts from here on is in it.
-    if (e.cgroup_procs_fd >= 0 && !limits::apply_in_child(e.cgroup_procs_fd, nullptr, 0)) {
+    // Into the run's cgroup leaves before anything else: whatever this
+    // process starts from here on is in them.
+    if (e.cgroup_procs_fds[0] >= 0 && !limits::apply_in_child(e.cgroup_procs_fds, nullptr, 0)) {
         f = Fault{Step::CgroupJoin, errno, -1};
         return false;
     }
@@ -122,7 +122,7 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
 #endif
     char* const* envp = e.envp.empty() ? environ : e.envp.data();
     for (const auto& r : e.rlimits)
-        if (!limits::apply_in_child(-1, &r, 1)) {
+        if (!limits::apply_in_child(nullptr, &r, 1)) {
             f = Fault{Step::Rlimit, errno, r.resource};
             return false;
         }

@@ -35,10 +35,10 @@ struct Entry {
     std::vector<char*> argv, sh_argv, envp;
     const char* path = nullptr;
     const sigset_t* exec_mask = nullptr;  // the signal mask to exec with; null: as it is
-    // Issue 21: the cgroup leaf to join first (-1: none), the rlimits to set
+    // Issue 21: the cgroup leaves to join first (-1: none), the rlimits to set
     // last, just before exec (after the record is written: a file-size
     // limit must not cut the report).
-    int cgroup_procs_fd = -1;
+    int cgroup_procs_fds[limits::kMaxLeaves] = {-1, -1, -1};
     std::vector<limits::Rlimit> rlimits;
 };
 

@@ -172,9 +172,21 @@ bool plan(const LimitSettings& s, const Host& h, Plan& out, std::string& refusal
         return leaf_ok && std::find(h.delegated.begin(), h.delegated.end(), ctl) != h.delegated.end();
     };
     const std::string why = h.why_no_cgroup.empty() ? std::string("not delegated") : h.why_no_cgroup;
+    // A cgroup v1 hierarchy of the controller where we may make a leaf, and
+    // the reason for the refusal when neither version gives one.
+    const auto v1_ok = [](const Host::V1& v) { return !v.dir.empty() && v.can_make_leaf; };
+    const auto why_both = [&](const Host::V1& v) { return v.why.empty() ? why : why + "; " + v.why; };
+    const auto v1_leaf = [&](const char* ctl, const Host::V1& v,
+                             std::vector<std::pair<std::string, std::string>> files) {
+        out.leaf = true;
+        out.v1.push_back({ctl, v.dir, std::move(files)});
+    };
 #if defined(_WIN32)
     (void)delegated;
     (void)why;
+    (void)v1_ok;
+    (void)why_both;
+    (void)v1_leaf;
     // No rlimits, no cgroups: every limit asked is refused (the Windows runner
     // has a job object, not wired to these options yet).
     if (s.timeout_ms || s.memory || s.max_procs || s.cpu_time_ms || s.file_size || s.nofile) {
@@ -195,7 +207,7 @@ bool plan(const LimitSettings& s, const Host& h, Plan& out, std::string& refusal
         out.timeout_ms = *s.timeout_ms;
         Planned p{"timeout", *s.timeout_ms, "", "", {}};
         if (leaf_ok) {
-            out.leaf = true;
+            out.leaf = out.v2 = true;
             p.backend = "cgroup";
             p.how = "cgroup.kill";
         } else {
@@ -208,15 +220,22 @@ bool plan(const LimitSettings& s, const Host& h, Plan& out, std::string& refusal
     if (s.memory) {
         Planned p{"memory", *s.memory, "", "", {}};
         if (delegated("memory")) {
-            out.leaf = true;
+            out.leaf = out.v2 = true;
             p.backend = "cgroup";
             p.how = "memory.max";
             out.cgroup_files.emplace_back("memory.max", std::to_string(*s.memory));
             // Swap would let the command past the bound (the file is there
             // only with swap accounting).
             out.cgroup_files.emplace_back("?memory.swap.max", "0");
+        } else if (v1_ok(h.v1_memory)) {
+            p.backend = "cgroup";
+            p.how = "memory.limit_in_bytes (cgroup v1)";
+            // memsw (memory + swap) after the memory limit (the kernel keeps
+            // memsw >= memory); there only with swap accounting.
+            const std::string v = std::to_string(*s.memory);
+            v1_leaf("memory", h.v1_memory, {{"memory.limit_in_bytes", v}, {"?memory.memsw.limit_in_bytes", v}});
         } else if (out.required) {
-            refusal = limit_text(LimitText::MemoryNeedsCgroup, why);
+            refusal = limit_text(LimitText::MemoryNeedsCgroup, why_both(h.v1_memory));
             return false;
         } else {
             p.backend = "rlimit";
@@ -229,12 +248,16 @@ bool plan(const LimitSettings& s, const Host& h, Plan& out, std::string& refusal
     if (s.max_procs) {
         Planned p{"pids", *s.max_procs, "", "", {}};
         if (delegated("pids")) {
-            out.leaf = true;
+            out.leaf = out.v2 = true;
             p.backend = "cgroup";
             p.how = "pids.max";
             out.cgroup_files.emplace_back("pids.max", std::to_string(*s.max_procs));
+        } else if (v1_ok(h.v1_pids)) {
+            p.backend = "cgroup";
+            p.how = "pids.max (cgroup v1)";
+            v1_leaf("pids", h.v1_pids, {{"pids.max", std::to_string(*s.max_procs)}});
         } else if (out.required) {
-            refusal = limit_text(LimitText::PidsNeedsCgroup, h.uid0 && leaf_ok ? "the pids controller is not delegated" : why);
+            refusal = limit_text(LimitText::PidsNeedsCgroup, why_both(h.v1_pids));
             return false;
         } else if (h.uid0) {
             p.backend = "none";
@@ -274,6 +297,92 @@ bool plan(const LimitSettings& s, const Host& h, Plan& out, std::string& refusal
     }
     return true;
 #endif
+}
+
+namespace {
+
+// A mountinfo field with its octal escapes ("\040" for a space) undone.
+std::string unescape(std::string_view f) {
+    std::string out;
+    for (size_t i = 0; i < f.size(); ++i) {
+        if (f[i] == '\\' && i + 3 < f.size() && f[i + 1] >= '0' && f[i + 1] <= '3' && f[i + 2] >= '0' &&
+            f[i + 2] <= '7' && f[i + 3] >= '0' && f[i + 3] <= '7') {
+            out += static_cast<char>((f[i + 1] - '0') * 64 + (f[i + 2] - '0') * 8 + (f[i + 3] - '0'));
+            i += 3;
+        } else {
+            out += f[i];
+        }
+    }
+    return out;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    size_t i = 0;
+    while (true) {
+        const size_t j = s.find(sep, i);
+        out.push_back(s.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i));
+        if (j == std::string_view::npos) return out;
+        i = j + 1;
+    }
+}
+
+bool has(const std::vector<std::string_view>& list, std::string_view w) {
+    return std::find(list.begin(), list.end(), w) != list.end();
+}
+
+}  // namespace
+
+std::string v1_dir(const std::string& mountinfo, const std::string& self_cgroup, std::string_view controller,
+                   std::string& why) {
+    // "4:memory:/a/b" (the controllers of a hierarchy comma-separated; the
+    // path may hold colons).
+    std::string rel;
+    bool found = false;
+    for (std::string_view line : split(self_cgroup, '\n')) {
+        const size_t c1 = line.find(':');
+        if (c1 == std::string_view::npos) continue;
+        const size_t c2 = line.find(':', c1 + 1);
+        if (c2 == std::string_view::npos) continue;
+        if (!has(split(line.substr(c1 + 1, c2 - c1 - 1), ','), controller)) continue;
+        rel = std::string(line.substr(c2 + 1));
+        found = true;
+        break;
+    }
+    if (!found || rel.empty() || rel[0] != '/') {
+        why = fmt::format("no cgroup v1 {} hierarchy holds this process", controller);
+        return {};
+    }
+    if (rel.find("/..") != std::string::npos) {
+        why = fmt::format("this process's cgroup is outside the mounted cgroup v1 {} hierarchy", controller);
+        return {};
+    }
+    // "34 30 0:31 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory":
+    // the hierarchy's root in the mount (field 4), the mount point (5), the
+    // super options after " - " name the controllers.
+    bool mounted = false;
+    for (std::string_view line : split(mountinfo, '\n')) {
+        const size_t dash = line.find(" - ");
+        if (dash == std::string_view::npos) continue;
+        std::vector<std::string_view> after, before;
+        for (auto w : split(line.substr(dash + 3), ' '))
+            if (!w.empty()) after.push_back(w);
+        if (after.size() < 3 || after[0] != "cgroup" || !has(split(after[2], ','), controller)) continue;
+        for (auto w : split(line.substr(0, dash), ' '))
+            if (!w.empty()) before.push_back(w);
+        if (before.size() < 5) continue;
+        mounted = true;
+        const std::string root = unescape(before[3]);
+        const std::string mount = unescape(before[4]);
+        // Our cgroup must be the mounted root or below it.
+        if (root == "/") return rel == "/" ? mount : mount + rel;
+        if (rel == root) return mount;
+        if (rel.size() > root.size() && rel.compare(0, root.size(), root) == 0 && rel[root.size()] == '/')
+            return mount + rel.substr(root.size());
+    }
+    why = mounted ? fmt::format("this process's cgroup is outside the mounted cgroup v1 {} hierarchy", controller)
+                  : fmt::format("no cgroup v1 {} hierarchy is mounted", controller);
+    return {};
 }
 
 #if !defined(_WIN32)
@@ -345,14 +454,9 @@ std::string cgroup2_mount() {
 
 }  // namespace
 
-Host probe() {
-    Host h;
-    h.uid0 = ::getuid() == 0;
-    std::string self;
-    if (!read_small("/proc/self/cgroup", self)) {
-        h.why_no_cgroup = "/proc/self/cgroup cannot be read";
-        return h;
-    }
+namespace {
+
+void probe_v2(Host& h, const std::string& self) {
     std::string rel;
     bool found = false;
     for (const auto& line : words(self))
@@ -363,20 +467,20 @@ Host probe() {
     const std::string mount = cgroup2_mount();
     if (!found || mount.empty()) {
         h.why_no_cgroup = "no cgroup v2 hierarchy is mounted";
-        return h;
+        return;
     }
     // The mount may be under a cgroup namespace whose root is ours; a path
     // that leaves it ("/..") is not one we can reach.
     if (rel.find("/..") != std::string::npos) {
         h.why_no_cgroup = "this process's cgroup is outside the mounted cgroup v2 hierarchy";
-        return h;
+        return;
     }
     h.cgroup_dir = rel == "/" ? mount : mount + rel;
     struct stat st {};
     if (::stat(h.cgroup_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
         h.why_no_cgroup = fmt::format("{} is not there", h.cgroup_dir);
         h.cgroup_dir.clear();
-        return h;
+        return;
     }
     // Delegated to us: we may make a child there and move a process into it
     // (write access to the common ancestor's cgroup.procs).
@@ -384,7 +488,7 @@ Host probe() {
                       ::access((h.cgroup_dir + "/cgroup.procs").c_str(), W_OK) == 0;
     if (!h.can_make_leaf) {
         h.why_no_cgroup = fmt::format("{} is not delegated to this user", h.cgroup_dir);
-        return h;
+        return;
     }
     // The controllers its children get: enabled in its subtree_control (by
     // whoever delegated it; we never write a cgroup we did not make).
@@ -399,6 +503,39 @@ Host probe() {
     h.why_no_cgroup = h.delegated.empty()
                           ? fmt::format("{} enables no controller for its children", h.cgroup_dir)
                           : fmt::format("{} enables only {} for its children", h.cgroup_dir, list);
+}
+
+Host::V1 probe_v1(const std::string& mountinfo, const std::string& self, std::string_view controller) {
+    Host::V1 v;
+    v.dir = v1_dir(mountinfo, self, controller, v.why);
+    if (v.dir.empty()) return v;
+    struct stat st {};
+    if (::stat(v.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        v.why = fmt::format("{} is not there", v.dir);
+        v.dir.clear();
+        return v;
+    }
+    // cgroup v1 has no delegation of its own: a directory we may make there
+    // (and move ourselves into: our leaf's cgroup.procs is ours).
+    v.can_make_leaf = ::access(v.dir.c_str(), W_OK) == 0;
+    if (!v.can_make_leaf) v.why = fmt::format("the cgroup v1 {} directory {} is not writable by this user", controller, v.dir);
+    return v;
+}
+
+}  // namespace
+
+Host probe() {
+    Host h;
+    h.uid0 = ::getuid() == 0;
+    std::string self, mountinfo;
+    if (!read_small("/proc/self/cgroup", self)) {
+        h.why_no_cgroup = "/proc/self/cgroup cannot be read";
+        return h;
+    }
+    probe_v2(h, self);
+    read_small("/proc/self/mountinfo", mountinfo);
+    h.v1_memory = probe_v1(mountinfo, self, "memory");
+    h.v1_pids = probe_v1(mountinfo, self, "pids");
     return h;
 }
 
@@ -466,63 +603,129 @@ int clean_stale(const std::string& dir) {
 
 Leaf::~Leaf() { (void)remove(); }
 
-bool Leaf::make(const Plan& p, std::string& error) {
-    if (!p.leaf) return true;
-    clean_stale(p.cgroup_dir);
+bool Leaf::add(const std::string& parent, bool v1, const std::vector<std::pair<std::string, std::string>>& files,
+               std::string& error) {
+    if (n_ >= kMaxLeaves) {
+        error = "too many cgroup leaves";
+        return false;
+    }
+    clean_stale(parent);
     const std::string mine = proctree::stat_of(static_cast<long>(::getpid())).start_time;
-    path_ = fmt::format("{}/{}{}-{}-{}", p.cgroup_dir, kLeafPrefix, pid_ns(), ::getpid(), mine.empty() ? "0" : mine);
-    if (::mkdir(path_.c_str(), 0755) != 0) {
-        error = fmt::format("mkdir {}: {}", path_, std::strerror(errno));
-        path_.clear();
+    std::string path = fmt::format("{}/{}{}-{}-{}", parent, kLeafPrefix, pid_ns(), ::getpid(), mine.empty() ? "0" : mine);
+    if (::mkdir(path.c_str(), 0755) != 0) {
+        error = fmt::format("mkdir {}: {}", path, std::strerror(errno));
         return false;
     }
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd_ >= 0) procs_fd_ = ::openat(fd_, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-    if (fd_ < 0 || procs_fd_ < 0) {
-        error = fmt::format("open {}: {}", path_, std::strerror(errno));
-        remove();
+    // Ours from here on: remove() takes it down whatever fails next.
+    const size_t i = n_++;
+    paths_[i] = std::move(path);
+    v1_[i] = v1;
+    fds_[i] = ::open(paths_[i].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fds_[i] >= 0) procs_fds_[i] = ::openat(fds_[i], "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (fds_[i] < 0 || procs_fds_[i] < 0) {
+        error = fmt::format("open {}: {}", paths_[i], std::strerror(errno));
         return false;
     }
-    for (const auto& [file, value] : p.cgroup_files) {
+    for (const auto& [file, value] : files) {
         const bool optional = !file.empty() && file[0] == '?';
         const char* name = file.c_str() + (optional ? 1 : 0);
-        if (!write_small(fd_, name, value) && !(optional && errno == ENOENT)) {
-            error = fmt::format("{}/{}: {}", path_, name, std::strerror(errno));
-            remove();
+        if (!write_small(fds_[i], name, value) && !(optional && errno == ENOENT)) {
+            error = fmt::format("{}/{}: {}", paths_[i], name, std::strerror(errno));
             return false;
         }
     }
     return true;
 }
 
+bool Leaf::make(const Plan& p, std::string& error) {
+    if (!p.leaf) return true;
+    bool ok = !p.v2 || add(p.cgroup_dir, false, p.cgroup_files, error);
+    for (const auto& l : p.v1) ok = ok && add(l.parent, true, l.files, error);
+    if (!ok) remove();
+    return ok;
+}
+
 bool Leaf::kill() const noexcept {
-    if (fd_ < 0) return false;
-    return write_small(fd_, "cgroup.kill", "1");
+    bool ok = n_ > 0;
+    for (size_t i = 0; i < n_; ++i) {
+        if (fds_[i] < 0) continue;
+        if (!v1_[i]) {
+            ok = write_small(fds_[i], "cgroup.kill", "1") && ok;
+            continue;
+        }
+        // No cgroup.kill in v1: SIGKILL to each pid listed, in rounds while
+        // new ones appear (a fork between the read and the kill), bounded.
+        for (int round = 0; round < 50; ++round) {
+            char buf[4096];
+            const int fd = ::openat(fds_[i], "cgroup.procs", O_RDONLY | O_CLOEXEC);
+            if (fd < 0) break;
+            const ssize_t n = ::read(fd, buf, sizeof buf);
+            ::close(fd);
+            if (n <= 0) break;
+            long pid = 0;
+            bool digits = false;
+            for (ssize_t k = 0; k < n; ++k) {
+                if (buf[k] >= '0' && buf[k] <= '9') {
+                    pid = pid * 10 + (buf[k] - '0');
+                    digits = true;
+                } else {
+                    if (digits && pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+                    pid = 0;
+                    digits = false;
+                }
+            }
+            if (digits && pid > 0 && n < static_cast<ssize_t>(sizeof buf)) ::kill(static_cast<pid_t>(pid), SIGKILL);
+            ::usleep(2000);
+        }
+    }
+    return ok;
 }
 
 bool Leaf::remove() {
-    if (path_.empty()) return true;
-    if (procs_fd_ >= 0) ::close(procs_fd_), procs_fd_ = -1;
-    if (fd_ >= 0) ::close(fd_), fd_ = -1;
-    const bool ok = kill_and_remove(path_, 5000);
-    if (ok) path_.clear();
+    bool ok = true;
+    size_t kept = 0;
+    for (size_t i = 0; i < n_; ++i) {
+        if (procs_fds_[i] >= 0) ::close(procs_fds_[i]), procs_fds_[i] = -1;
+        if (fds_[i] >= 0) ::close(fds_[i]), fds_[i] = -1;
+        if (kill_and_remove(paths_[i], 5000)) {
+            paths_[i].clear();
+        } else {
+            ok = false;
+            // Not removed: kept for another try (the destructor's).
+            if (kept != i) paths_[kept] = std::move(paths_[i]);
+            v1_[kept++] = v1_[i];
+        }
+    }
+    n_ = kept;
     return ok;
 }
 
 uint64_t Leaf::counter(const char* file, const char* key) const {
-    if (path_.empty()) return 0;
-    std::string text;
-    if (!read_small(path_ + "/" + file, text)) return 0;
-    const auto w = words(text);
-    for (size_t i = 0; i + 1 < w.size(); ++i) {
-        uint64_t n = 0;
-        if (w[i] == key) return parse_count(w[i + 1], n) ? n : 0;
+    for (size_t i = 0; i < n_; ++i) {
+        std::string text;
+        if (paths_[i].empty() || !read_small(paths_[i] + "/" + file, text)) continue;
+        const auto w = words(text);
+        for (size_t k = 0; k + 1 < w.size(); ++k) {
+            uint64_t v = 0;
+            if (w[k] == key) return parse_count(w[k + 1], v) ? v : 0;
+        }
+        return 0;
     }
     return 0;
 }
 
-bool apply_in_child(int procs_fd, const Rlimit* rl, size_t n) noexcept {
-    if (procs_fd >= 0 && ::write(procs_fd, "0", 1) != 1) return false;
+bool Leaf::oom_killed() const {
+    // v2: memory.events; v1: memory.oom_control's oom_kill (memory.failcnt
+    // counts every charge that hit the limit, also those that reclaim
+    // resolved, and stays 0 on some kernels at an OOM kill).
+    return counter("memory.events", "oom_kill") > 0 || counter("memory.oom_control", "oom_kill") > 0;
+}
+
+bool Leaf::pids_refused() const { return counter("pids.events", "max") > 0; }
+
+bool apply_in_child(const int* procs_fds, const Rlimit* rl, size_t n) noexcept {
+    for (size_t i = 0; procs_fds && i < kMaxLeaves && procs_fds[i] >= 0; ++i)
+        if (::write(procs_fds[i], "0", 1) != 1) return false;
     for (size_t i = 0; i < n; ++i) {
         struct rlimit r {};
         r.rlim_cur = rl[i].soft == UINT64_MAX ? RLIM_INFINITY : static_cast<rlim_t>(rl[i].soft);

@@ -6,8 +6,10 @@
 //
 // Backends, best first: a cgroup v2 leaf that dsh-confine creates under the
 // caller's own cgroup where that cgroup is delegated to it (writable by us,
-// the controller enabled for its children), then rlimits, each with its
-// weakness as a typed gap. `--limits required` refuses a limit that only a
+// the controller enabled for its children); else, for memory and pids, a
+// cgroup v1 leaf under the caller's cgroup in that controller's v1
+// hierarchy where it is writable by us (root on a host whose controllers are
+// bound to v1); then rlimits, each with its weakness as a typed gap. `--limits required` refuses a limit that only a
 // weaker backend could give (125, nothing runs). A cgroup that dsh-confine
 // did not create is never written; the leaves it made are removed at the end
 // of the run, and a leaf left by a run that was SIGKILLed is removed by the
@@ -15,10 +17,12 @@
 // run gone).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dsh {
@@ -79,18 +83,48 @@ struct Host {
     std::vector<std::string> delegated;     // controllers enabled for its children ("memory", "pids", "cpu")
     std::string why_no_cgroup;              // when there is no leaf to make, or a controller is missing
     bool uid0 = false;                      // RLIMIT_NPROC does not bind uid 0
+    // The cgroup v1 hierarchies of "memory" and "pids": the caller's cgroup
+    // in each (the leaf's parent; empty: none) and whether we may make a
+    // directory there.
+    struct V1 {
+        std::string dir;
+        bool can_make_leaf = false;
+        std::string why;  // when there is no leaf to make
+    };
+    V1 v1_memory, v1_pids;
 };
+
+// The caller's cgroup directory in the cgroup v1 hierarchy that holds
+// `controller` (pure: the text of /proc/self/mountinfo and /proc/self/cgroup).
+// Empty, with the reason in `why`, when there is none or it is not reachable
+// through the mount.
+std::string v1_dir(const std::string& mountinfo, const std::string& self_cgroup, std::string_view controller,
+                   std::string& why);
 #if !defined(_WIN32)
 Host probe();
 #endif
+
+// The most cgroup leaves a run makes: the v2 one, v1 memory, v1 pids.
+inline constexpr size_t kMaxLeaves = 3;
+
+// A cgroup v1 leaf to make: its parent (the caller's cgroup in the
+// controller's hierarchy) and the files written in it, in order ("?file":
+// written where it exists).
+struct V1Leaf {
+    std::string controller;  // "memory", "pids"
+    std::string parent;
+    std::vector<std::pair<std::string, std::string>> files;
+};
 
 struct Plan {
     bool required = false;
     std::vector<Planned> limits;
     std::vector<Rlimit> rlimits;                                 // set by the command's process
     std::vector<std::pair<std::string, std::string>> cgroup_files;  // written in the leaf (file, value)
-    bool leaf = false;              // a cgroup leaf is made for this run
+    bool leaf = false;              // a cgroup leaf (v2 or v1) is made for this run
+    bool v2 = false;                // the v2 leaf, under cgroup_dir, with cgroup_files
     std::string cgroup_dir;         // its parent
+    std::vector<V1Leaf> v1;         // the v1 leaves (no cgroup.kill: the timeout is the process tree's)
     std::optional<uint64_t> timeout_ms;
     uint64_t kill_after_ms = kDefaultKillAfterMs;
     bool timeout_by_tree = false;   // the timeout kills the process tree (no leaf)
@@ -110,33 +144,46 @@ bool needs_host(const LimitSettings& s) noexcept;
 std::string_view rlimit_name(int resource) noexcept;
 
 #if !defined(_WIN32)
-// The run's cgroup leaf: made under the plan's parent, named
-// "dsh-confine-<pid ns inode>-<pid>-<start time>", removed by remove().
-// Stale leaves of ours (the same prefix and PID namespace, owned by us,
-// their run gone) are removed first.
+// The run's cgroup leaves: the v2 one under the plan's parent and one per
+// v1 hierarchy, each named "dsh-confine-<pid ns inode>-<pid>-<start time>",
+// removed by remove(). Stale leaves of ours in the same parent (the same
+// prefix and PID namespace, owned by us, their run gone) are removed first.
 class Leaf {
 public:
     Leaf() = default;
     Leaf(const Leaf&) = delete;
     Leaf& operator=(const Leaf&) = delete;
     ~Leaf();  // remove()
-    // Makes the leaf and writes the plan's files; the error text on failure.
+    // Makes the leaves and writes the plan's files; the error text on
+    // failure (what was made is removed).
     bool make(const Plan& p, std::string& error);
-    bool active() const noexcept { return fd_ >= 0; }
-    // cgroup.procs opened for writing: the child writes "0" into it (joins).
-    int procs_fd() const noexcept { return procs_fd_; }
-    // Every process in it gets SIGKILL (cgroup.kill).
+    bool active() const noexcept { return n_ > 0; }
+    // Each leaf's cgroup.procs opened for writing (-1 past the last): the
+    // child writes "0" into each (joins).
+    const int* procs_fds() const noexcept { return procs_fds_; }
+    // Every process in them gets SIGKILL: cgroup.kill (v2); each pid listed
+    // in cgroup.procs (v1, in rounds until empty, bounded).
     bool kill() const noexcept;
-    // Waits (bounded) until it is empty, then removes it.
+    // Waits (bounded) until each is empty, then removes it.
     bool remove();
-    // Counters from memory.events ("oom_kill") and pids.events ("max").
+    // A counter of the first leaf that has the file: "memory.events"
+    // "oom_kill", "memory.oom_control" "oom_kill" (v1), "pids.events" "max".
     uint64_t counter(const char* file, const char* key) const;
-    const std::string& path() const noexcept { return path_; }
+    // The command met the memory limit (an OOM kill in a leaf) / the pids
+    // limit (a fork refused in a leaf).
+    bool oom_killed() const;
+    bool pids_refused() const;
+    const std::string& path(size_t i = 0) const noexcept { return paths_[i]; }
+    size_t size() const noexcept { return n_; }
 
 private:
-    std::string path_;
-    int fd_ = -1;
-    int procs_fd_ = -1;
+    std::string paths_[kMaxLeaves];
+    bool v1_[kMaxLeaves] = {};
+    int fds_[kMaxLeaves] = {-1, -1, -1};
+    int procs_fds_[kMaxLeaves] = {-1, -1, -1};
+    size_t n_ = 0;
+    bool add(const std::string& parent, bool v1, const std::vector<std::pair<std::string, std::string>>& files,
+             std::string& error);
 };
 
 // Removes the stale leaves of ours under `dir` (kills what is left in them).
@@ -145,9 +192,10 @@ int clean_stale(const std::string& dir);
 // The name prefix of our leaves.
 inline constexpr std::string_view kLeafPrefix = "dsh-confine-";
 
-// In the child, before exec (system calls only): joins the leaf through
-// `procs_fd` (-1: none) and sets the rlimits. Returns false with errno set.
-bool apply_in_child(int procs_fd, const Rlimit* rl, size_t n) noexcept;
+// In the child, before exec (system calls only): joins each leaf through
+// `procs_fds` (up to kMaxLeaves, -1 ends the list; null: none) and sets the
+// rlimits. Returns false with errno set.
+bool apply_in_child(const int* procs_fds, const Rlimit* rl, size_t n) noexcept;
 #endif
 
 }  // namespace limits

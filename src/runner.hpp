@@ -135,8 +135,9 @@ struct Plan {
     // exec (the record's `limits`); a runner whose own program must not run
     // under them (bwrap: the stage sets them) takes them over and clears this.
     std::vector<limits::Rlimit> rlimits;
-    // The cgroup leaf's cgroup.procs (supervise): the child joins it first.
-    int cgroup_procs_fd = -1;
+    // The cgroup leaves' cgroup.procs (supervise; -1 past the last): the
+    // child joins each first.
+    int cgroup_procs_fds[limits::kMaxLeaves] = {-1, -1, -1};
 };
 
 class Runner {

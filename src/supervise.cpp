@@ -278,7 +278,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (lim.leaf) {
         std::string why;
         if (!leaf.make(lim, why)) return failed(fail(Err::LimitUnavailable, limit_text(LimitText::LeafFailed, why)));
-        p.cgroup_procs_fd = leaf.procs_fd();
+        for (size_t i = 0; i < limits::kMaxLeaves; ++i) p.cgroup_procs_fds[i] = leaf.procs_fds()[i];
     }
     // Everything the child does is made here, before it exists.
     Entry entry;
@@ -573,10 +573,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         };
         const bool failed_run = (exit_code && *exit_code != 0) || signal;
         if (timed_out) limit = "timeout";
-        else if (leaf.active() && leaf.counter("memory.events", "oom_kill") > 0) limit = "memory";
+        else if (leaf.active() && leaf.oom_killed()) limit = "memory";
         else if (signal && *signal == SIGXCPU && planned("cpu")) limit = "cpu";
         else if (signal && *signal == SIGXFSZ && planned("file-size")) limit = "file-size";
-        else if (failed_run && leaf.active() && leaf.counter("pids.events", "max") > 0) limit = "pids";
+        else if (failed_run && leaf.active() && leaf.pids_refused()) limit = "pids";
     }
     // The leaf is empty now (killed above): removed.
     (void)leaf.remove();

@@ -9,6 +9,7 @@ holds, so a broken limit fails the test instead of hanging it."""
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +45,62 @@ def cgroup2_dir():
                 rel = line.strip()[3:]
                 return mount if rel == "/" else mount + rel
     return None
+
+
+def v1_dir(controller):
+    """This process's directory in the cgroup v1 hierarchy of `controller`, or None."""
+    rel = None
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            parts = line.rstrip("\n").split(":", 2)
+            if len(parts) == 3 and controller in parts[1].split(","):
+                rel = parts[2]
+    if rel is None:
+        return None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            before, _, after = line.partition(" - ")
+            a, b = after.split(), before.split()
+            if len(a) >= 3 and a[0] == "cgroup" and controller in a[2].split(","):
+                root, mount = b[3], b[4]
+                if root == "/":
+                    return mount if rel == "/" else mount + rel
+                if rel == root or rel.startswith(root + "/"):
+                    return mount + rel[len(root):]
+    return None
+
+
+def v1_usable(controller):
+    """Whether dsh-confine takes the v1 backend for `controller` here: no v2
+    leaf with it, and a v1 directory we may write."""
+    d = cgroup2_dir()
+    if d and can_make_leaf():
+        try:
+            with open(os.path.join(d, "cgroup.subtree_control")) as f:
+                if controller in f.read().split():
+                    return False
+        except OSError:
+            pass
+    v = v1_dir(controller)
+    return v is not None and os.access(v, os.W_OK)
+
+
+def need_v1(controller):
+    """The v1 directory of `controller`. Skips as an unprivileged user (the
+    rlimit fallback, tested above) and where no v1 hierarchy of it is mounted;
+    as root with one mounted, it must be usable (DSH_CONFINE_MUST_WORK=1)."""
+    if not is_root():
+        skip("cgroup v1 leaves need write access to the hierarchy: root only here")
+    v = v1_dir(controller)
+    if v is None:
+        skip("no cgroup v1 %s hierarchy is mounted here" % controller)
+    if not v1_usable(controller):
+        d = cgroup2_dir()
+        with open(os.path.join(d, "cgroup.subtree_control")) as f:
+            if controller in f.read().split():
+                skip("a cgroup v2 %s controller is delegated here: v1 is not used" % controller)
+    need(os.access(v, os.W_OK), "the cgroup v1 %s directory %s is not writable" % (controller, v))
+    return v
 
 
 def leaves(d):
@@ -131,11 +188,16 @@ def test_fork_bomb_under_max_procs(s):
             assert words[:1] == ["forked"], r
             forked = int(words[1])
             if is_root():
-                # uid 0 is not bound by RLIMIT_NPROC and no pids controller is
-                # delegated here: the record says so instead of claiming a limit.
+                # uid 0 is not bound by RLIMIT_NPROC: without a pids
+                # controller (v2 delegated, or v1 writable) the record says
+                # so instead of claiming a limit.
                 assert pids["backend"] in ("none", "cgroup"), c["limits"]
                 if pids["backend"] == "none":
+                    assert not v1_usable("pids"), c["limits"]
                     assert [g["effect"] for g in pids["gaps"]] == ["uid-0-exempt"], pids
+                else:
+                    assert pids["gaps"] == [], pids
+                    assert forked < 64 and words[3] == "EAGAIN", (runner, mode, r)
             else:
                 assert pids["backend"] in ("rlimit", "cgroup"), c["limits"]
                 if pids["backend"] == "rlimit":
@@ -153,6 +215,8 @@ def test_max_procs_required_without_a_pids_controller_runs_nothing(s):
         with open(os.path.join(d, "cgroup.subtree_control")) as f:
             if "pids" in f.read().split() and can_make_leaf():
                 skip("a pids controller is delegated here: --limits required can be met")
+    if v1_usable("pids"):
+        skip("a cgroup v1 pids hierarchy is writable here: --limits required can be met")
     marker = s.p("ws", "ran")
     for runner in RUNNERS:
         need_runner(runner)
@@ -281,6 +345,8 @@ def test_memory_required_without_a_memory_controller_runs_nothing(s):
         with open(os.path.join(d, "cgroup.subtree_control")) as f:
             if "memory" in f.read().split():
                 skip("a memory controller is delegated here")
+    if v1_usable("memory"):
+        skip("a cgroup v1 memory hierarchy is writable here: --limits required can be met")
     marker = s.p("ws", "ran")
     for runner in RUNNERS:
         need_runner(runner)
@@ -372,6 +438,170 @@ def test_no_cgroup_left_behind(s):
     assert r.rc == 0, r
     assert mine[0] not in leaves(d), leaves(d)
     assert gone(sleepers(token)), sleepers(token)
+
+
+# A memory hog that stops itself: touches up to 384 MiB in 16 MiB steps.
+HOG = r"""
+chunks = []
+for i in range(24):
+    chunks.append(b"x" * (16 << 20))
+print("survived", flush=True)
+"""
+
+
+def test_memory_v1_leaf_kills_the_hog(s):
+    """As root where memory is bound to cgroup v1: the kernel holds the
+    command to --memory (an OOM kill in our leaf), and the result says so."""
+    need_v1("memory")
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            r = dsh(["--runner", runner, "--memory", "64M"] + mode + ["--", sys.executable, "-c", HOG], s, timeout=120)
+            mem = limit_of(r.rec("confinement"), "memory")
+            assert mem == {"limit": "memory", "value": 64 << 20, "backend": "cgroup",
+                           "how": "memory.limit_in_bytes (cgroup v1)", "gaps": []}, mem
+            assert "survived" not in r.out, (runner, mode, r)
+            if mode:
+                # The status as without dsh-confine's interpretation: killed by SIGKILL.
+                assert r.rc == 128 + signal.SIGKILL, (runner, mode, r)
+                res = r.rec("result")
+                assert res["limit"] == "memory" and res["signal"] == signal.SIGKILL, res
+            else:
+                # Exec mode: the forwarder dies of the command's signal (a shell says 137).
+                assert r.rc == -signal.SIGKILL, (runner, mode, r)
+    # Without the limit the same command survives (the test can fail).
+    r = dsh(["--supervise", "--", sys.executable, "-c", HOG], s, timeout=120)
+    assert r.rc == 0 and "survived" in r.out, r
+
+
+# BOMB that fails (as a real fork bomb dies of its failed fork) when one is refused.
+FAILING_BOMB = BOMB + "\nsys.exit(3 if refused else 0)\n"
+
+
+def test_fork_bomb_as_root_contained_by_the_v1_pids_leaf(s):
+    need_v1("pids")
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            r = dsh(["--runner", runner, "--max-procs", "64"] + mode + ["--", sys.executable, "-c", FAILING_BOMB], s,
+                    timeout=120)
+            pids = limit_of(r.rec("confinement"), "pids")
+            assert pids == {"limit": "pids", "value": 64, "backend": "cgroup", "how": "pids.max (cgroup v1)",
+                            "gaps": []}, pids
+            words = r.out.split()
+            assert words[:1] == ["forked"], r
+            assert int(words[1]) < 64 and words[3] == "EAGAIN", (runner, mode, r)
+            assert r.rc == 3, (runner, mode, r)
+            if mode:
+                assert r.rec("result")["limit"] == "pids", r
+
+
+def test_limits_required_met_by_v1(s):
+    need_v1("memory")
+    need_v1("pids")
+    marker = s.p("ws", "ran")
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            if os.path.exists(marker):
+                os.unlink(marker)
+            r = sh("touch %s" % marker, s, mode="workspace-write", root=s.ws, runner=runner,
+                   extra=["--limits", "required", "--memory", "64M", "--max-procs", "64"] + mode)
+            assert r.rc == 0 and os.path.exists(marker), r
+            c = r.rec("confinement")
+            assert c["limits"]["required"] is True, c["limits"]
+            assert limit_of(c, "memory")["backend"] == "cgroup" and limit_of(c, "pids")["backend"] == "cgroup", c
+
+
+def own_v1_leaves(out):
+    """{controller: leaf name} from a `cat /proc/self/cgroup` of the command."""
+    found = {}
+    for line in out.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for ctl in ("memory", "pids"):
+                if ctl in parts[1].split(","):
+                    name = parts[2].rsplit("/", 1)[-1]
+                    assert name.startswith("dsh-confine-"), out
+                    found[ctl] = name
+    assert set(found) == {"memory", "pids"}, out
+    return found
+
+
+def test_no_v1_leaf_left_behind(s):
+    dirs = {"memory": need_v1("memory"), "pids": need_v1("pids")}
+    lim = ["--memory", "64M", "--max-procs", "64"]
+    # Normal exit, a timeout (no cgroup.kill in v1: the process tree, and
+    # every pid the leaves list): the leaves exist while the command runs,
+    # not after. Other runs may make leaves meanwhile: only ours are looked at.
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            r = sh("cat /proc/self/cgroup", s, runner=runner, extra=lim + mode)
+            assert r.rc == 0, r
+            for ctl, name in own_v1_leaves(r.out).items():
+                assert name not in leaves(dirs[ctl]), (ctl, name, leaves(dirs[ctl]))
+            token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
+            r = sh("cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; exec sleep %s' & ); sleep 60" % token, s,
+                   runner=runner, extra=lim + ["--timeout", "2s", "--kill-after", "1s"] + mode, timeout=60)
+            assert r.rc == 124, r
+            for ctl, name in own_v1_leaves(r.out).items():
+                assert name not in leaves(dirs[ctl]), (ctl, name, leaves(dirs[ctl]))
+            assert gone(sleepers(token)), sleepers(token)
+    # A SIGKILL of dsh-confine: its leaves (with the grandchild in them) stay
+    # until the next run that makes them, which removes them.
+    token = "3600.%d7" % os.getpid()
+    proc = subprocess.Popen([DSH, "--runner", "landlock" if "landlock" in RUNNERS else "bwrap"] + lim +
+                            ["--supervise", "--", "sh", "-c", "( setsid sleep %s & ) ; sleep 60" % token],
+                            cwd=s.base, env=s.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    until = time.time() + 30
+    while time.time() < until and not sleepers(token):
+        time.sleep(0.1)
+    assert sleepers(token), "the grandchild never started"
+    mine = {c: [n for n in leaves(d) if n.split("-")[3:4] == [str(proc.pid)]] for c, d in dirs.items()}
+    assert all(len(v) == 1 for v in mine.values()), mine
+    proc.kill()
+    proc.wait()
+    r = sh("true", s, extra=lim + ["--supervise"])
+    assert r.rc == 0, r
+    for c, d in dirs.items():
+        assert mine[c][0] not in leaves(d), (c, leaves(d))
+    assert gone(sleepers(token)), sleepers(token)
+
+
+def test_timeout_with_v1_leaves_only(s):
+    """Without cgroup v2 (here: its mount taken away in a private mount
+    namespace) the timeout is the process tree's and the limits are v1
+    leaves (no cgroup.kill): a setsid'd grandchild that ignores SIGTERM is
+    still ended, and both leaves are removed."""
+    dirs = {"memory": need_v1("memory"), "pids": need_v1("pids")}
+    need(shutil.which("unshare") is not None, "unshare(1) is not installed")
+    v2 = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            before, _, after = line.partition(" - ")
+            if after.split()[:1] == ["cgroup2"]:
+                v2.append(before.split()[4])
+    pre = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           'for m in "$0"; do [ -z "$m" ] || umount -l "$m" || exit 99; done; exec "$@"', " ".join(v2)]
+    for runner in RUNNERS:
+        need_runner(runner)
+        for mode in (["--supervise"], []):
+            token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
+            r = dsh(["--runner", runner, "--memory", "64M", "--max-procs", "64", "--timeout", "2s", "--kill-after",
+                     "1s"] + mode + ["--", "sh", "-c",
+                                     "cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; exec sleep %s' & ); "
+                                     "trap '' TERM; sleep 60" % token], s, pre=pre, timeout=60)
+            assert r.rc == 124, (runner, mode, r)
+            c = r.rec("confinement")
+            assert limit_of(c, "timeout")["backend"] == "process-tree", c["limits"]
+            assert limit_of(c, "memory")["how"] == "memory.limit_in_bytes (cgroup v1)", c["limits"]
+            assert limit_of(c, "pids")["how"] == "pids.max (cgroup v1)", c["limits"]
+            for ctl, name in own_v1_leaves(r.out).items():
+                assert name not in leaves(dirs[ctl]), (ctl, name, leaves(dirs[ctl]))
+            assert gone(sleepers(token)), (runner, mode, sleepers(token))
+            if mode:
+                assert r.rec("result")["limit"] == "timeout", r
 
 
 if __name__ == "__main__":

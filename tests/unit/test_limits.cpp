@@ -3,7 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <cerrno>
+#include <csignal>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "../../src/cli.hpp"
 #include "../../src/config.hpp"
@@ -242,4 +246,161 @@ TEST_CASE("limits: the flags, over the config's keys") {
         CHECK_FALSE(co);
         CHECK(co.err == Err::ConfigInvalid);
     }
+}
+
+namespace {
+
+// This machine's shape: every controller bound to a v1 hierarchy, the
+// unified one empty, the memory hierarchy holding us below its root.
+const char* kMountinfo =
+    "30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+    "31 30 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+    "34 30 0:31 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+    "38 30 0:35 / /sys/fs/cgroup/pids rw,nosuid shared:12 - cgroup cgroup rw,pids\n"
+    "39 30 0:36 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n"
+    "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+const char* kSelf =
+    "9:name=systemd:/\n"
+    "8:pids:/\n"
+    "4:memory:/process_api/2853\n"
+    "1:cpu,cpuacct:/a:b\n"
+    "0::/\n";
+
+std::string v1(const std::string& mi, const std::string& self, const char* ctl, std::string* why_out = nullptr) {
+    std::string why;
+    std::string d = limits::v1_dir(mi, self, ctl, why);
+    CHECK(d.empty() != why.empty());
+    if (why_out) *why_out = why;
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("limits: the caller's cgroup in each v1 hierarchy, from mountinfo and /proc/self/cgroup") {
+    CHECK(v1(kMountinfo, kSelf, "memory") == "/sys/fs/cgroup/memory/process_api/2853");
+    CHECK(v1(kMountinfo, kSelf, "pids") == "/sys/fs/cgroup/pids");
+    // A hierarchy of several controllers; a path with a colon.
+    CHECK(v1(kMountinfo, kSelf, "cpuacct") == "/sys/fs/cgroup/cpu,cpuacct/a:b");
+    // A named hierarchy is not a controller; "memory" is not "memory.x".
+    std::string why;
+    CHECK(v1(kMountinfo, kSelf, "systemd", &why).empty());
+    CHECK(v1(kMountinfo, "4:memory.x:/a\n", "memory", &why).empty());
+    CHECK(why.find("no cgroup v1 memory hierarchy holds this process") == 0);
+    // Not mounted (only cgroup2 and tmpfs), or mounted from a subtree that
+    // does not hold us (a container's bind mount).
+    CHECK(v1("40 30 0:37 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", kSelf, "memory", &why).empty());
+    CHECK(why == "no cgroup v1 memory hierarchy is mounted");
+    const std::string sub = "34 30 0:31 /process_api /mnt/my\\040mem rw - cgroup cgroup rw,memory\n";
+    CHECK(v1(sub, kSelf, "memory") == "/mnt/my mem/2853");
+    CHECK(v1(sub, "4:memory:/process_api\n", "memory") == "/mnt/my mem");
+    CHECK(v1(sub, "4:memory:/process_apix/1\n", "memory", &why).empty());
+    CHECK(why.find("outside the mounted cgroup v1 memory hierarchy") != std::string::npos);
+    CHECK(v1(kMountinfo, "4:memory:/../x\n", "memory", &why).empty());
+    CHECK(v1(kMountinfo, "", "pids", &why).empty());
+}
+
+TEST_CASE("limits: cgroup v1 leaves for memory and pids where no v2 leaf has the controller") {
+    LimitSettings s;
+    s.memory = 64ULL << 20;
+    s.max_procs = 64;
+    s.timeout_ms = 1000;
+    s.required = true;
+    limits::Host h;
+    // Root here: the unified hierarchy writable but without controllers.
+    h.uid0 = true;
+    h.cgroup_dir = "/sys/fs/cgroup/unified";
+    h.can_make_leaf = true;
+    h.why_no_cgroup = "/sys/fs/cgroup/unified enables no controller for its children";
+    h.v1_memory = {"/sys/fs/cgroup/memory/x", true, ""};
+    h.v1_pids = {"/sys/fs/cgroup/pids", true, ""};
+    limits::Plan p;
+    std::string refusal;
+    REQUIRE(limits::plan(s, h, p, refusal));
+    CHECK(p.leaf);
+    CHECK(p.v2);  // the timeout's cgroup.kill
+    CHECK(find(p, "timeout")->how == "cgroup.kill");
+    CHECK(find(p, "memory")->backend == "cgroup");
+    CHECK(find(p, "memory")->how == "memory.limit_in_bytes (cgroup v1)");
+    CHECK(find(p, "memory")->gaps.empty());
+    CHECK(find(p, "pids")->backend == "cgroup");
+    CHECK(find(p, "pids")->how == "pids.max (cgroup v1)");
+    CHECK(find(p, "pids")->gaps.empty());  // root, and no uid-0-exempt gap
+    for (const auto& r : p.rlimits) CHECK((r.resource != RLIMIT_AS && r.resource != RLIMIT_NPROC));
+    REQUIRE(p.v1.size() == 2);
+    CHECK(p.v1[0].controller == "memory");
+    CHECK(p.v1[0].parent == "/sys/fs/cgroup/memory/x");
+    // The memory limit before memsw (the kernel keeps memsw >= memory).
+    REQUIRE(p.v1[0].files.size() == 2);
+    CHECK(p.v1[0].files[0] == std::make_pair(std::string("memory.limit_in_bytes"), std::string("67108864")));
+    CHECK(p.v1[0].files[1] == std::make_pair(std::string("?memory.memsw.limit_in_bytes"), std::string("67108864")));
+    CHECK(p.v1[1].controller == "pids");
+    CHECK(p.v1[1].files.at(0) == std::make_pair(std::string("pids.max"), std::string("64")));
+    CHECK(p.cgroup_files.empty());
+
+    // No v2 hierarchy at all: the timeout is the process tree's (v1 has no
+    // cgroup.kill), the leaves still v1.
+    limits::Host only_v1;
+    only_v1.uid0 = true;
+    only_v1.why_no_cgroup = "no cgroup v2 hierarchy is mounted";
+    only_v1.v1_memory = h.v1_memory;
+    only_v1.v1_pids = h.v1_pids;
+    REQUIRE(limits::plan(s, only_v1, p, refusal));
+    CHECK(p.leaf);
+    CHECK_FALSE(p.v2);
+    CHECK(p.timeout_by_tree);
+    CHECK(find(p, "timeout")->backend == "process-tree");
+    CHECK(p.v1.size() == 2);
+
+    // A v2 leaf with the controller wins over v1.
+    h.delegated = {"memory", "pids"};
+    REQUIRE(limits::plan(s, h, p, refusal));
+    CHECK(p.v1.empty());
+    CHECK(find(p, "memory")->how == "memory.max");
+
+    // A v1 directory we may not write (an unprivileged user): rlimits as
+    // before, and `required` refuses with both reasons.
+    limits::Host user;
+    user.why_no_cgroup = "no cgroup v2 hierarchy is mounted";
+    user.v1_memory = {"/sys/fs/cgroup/memory/x", false, "the cgroup v1 memory directory /sys/fs/cgroup/memory/x is "
+                                                        "not writable by this user"};
+    user.v1_pids = {"/sys/fs/cgroup/pids", false, "the cgroup v1 pids directory /sys/fs/cgroup/pids is not "
+                                                  "writable by this user"};
+    s.required = false;
+    s.timeout_ms.reset();
+    REQUIRE(limits::plan(s, user, p, refusal));
+    CHECK_FALSE(p.leaf);
+    CHECK(p.v1.empty());
+    CHECK(find(p, "memory")->how == "RLIMIT_AS");
+    CHECK(find(p, "pids")->how == "RLIMIT_NPROC");
+    s.required = true;
+    CHECK_FALSE(limits::plan(s, user, p, refusal));
+    CHECK(refusal.find("no cgroup v2 hierarchy is mounted; the cgroup v1 memory directory") != std::string::npos);
+    s.memory.reset();
+    CHECK_FALSE(limits::plan(s, user, p, refusal));
+    CHECK(refusal.find("/sys/fs/cgroup/pids is not writable by this user") != std::string::npos);
+}
+
+TEST_CASE("limits: the child joins every leaf it is given, up to the first -1") {
+    int a[2], b[2], c[2];
+    REQUIRE(::pipe(a) == 0);
+    REQUIRE(::pipe(b) == 0);
+    REQUIRE(::pipe(c) == 0);
+    for (int fd : {a[0], b[0], c[0]}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    // Two leaves (v1 memory, v1 pids); the third slot is never reached.
+    const int fds[limits::kMaxLeaves] = {a[1], b[1], -1};
+    CHECK(limits::apply_in_child(fds, nullptr, 0));
+    char buf[4] = {};
+    CHECK(::read(a[0], buf, sizeof buf) == 1);
+    CHECK(buf[0] == '0');
+    CHECK(::read(b[0], buf, sizeof buf) == 1);
+    CHECK(::read(c[0], buf, sizeof buf) == -1);
+    // None; and a write that fails is the child's failure (errno kept).
+    CHECK(limits::apply_in_child(nullptr, nullptr, 0));
+    ::close(a[0]);
+    const int broken[limits::kMaxLeaves] = {c[1], a[1], -1};
+    ::signal(SIGPIPE, SIG_IGN);
+    CHECK_FALSE(limits::apply_in_child(broken, nullptr, 0));
+    CHECK(errno == EPIPE);
+    ::signal(SIGPIPE, SIG_DFL);
+    for (int fd : {a[1], b[0], b[1], c[0], c[1]}) ::close(fd);
 }
