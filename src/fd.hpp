@@ -1,8 +1,10 @@
 // The one owning file-descriptor type: closes what it holds when it goes.
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <string>
 #include <utility>
 
 namespace dsh {
@@ -31,5 +33,16 @@ public:
 private:
     int fd_ = -1;
 };
+
+// Reads a small file (a /proc or /sys entry) whole, up to about 1 MiB.
+inline bool read_small(const std::string& path, std::string& out) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return false;
+    out.clear();
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd.get(), buf, sizeof buf)) > 0 && out.size() < (1 << 20)) out.append(buf, static_cast<size_t>(n));
+    return n >= 0;
+}
 
 }  // namespace dsh

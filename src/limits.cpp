@@ -22,6 +22,7 @@
 
 #if !defined(_WIN32)
 #include "proctree.hpp"
+#include "fd.hpp"
 #include "spawn.hpp"
 #endif
 
@@ -388,17 +389,6 @@ std::string v1_dir(const std::string& mountinfo, const std::string& self_cgroup,
 #if !defined(_WIN32)
 
 namespace {
-
-bool read_small(const std::string& path, std::string& out) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    out.clear();
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0 && out.size() < (1 << 20)) out.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    return n >= 0;
-}
 
 bool write_small(int dirfd, const char* file, std::string_view value) {
     const int fd = ::openat(dirfd, file, O_WRONLY | O_CLOEXEC);

@@ -16,22 +16,12 @@
 #include <sys/syscall.h>
 #endif
 
+#include "fd.hpp"
 #include "spawn.hpp"
 
 namespace dsh::proctree {
 
 namespace {
-
-bool read_small(const char* path, std::string& out) {
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    out.clear();
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0 && out.size() < (1 << 20)) out.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    return n >= 0;
-}
 
 void numbers(const std::string& text, std::vector<long>& out) {
     const char* s = text.c_str();
