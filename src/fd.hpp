@@ -1,7 +1,9 @@
 // The one owning file-descriptor type: closes what it holds when it goes.
 #pragma once
 
+#if !defined(_WIN32)
 #include <fcntl.h>
+#endif
 #include <unistd.h>
 
 #include <string>
@@ -34,6 +36,7 @@ private:
     int fd_ = -1;
 };
 
+#if !defined(_WIN32)
 // Reads a small file (a /proc or /sys entry) whole, up to about 1 MiB.
 inline bool read_small(const std::string& path, std::string& out) {
     Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -44,5 +47,6 @@ inline bool read_small(const std::string& path, std::string& out) {
     while ((n = ::read(fd.get(), buf, sizeof buf)) > 0 && out.size() < (1 << 20)) out.append(buf, static_cast<size_t>(n));
     return n >= 0;
 }
+#endif
 
 }  // namespace dsh
