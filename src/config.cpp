@@ -196,6 +196,13 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
                     return c.err("\"writableRoots\"[" + std::to_string(i) + "] must be an absolute path, not " +
                                  json(p).dump());
             }
+        } else if (k == "protect" || k == "unprotect") {
+            auto& list = k == "protect" ? out.protect : out.unprotect;
+            if (auto o = c.strings(k, v, list); !o) return o;
+            for (size_t i = 0; i < list.size(); ++i)
+                if (list[i].empty() || list[i][0] != '/')
+                    return c.err("\"" + k + "\"[" + std::to_string(i) + "] must be an absolute path, not " +
+                                 json(list[i]).dump());
         } else if (k == "network") {
             if (auto o = c.string(k, v, s); !o) return o;
             auto n = parse_network(s);
@@ -243,7 +250,7 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else {
             return c.err("unknown key " + json(k).dump() +
                          " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp, network, "
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, approver, privateTmp, network, "
                          "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, "
                          "allowCore)");
         }

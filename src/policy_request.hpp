@@ -13,6 +13,8 @@ struct PolicyRequest {
     std::optional<std::string> mode;      // a mode's name, checked by resolve
     std::optional<std::string> root;
     std::vector<std::string> writable;
+    std::vector<std::string> protect;    // --protect: read-only inside the writable roots
+    std::vector<std::string> unprotect;  // --unprotect: a default dropped (reported)
     std::vector<int> keep_fds;
     bool private_tmp = false;             // --private-tmp
     bool keep_descendants = false;        // --keep-descendants

@@ -174,6 +174,21 @@ ordered_json confinement_record(const Confinement& c) {
     }
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = p.writable_files;
+    // The carve-outs (issue 18): each protected path, and how it is kept
+    // read-only or why it is not.
+    ordered_json prot = ordered_json::array();
+    for (const auto& e : p.protected_paths) {
+        ordered_json pj;
+        put_bytes(pj, "path", e.path);
+        pj["source"] = e.source;
+        pj["what"] = e.what;
+        pj["exists"] = e.exists;
+        pj["enforced"] = e.enforced.empty() ? ordered_json(nullptr) : ordered_json(e.enforced);
+        pj["whyNot"] = e.why_not.empty() ? ordered_json(nullptr) : ordered_json(e.why_not);
+        prot.push_back(std::move(pj));
+    }
+    j["protectedPaths"] = std::move(prot);
+    j["unprotected"] = p.unprotected;
     j["privateTmp"] = p.private_tmp;
     const Descendants& d = c.descendants;
     j["descendants"] = ordered_json{{"atExit", d.killed ? "killed" : "left-running"},

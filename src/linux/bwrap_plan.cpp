@@ -74,6 +74,19 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // opened), not whatever the path names by the time it gets there.
     for (const auto* r : binds)
         a.insert(a.end(), {"--bind", r->fd >= 0 ? "/proc/self/fd/" + std::to_string(r->fd) : r->path, r->path});
+    // The carve-outs (issue 18), after every root, ancestors first: the
+    // pinned .git (a mount point of its own: no rename, no rmdir) before the
+    // read-only hooks/ and config inside it. Only what existed when the
+    // policy was built, bound from the descriptor opened without following
+    // a link: an absent one gets no mount point, so nothing is created on
+    // the host (docs/DECISIONS.md "Carve-outs (issue 18)").
+    std::vector<const ProtectedPath*> carve;
+    for (const auto& e : policy.protected_paths)
+        if (e.exists && e.fd >= 0) carve.push_back(&e);
+    std::stable_sort(carve.begin(), carve.end(),
+                     [](const ProtectedPath* x, const ProtectedPath* y) { return depth(x->path) < depth(y->path); });
+    for (const auto* e : carve)
+        a.insert(a.end(), {e->pin ? "--bind" : "--ro-bind", "/proc/self/fd/" + std::to_string(e->fd), e->path});
     return a;
 }
 
@@ -149,7 +162,9 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
 std::vector<std::string> custom_argv(const std::vector<std::string>& runner_command, const Policy& policy,
                                      const std::vector<std::string>& argv) {
     std::vector<std::string> a(runner_command);
-    const auto profile = profile_args(policy, {});
+    Policy uncarved = policy;  // the operator's profile: no descriptors of ours reach it
+    uncarved.protected_paths.clear();
+    const auto profile = profile_args(uncarved, {});
     a.insert(a.end(), profile.begin(), profile.end());
     a.push_back("--");
     a.insert(a.end(), argv.begin(), argv.end());

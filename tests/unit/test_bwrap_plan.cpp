@@ -318,3 +318,19 @@ TEST_CASE("bwrap network axis: --unshare-net for off and loopback, the stage tol
     bwrap::StageRequest req;
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--net", "wide", "--record-fd", "4", "--", "/bin/true", "true"}, req));
 }
+
+TEST_CASE("bwrap carve-outs (issue 18): after every root, ancestors first, only what exists, by descriptor") {
+    Policy p = ww({{"/ws", Grant::Workspace, true, 7}});
+    ProtectedPath hooks{"/ws/.git/hooks", "default", "git", true, true, false, 11};
+    ProtectedPath dotgit{"/ws/.git", "default", "git", true, true, true, 10};
+    ProtectedPath absent{"/ws/.vscode", "default", "agent", false, false, false, -1};
+    ProtectedPath config{"/ws/.git/config", "default", "git", true, false, false, 12};
+    p.protected_paths = {hooks, absent, dotgit, config};
+    CHECK(bwrap::profile_args(p, {}) ==
+          cat({kBase, kProc,
+               {"--bind", "/proc/self/fd/7", "/ws", "--bind", "/proc/self/fd/10", "/ws/.git", "--ro-bind",
+                "/proc/self/fd/11", "/ws/.git/hooks", "--ro-bind", "/proc/self/fd/12", "/ws/.git/config"}}));
+    // The custom runner's profile carries none of our descriptors.
+    const Args custom = bwrap::custom_argv({"/x"}, p, {"true"});
+    CHECK(std::find(custom.begin(), custom.end(), "/ws/.git/hooks") == custom.end());
+}

@@ -1,0 +1,399 @@
+#include "carveouts.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#ifndef O_PATH
+#define O_PATH O_RDONLY
+#endif
+
+namespace dsh::carveouts {
+
+const std::vector<std::string>& agent_names() {
+    static const std::vector<std::string> n = {".codex", ".claude", ".agents", ".mcp.json",
+                                               ".vscode", ".idea", ".envrc", ".devcontainer"};
+    return n;
+}
+
+const std::vector<std::string>& home_names() {
+    static const std::vector<std::string> n = {
+        ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile",
+        ".zlogin", ".zlogout", ".config/fish", ".gitconfig", ".config/git", ".ssh", ".config/systemd/user",
+        ".config/autostart", ".local/bin"};
+    return n;
+}
+
+namespace {
+
+bool under(std::string_view path, std::string_view root) {
+    if (root == "/") return true;
+    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
+           (path.size() == root.size() || path[root.size()] == '/');
+}
+
+std::string absolute(const std::string& p, const std::string& cwd) {
+    return lexically_normal(!p.empty() && p[0] == '/' ? p : cwd + "/" + p);
+}
+
+// The deepest writable root that holds `path` (the one whose bind is visible there).
+const WritableRoot* root_of(const Policy& p, const std::string& path) {
+    const WritableRoot* best = nullptr;
+    for (const auto& r : p.writable_roots)
+        if (r.persists && under(path, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
+    return best;
+}
+
+enum class Walk { Found, Absent, Symlink, Error };
+
+// Walks `path` below `root` one name at a time, never following a symlink.
+// Found: `fd` is an O_PATH descriptor of the node. Symlink: `at` names it.
+Walk walk(const WritableRoot& root, const std::string& path, int& fd, struct stat& st, std::string& at, int& error) {
+    fd = -1;
+    int cur = root.fd >= 0 ? ::fcntl(root.fd, F_DUPFD_CLOEXEC, 3)
+                           : ::open(root.path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (cur < 0) {
+        error = errno;
+        return Walk::Error;
+    }
+    std::string walked = root.path == "/" ? "" : root.path;
+    const auto names = path_names(std::string_view(path).substr(root.path == "/" ? 0 : root.path.size()));
+    for (size_t i = 0; i < names.size(); ++i) {
+        const std::string name(names[i]);
+        walked += "/" + name;
+        const int next = ::openat(cur, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        const int e = errno;
+        ::close(cur);
+        if (next < 0) {
+            if (e == ENOENT || e == ENOTDIR) return Walk::Absent;
+            error = e;
+            return Walk::Error;
+        }
+        if (::fstat(next, &st) != 0) {
+            error = errno;
+            ::close(next);
+            return Walk::Error;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            ::close(next);
+            at = walked;
+            return Walk::Symlink;
+        }
+        if (i + 1 < names.size() && !S_ISDIR(st.st_mode)) {
+            ::close(next);
+            return Walk::Absent;
+        }
+        cur = next;
+    }
+    fd = cur;
+    return Walk::Found;
+}
+
+// A small text file read through an O_PATH descriptor (its own inode, reopened).
+std::string read_small(int fd) {
+    std::string out;
+    const int r = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (r < 0) return out;
+    struct stat st {};
+    if (::fstat(r, &st) == 0 && S_ISREG(st.st_mode)) {
+        char buf[8192];
+        ssize_t n = 0;
+        while (out.size() < 65536 && (n = ::read(r, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(r);
+    return out;
+}
+
+std::string trim(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
+    size_t i = 0;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    return s.substr(i);
+}
+
+std::string dir_of(const std::string& p) {
+    const auto slash = p.rfind('/');
+    return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+struct Builder {
+    Policy& p;
+    std::vector<ProtectedPath> out;
+    Outcome failure = Outcome::success();
+
+    bool have(const std::string& path) const {
+        return std::any_of(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
+    }
+
+    // Adds `path` (absolute, normal); returns its descriptor when it exists
+    // (owned by the entry), -1 otherwise.
+    int add(const std::string& path, const char* source, const char* what, bool pin = false) {
+        if (!failure) return -1;
+        for (const auto& e : out)
+            if (e.path == path) return e.fd;
+        ProtectedPath e;
+        e.path = path;
+        e.source = source;
+        e.what = what;
+        e.pin = pin;
+        const WritableRoot* root = root_of(p, path);
+        if (!root) {
+            e.why_not = kProtectedOutsideText;
+            out.push_back(std::move(e));
+            return -1;
+        }
+        if (root->path == path) return -1;  // a whole root: nothing to carve
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        switch (walk(*root, path, fd, st, at, error)) {
+            case Walk::Found:
+                e.exists = true;
+                e.fd = fd;
+                e.directory = S_ISDIR(st.st_mode);
+                e.dev = st.st_dev;
+                e.ino = st.st_ino;
+                if (e.pin && !e.directory) e.pin = false;
+                break;
+            case Walk::Absent: break;
+            case Walk::Symlink: failure = fail(Err::StateUnsafe, protected_symlink_text(path, at)); return -1;
+            case Walk::Error: failure = fail(Err::StateUnsafe, protected_unreadable_text(path, std::strerror(error))); return -1;
+        }
+        out.push_back(std::move(e));
+        return fd;
+    }
+
+    // hooks/, config and the rest of a git directory (a repository's, a
+    // submodule's or a linked worktree's private one).
+    void gitdir(const std::string& g, int depth) {
+        for (const char* n : {"hooks", "config", "config.worktree", "info/attributes", "commondir"})
+            add(g + "/" + n, "default", "git");
+        if (depth > 8) return;
+        // Submodules' git directories, nested as git nests them.
+        if (const int mfd = find(g + "/modules"); mfd >= 0)
+            for (const auto& name : entries(mfd)) gitdir(g + "/modules/" + name, depth + 1);
+        if (const int wfd = find(g + "/worktrees"); wfd >= 0)
+            for (const auto& name : entries(wfd)) {
+                add(g + "/worktrees/" + name + "/config.worktree", "default", "git");
+                add(g + "/worktrees/" + name + "/commondir", "default", "git");
+            }
+    }
+
+    // A directory looked up (not protected itself), or -1.
+    int find(const std::string& path) {
+        const WritableRoot* root = root_of(p, path);
+        if (!root) return -1;
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        if (walk(*root, path, fd, st, at, error) != Walk::Found) return -1;
+        if (!S_ISDIR(st.st_mode)) {
+            ::close(fd);
+            return -1;
+        }
+        return fd;
+    }
+
+    // The directory names under an O_PATH directory descriptor (closed here).
+    static std::vector<std::string> entries(int fd) {
+        std::vector<std::string> names;
+        const int d = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ::close(fd);
+        if (d < 0) return names;
+        DIR* dir = ::fdopendir(d);
+        if (!dir) {
+            ::close(d);
+            return names;
+        }
+        while (const dirent* e = ::readdir(dir)) {
+            const std::string n = e->d_name;
+            if (n == "." || n == ".." || e->d_type != DT_DIR) continue;
+            names.push_back(n);
+        }
+        ::closedir(dir);
+        std::sort(names.begin(), names.end());
+        return names;
+    }
+
+    // A .git file: "gitdir: X". The file is protected; so are the pointed
+    // gitdir's hooks/ and config, and its common dir's.
+    void gitfile(const std::string& file, int fd) {
+        std::string text = read_small(fd);
+        if (text.rfind("gitdir:", 0) != 0) return;
+        std::string target = trim(text.substr(7, text.find('\n') == std::string::npos ? std::string::npos
+                                                                                         : text.find('\n') - 7));
+        if (target.empty()) return;
+        const std::string g = absolute(target, dir_of(file));
+        if (!root_of(p, g)) return;  // outside the roots: read-only already
+        for (const char* n : {"hooks", "config", "config.worktree", "commondir"}) add(g + "/" + n, "default", "git");
+        const int cfd = add(g + "/commondir", "default", "git");
+        if (cfd < 0) return;
+        std::string common = trim(read_small(cfd));
+        if (common.empty()) return;
+        const std::string c = absolute(common, g);
+        if (!root_of(p, c)) return;
+        for (const char* n : {"hooks", "config", "info/attributes"}) add(c + "/" + n, "default", "git");
+    }
+
+    void repo(const std::string& r) {
+        const std::string dotgit = r + "/.git";
+        const int fd = add(dotgit, "default", "git", true);
+        if (!failure) return;
+        const auto it = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == dotgit; });
+        if (fd < 0 || it == out.end()) return;
+        if (it->directory) gitdir(dotgit, 0);
+        else gitfile(dotgit, fd);
+        // Submodule checkouts: each one's .git file (the pointer).
+        if (const int gm = find_file(r + "/.gitmodules"); gm >= 0) {
+            const std::string text = read_small(gm);
+            ::close(gm);
+            size_t i = 0;
+            while (i < text.size()) {
+                size_t j = text.find('\n', i);
+                if (j == std::string::npos) j = text.size();
+                std::string line = trim(text.substr(i, j - i));
+                i = j + 1;
+                if (line.rfind("path", 0) != 0) continue;
+                const auto eq = line.find('=');
+                if (eq == std::string::npos || trim(line.substr(4, eq - 4)) != "") continue;
+                const std::string sub = trim(line.substr(eq + 1));
+                if (sub.empty() || sub[0] == '/') continue;
+                const std::string sp = lexically_normal(r + "/" + sub);
+                if (!under(sp, r) || sp == r) continue;
+                const int sfd = add(sp + "/.git", "default", "git");
+                if (sfd >= 0 && !out.back().directory) gitfile(sp + "/.git", sfd);
+            }
+        }
+    }
+
+    int find_file(const std::string& path) {
+        const WritableRoot* root = root_of(p, path);
+        if (!root) return -1;
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        if (walk(*root, path, fd, st, at, error) != Walk::Found) return -1;
+        return fd;
+    }
+};
+
+}  // namespace
+
+Outcome protect(Policy& p, const Input& in) {
+    p.protected_paths.clear();
+    p.unprotected.clear();
+    if (p.mode != Mode::WorkspaceWrite) return Outcome::success();
+    Builder b{p, {}, Outcome::success()};
+    std::vector<std::string> named;
+    for (const auto& r : p.writable_roots)
+        if (caller_named(r.source) && r.persists) named.push_back(r.path);
+    for (const auto& r : named) {
+        b.repo(r);
+        for (const auto& n : agent_names()) b.add(r + "/" + n, "default", "agent");
+    }
+    if (!in.home.empty() && in.home[0] == '/') {
+        const std::string home = lexically_normal(in.home);
+        for (const auto& r : named)
+            if (under(home, r)) {
+                for (const auto& n : home_names()) b.add(home + "/" + n, "default", "home");
+                break;
+            }
+    }
+    for (const auto& s : in.protect_config) b.add(absolute(s, in.cwd), "config", "named");
+    for (const auto& s : in.protect_flag) b.add(absolute(s, in.cwd), "flag", "named");
+    // --unprotect drops a default (or a config entry); the flags' own --protect wins.
+    std::vector<std::string> drop;
+    for (const auto& s : in.unprotect_config) drop.push_back(absolute(s, in.cwd));
+    for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));
+    auto keep_failure = b.failure;
+    std::vector<ProtectedPath> kept;
+    for (auto& e : b.out) {
+        if (e.source != "flag" && std::find(drop.begin(), drop.end(), e.path) != drop.end()) {
+            if (e.fd >= 0) ::close(e.fd);
+            continue;
+        }
+        kept.push_back(std::move(e));
+    }
+    for (const auto& d : drop)
+        if (std::find(p.unprotected.begin(), p.unprotected.end(), d) == p.unprotected.end()) p.unprotected.push_back(d);
+    if (!keep_failure) {
+        // A symlink found under a path the caller unprotected is theirs to keep.
+        for (auto& e : kept)
+            if (e.fd >= 0) ::close(e.fd);
+        return keep_failure;
+    }
+    p.protected_paths = std::move(kept);
+    return Outcome::success();
+}
+
+namespace {
+
+void stat_line(std::vector<std::string>& out, const std::string& name, const struct stat& st) {
+    out.push_back(fmt::format("{} {:o} {} {} {}.{} {}", name, st.st_mode, st.st_size, st.st_ino, st.st_mtim.tv_sec,
+                              st.st_mtim.tv_nsec, st.st_nlink));
+}
+
+void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, int depth) {
+    const int d = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0) return;
+    DIR* dir = ::fdopendir(d);
+    if (!dir) {
+        ::close(d);
+        return;
+    }
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(dir)) {
+        const std::string n = e->d_name;
+        if (n != "." && n != "..") names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) {
+        struct stat st {};
+        if (::fstatat(::dirfd(dir), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        stat_line(out, prefix + "/" + n, st);
+        if (S_ISDIR(st.st_mode) && depth < 8) {
+            const int sub = ::openat(::dirfd(dir), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                tree(out, sub, prefix + "/" + n, depth + 1);
+                ::close(sub);
+            }
+        }
+    }
+    ::closedir(dir);
+}
+
+}  // namespace
+
+std::vector<std::string> fingerprint(const Policy& p) {
+    std::vector<std::string> out;
+    for (const auto& e : p.protected_paths) {
+        if (e.pin) continue;  // its contents are writable by design
+        if (e.why_not == kProtectedOutsideText) continue;
+        const WritableRoot* root = root_of(p, e.path);
+        if (!root) continue;
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        // By name from the root, never following a link: what the next git
+        // or editor run will find there.
+        switch (walk(*root, e.path, fd, st, at, error)) {
+            case Walk::Found:
+                stat_line(out, e.path, st);
+                if (S_ISDIR(st.st_mode)) tree(out, fd, e.path, 0);
+                ::close(fd);
+                break;
+            case Walk::Absent: out.push_back(e.path + " absent"); break;
+            case Walk::Symlink: out.push_back(e.path + " symlink at " + at); break;
+            case Walk::Error: out.push_back(fmt::format("{} error {}", e.path, error)); break;
+        }
+    }
+    return out;
+}
+
+}  // namespace dsh::carveouts

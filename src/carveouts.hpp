@@ -1,0 +1,54 @@
+// Carve-outs inside the writable roots (issue 18): the protected set, paths
+// that stay read-only for the command although their root is writable.
+//
+// The default list (docs/DECISIONS.md "Carve-outs (issue 18)"), per
+// caller-named writable root R (--root, --writable, writableRoots):
+//   git: R/.git (a mount point of its own, so it can be neither renamed nor
+//        removed), its hooks/, config, config.worktree, info/attributes,
+//        commondir; the same in every .git/modules/* (nested) and the
+//        config.worktree and commondir of .git/worktrees/*; for a .git FILE
+//        (a linked worktree, a submodule) the file itself and the pointed
+//        gitdir's and its common dir's hooks/ and config; the .git file of
+//        each submodule listed in R/.gitmodules;
+//   agent and editor control files: .codex .claude .agents .mcp.json
+//        .vscode .idea .envrc .devcontainer;
+//   when R contains $HOME: the shell start-up files, .gitconfig,
+//        .config/git, .ssh, .config/systemd/user, .config/autostart,
+//        .local/bin.
+// dsh-confine's own config, session log and approver are never under a
+// writable root (resolve.cpp refuses the run), so they need no entry.
+//
+// Every path is walked from its root's descriptor with O_PATH|O_NOFOLLOW:
+// a symlink anywhere below the root fails the run (closed), with the fix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "policy.hpp"
+
+namespace dsh::carveouts {
+
+struct Input {
+    std::vector<std::string> protect_flag, protect_config;      // --protect, config "protect"
+    std::vector<std::string> unprotect_flag, unprotect_config;  // --unprotect, config "unprotect"
+    std::string home;  // $HOME as found; empty: none
+    std::string cwd;
+};
+
+// The names protected in every caller-named root, and below $HOME.
+const std::vector<std::string>& agent_names();
+const std::vector<std::string>& home_names();
+
+// Fills p.protected_paths and p.unprotected (workspace-write only; other
+// modes are left alone). Opens what exists; fails closed on a symlink.
+Outcome protect(Policy& p, const Input& in);
+
+// What the integrity check compares (supervise): one line per protected path
+// and, for a directory, per entry below it (type, size, mode, mtime, inode),
+// read through the descriptors opened when the policy was built and, for
+// absent paths, by name from the root's descriptor.
+std::vector<std::string> fingerprint(const Policy& p);
+
+}  // namespace dsh::carveouts
