@@ -370,9 +370,10 @@ void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, i
 
 }  // namespace
 
-std::vector<std::string> fingerprint(const Policy& p) {
-    std::vector<std::string> out;
+Fingerprint fingerprint(const Policy& p) {
+    Fingerprint all;
     for (const auto& e : p.protected_paths) {
+        std::vector<std::string> out;
         if (e.pin) continue;  // its contents are writable by design
         if (e.why_not == kProtectedOutsideText) continue;
         const WritableRoot* root = root_of(p, e.path);
@@ -392,8 +393,17 @@ std::vector<std::string> fingerprint(const Policy& p) {
             case Walk::Symlink: out.push_back(e.path + " symlink at " + at); break;
             case Walk::Error: out.push_back(fmt::format("{} error {}", e.path, error)); break;
         }
+        all.emplace_back(e.path, std::move(out));
     }
-    return out;
+    return all;
+}
+
+nlohmann::ordered_json violations(const Fingerprint& before, const Fingerprint& after) {
+    nlohmann::ordered_json v = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < before.size() && i < after.size(); ++i)
+        if (before[i] != after[i])
+            v.push_back({{"type", "protected-path-changed"}, {"path", before[i].first}});
+    return v;
 }
 
 }  // namespace dsh::carveouts

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "errors.hpp"
 #include "policy.hpp"
 
@@ -49,6 +51,13 @@ Outcome protect(Policy& p, const Input& in);
 // and, for a directory, per entry below it (type, size, mode, mtime, inode),
 // read through the descriptors opened when the policy was built and, for
 // absent paths, by name from the root's descriptor.
-std::vector<std::string> fingerprint(const Policy& p);
+// Per protected path (in the policy's order): its lines.
+using Fingerprint = std::vector<std::pair<std::string, std::vector<std::string>>>;
+Fingerprint fingerprint(const Policy& p);
+
+// The protected paths whose lines differ between two fingerprints of the
+// same policy, as the result record's violations
+// ([{"type": "protected-path-changed", "path": P}]).
+nlohmann::ordered_json violations(const Fingerprint& before, const Fingerprint& after);
 
 }  // namespace dsh::carveouts

@@ -113,7 +113,7 @@ std::string protected_unreadable_text(std::string_view path, std::string_view wh
 }
 
 std::string protected_changed_text(size_t n) {
-    return fmt::format("{} protected path{} changed during the run (see protectedChanged); check them before the next "
+    return fmt::format("{} protected path{} changed during the run (see the result record's violations); check them before the next "
                        "git or editor run",
                        n, n == 1 ? "" : "s");
 }
