@@ -126,6 +126,7 @@ struct Builder {
     Policy& p;
     std::vector<ProtectedPath> out;
     Outcome failure = Outcome::success();
+    std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
 
     bool have(const std::string& path) const {
         return std::any_of(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
@@ -135,6 +136,9 @@ struct Builder {
     // (owned by the entry), -1 otherwise.
     int add(const std::string& path, const char* source, const char* what, bool pin = false) {
         if (!failure) return -1;
+        if (std::strcmp(source, "flag") != 0)
+            for (const auto& d : drop)
+                if (under(path, d)) return -1;
         for (const auto& e : out)
             if (e.path == path) return e.fd;
         ProtectedPath e;
@@ -142,8 +146,15 @@ struct Builder {
         e.source = source;
         e.what = what;
         e.pin = pin;
+        // A submodule's own config (see kProtectedSubmoduleConfigText).
+        if (path.size() > 7 && path.compare(path.size() - 7, 7, "/config") == 0 &&
+            path.find("/.git/modules/") != std::string::npos) {
+            e.watched = true;
+            e.why_not = kProtectedSubmoduleConfigText;
+        }
         const WritableRoot* root = root_of(p, path);
         if (!root) {
+            e.watched = false;
             e.why_not = kProtectedOutsideText;
             out.push_back(std::move(e));
             return -1;
@@ -289,7 +300,11 @@ Outcome protect(Policy& p, const Input& in) {
     p.protected_paths.clear();
     p.unprotected.clear();
     if (p.mode != Mode::WorkspaceWrite) return Outcome::success();
-    Builder b{p, {}, Outcome::success()};
+    Builder b{p, {}, Outcome::success(), {}};
+    std::vector<std::string> drop;
+    for (const auto& s : in.unprotect_config) drop.push_back(absolute(s, in.cwd));
+    for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));
+    b.drop = drop;
     std::vector<std::string> named;
     for (const auto& r : p.writable_roots)
         if (caller_named(r.source) && r.persists) named.push_back(r.path);
@@ -305,30 +320,30 @@ Outcome protect(Policy& p, const Input& in) {
                 break;
             }
     }
+    for (const auto& [path, refusal] : in.state) {
+        b.drop.clear();  // never unprotected
+        b.add(path, "default", "own-state");
+        for (auto& e : b.out)
+            if (e.path == path) e.required = refusal;
+        if (const auto it = std::find_if(b.out.begin(), b.out.end(), [&](const ProtectedPath& e) { return e.path == path; });
+            b.failure && (it == b.out.end() || !it->exists))
+            b.failure = fail(Err::StateUnsafe, refusal);
+    }
+    for (const auto& s : in.unprotect_config) b.drop.push_back(absolute(s, in.cwd));
+    for (const auto& s : in.unprotect_flag) b.drop.push_back(absolute(s, in.cwd));
     for (const auto& s : in.protect_config) b.add(absolute(s, in.cwd), "config", "named");
     for (const auto& s : in.protect_flag) b.add(absolute(s, in.cwd), "flag", "named");
-    // --unprotect drops a default (or a config entry); the flags' own --protect wins.
-    std::vector<std::string> drop;
-    for (const auto& s : in.unprotect_config) drop.push_back(absolute(s, in.cwd));
-    for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));
-    auto keep_failure = b.failure;
-    std::vector<ProtectedPath> kept;
-    for (auto& e : b.out) {
-        if (e.source != "flag" && std::find(drop.begin(), drop.end(), e.path) != drop.end()) {
-            if (e.fd >= 0) ::close(e.fd);
-            continue;
-        }
-        kept.push_back(std::move(e));
-    }
-    for (const auto& d : drop)
+    // --unprotect dropped a default or a config entry (and everything below
+    // it: a planted link there is the caller's to keep); --protect wins.
+    for (const auto& d : b.drop)
         if (std::find(p.unprotected.begin(), p.unprotected.end(), d) == p.unprotected.end()) p.unprotected.push_back(d);
-    if (!keep_failure) {
-        // A symlink found under a path the caller unprotected is theirs to keep.
-        for (auto& e : kept)
+    if (!b.failure) {
+        for (auto& e : b.out)
             if (e.fd >= 0) ::close(e.fd);
-        return keep_failure;
+        p.unprotected.clear();
+        return b.failure;
     }
-    p.protected_paths = std::move(kept);
+    p.protected_paths = std::move(b.out);
     return Outcome::success();
 }
 

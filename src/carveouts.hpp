@@ -36,6 +36,9 @@ struct Input {
     std::vector<std::string> protect_flag, protect_config;      // --protect, config "protect"
     std::vector<std::string> unprotect_flag, unprotect_config;  // --unprotect, config "unprotect"
     std::string home;  // $HOME as found; empty: none
+    // dsh-confine's own state found under a root (path, the refusal to fail
+    // with where it cannot be kept read-only): resolve.cpp check_own_state.
+    std::vector<std::pair<std::string, std::string>> state;
     std::string cwd;
 };
 

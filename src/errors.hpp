@@ -95,6 +95,9 @@ inline constexpr const char* kProtectedAbsentText =
 inline constexpr const char* kProtectedLandlockText =
     "landlock cannot make a path inside a writable root read-only (its rights are inherited down the tree); "
     "use --runner bwrap (or auto where bwrap works)";
+inline constexpr const char* kProtectedSubmoduleConfigText =
+    "a submodule's config is rewritten by every git submodule update (core.worktree): not bound, only checked by "
+    "the integrity check with --supervise";
 inline constexpr const char* kProtectedCustomText = "the custom runner's profile (runnerCommand) carries no carve-outs";
 inline constexpr const char* kProtectedOutsideText = "outside the writable roots: read-only already";
 // The supervise integrity check's violation (the result record's protectedChanged).

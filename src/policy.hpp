@@ -80,12 +80,18 @@ struct ProtectedPath {
     // A mount point of its own, writable inside (the .git directory): it can
     // be neither renamed nor removed, so a fresh .git cannot take its place.
     bool pin = false;
+    // Not bound, only fingerprinted (a submodule's config: git rewrites it,
+    // core.worktree, on every `submodule update`): why_not says so.
+    bool watched = false;
     int fd = -1;               // O_PATH, opened without following a symlink; -1: absent
     uint64_t dev = 0, ino = 0;
     // Filled by the runner's plan: how it is enforced ("read-only-bind",
     // "mount-point") or empty, and why not.
     std::string enforced;
     std::string why_not;
+    // dsh-confine's own state under a root (resolve.cpp): the refusal a
+    // runner that cannot keep it read-only must fail with (empty: none).
+    std::string required;
 };
 
 struct Policy {

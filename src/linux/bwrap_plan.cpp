@@ -82,7 +82,7 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // the host (docs/DECISIONS.md "Carve-outs (issue 18)").
     std::vector<const ProtectedPath*> carve;
     for (const auto& e : policy.protected_paths)
-        if (e.exists && e.fd >= 0) carve.push_back(&e);
+        if (e.exists && e.fd >= 0 && !e.watched) carve.push_back(&e);
     std::stable_sort(carve.begin(), carve.end(),
                      [](const ProtectedPath* x, const ProtectedPath* y) { return depth(x->path) < depth(y->path); });
     for (const auto* e : carve)

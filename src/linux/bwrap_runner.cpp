@@ -1,5 +1,6 @@
 #include "bwrap_runner.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -179,6 +180,11 @@ public:
         // bind leaves open (FIFOs, reopening inherited files via /proc/self/fd).
         const int abi = landlock::query_abi();
         Layer bl = layer(pol, path);
+        if (std::any_of(pol.protected_paths.begin(), pol.protected_paths.end(),
+                        [](const ProtectedPath& e) { return e.watched && e.exists; }))
+            bl.gaps.push_back({"protected-paths", "a submodule's git config stays writable (git submodule update "
+                                                  "rewrites it); a change is reported by --supervise's integrity "
+                                                  "check", true});
         bl.details["probe"] = v.how;
         std::vector<Layer> layers;
         if (abi > 0) {
@@ -229,7 +235,7 @@ public:
         // closes it before the command runs); what is absent gets nothing.
         std::vector<int> carve_fds;
         for (auto& e : pol.protected_paths) {
-            if (!e.why_not.empty()) continue;  // outside the roots
+            if (!e.why_not.empty()) continue;  // outside the roots, or only watched
             if (e.exists && e.fd >= 0) {
                 e.enforced = e.pin ? "mount-point" : "read-only-bind";
                 carve_fds.push_back(e.fd);
