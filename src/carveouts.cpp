@@ -320,17 +320,6 @@ Outcome protect(Policy& p, const Input& in) {
                 break;
             }
     }
-    for (const auto& [path, refusal] : in.state) {
-        b.drop.clear();  // never unprotected
-        b.add(path, "default", "own-state");
-        for (auto& e : b.out)
-            if (e.path == path) e.required = refusal;
-        if (const auto it = std::find_if(b.out.begin(), b.out.end(), [&](const ProtectedPath& e) { return e.path == path; });
-            b.failure && (it == b.out.end() || !it->exists))
-            b.failure = fail(Err::StateUnsafe, refusal);
-    }
-    for (const auto& s : in.unprotect_config) b.drop.push_back(absolute(s, in.cwd));
-    for (const auto& s : in.unprotect_flag) b.drop.push_back(absolute(s, in.cwd));
     for (const auto& s : in.protect_config) b.add(absolute(s, in.cwd), "config", "named");
     for (const auto& s : in.protect_flag) b.add(absolute(s, in.cwd), "flag", "named");
     // --unprotect dropped a default or a config entry (and everything below

@@ -15,8 +15,12 @@
 //   when R contains $HOME: the shell start-up files, .gitconfig,
 //        .config/git, .ssh, .config/systemd/user, .config/autostart,
 //        .local/bin.
-// dsh-confine's own config, session log and approver are never under a
-// writable root (resolve.cpp refuses the run), so they need no entry.
+// dsh-confine's own config, session log, approver and probe cache are never
+// under a writable root (resolve.cpp refuses the run), so they need no
+// entry. That refusal covers $HOME/.config/dsh-confine/config.json whether
+// it exists or not, so a root that contains $HOME is refused today and the
+// home list takes effect only once own state may lie under a protecting
+// runner's root (docs/DECISIONS.md).
 //
 // Every path is walked from its root's descriptor with O_PATH|O_NOFOLLOW:
 // a symlink anywhere below the root fails the run (closed), with the fix.
@@ -36,9 +40,6 @@ struct Input {
     std::vector<std::string> protect_flag, protect_config;      // --protect, config "protect"
     std::vector<std::string> unprotect_flag, unprotect_config;  // --unprotect, config "unprotect"
     std::string home;  // $HOME as found; empty: none
-    // dsh-confine's own state found under a root (path, the refusal to fail
-    // with where it cannot be kept read-only): resolve.cpp check_own_state.
-    std::vector<std::pair<std::string, std::string>> state;
     std::string cwd;
 };
 

@@ -28,12 +28,6 @@ bool passed_over(const Outcome& o) { return o.err == Err::SandboxUnavailable && 
 // What the policy asks that this runner cannot give, before anything of it
 // is run: a "cannot be used" like any plan's.
 Outcome can_give(const Runner& r, const Policy& p) {
-    // dsh-confine's own state under a writable root (issue 18): only a
-    // runner that keeps it read-only may run; any other fails the run with
-    // the refusal resolve would have made (not passed over: fail closed).
-    if (!r.protects_paths())
-        for (const auto& e : p.protected_paths)
-            if (!e.required.empty()) return fail(Err::StateUnsafe, e.required);
     if (p.private_tmp && !r.private_tmp())
         return fail(Err::SandboxUnavailable, private_tmp_unavailable_text(to_string(r.kind())));
     if (p.keep_descendants && !r.ends_descendants().empty())
@@ -73,7 +67,6 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
     for (const Runner* r : order) {
         if (!r->candidate(env.config)) continue;
         if (Outcome o = can_give(*r, c.policy); !o) {
-            if (!passed_over(o)) return o;
             // Not even probed: nothing it found could change the answer.
             c.skipped.push_back({std::string(to_string(r->kind())), o.message});
             continue;

