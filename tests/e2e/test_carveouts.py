@@ -266,6 +266,16 @@ def test_protect_and_unprotect(s):
     assert entries(r)[s.ws + "/keep"]["source"] == "config", r
 
 
+def test_no_descriptor_of_ours_reaches_the_command(s):
+    """The carve-outs' descriptors cross bwrap for its binds; the command holds none of them."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    for extra in ([], ["--supervise"]):
+        r = run(s, "bwrap", s.ws, "ls /proc/$$/fd", extra=extra)
+        assert r.rc == 0 and r.out.split() == ["0", "1", "2"], r
+        assert sum(1 for e in entries(r).values() if e["enforced"]) >= 3, r
+
+
 def test_auto_prefers_bwrap_when_protected_paths_exist(s):
     need_runner("bwrap")
     make_repo(s, s.ws)
