@@ -1,6 +1,7 @@
 #include "carveouts.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
@@ -260,6 +261,7 @@ struct Builder {
         if (fd < 0 || it == out.end()) return;
         if (it->directory) gitdir(dotgit, 0);
         else gitfile(dotgit, fd);
+        hooks_path(r, dotgit + "/config");
         // Submodule checkouts: each one's .git file (the pointer).
         if (const int gm = find_file(r + "/.gitmodules"); gm >= 0) {
             const std::string text = read_small(gm);
@@ -280,6 +282,40 @@ struct Builder {
                 const int sfd = add(sp + "/.git", "default", "git");
                 if (sfd >= 0 && !out.back().directory) gitfile(sp + "/.git", sfd);
             }
+        }
+    }
+
+    // core.hooksPath in the repository's config (read as it is now; the
+    // config itself is protected): its target, when inside a root, is
+    // protected like .git/hooks. Relative paths are git's: from the top of
+    // the working tree. "~/" is left alone (a home root is refused anyway).
+    void hooks_path(const std::string& top, const std::string& config) {
+        const int cfd = find_file(config);
+        if (cfd < 0) return;
+        const std::string text = read_small(cfd);
+        ::close(cfd);
+        bool in_core = false;
+        size_t i = 0;
+        while (i < text.size()) {
+            size_t j = text.find('\n', i);
+            if (j == std::string::npos) j = text.size();
+            std::string line = trim(text.substr(i, j - i));
+            i = j + 1;
+            if (!line.empty() && line[0] == '[') {
+                std::string name = line.substr(1, line.find(']') == std::string::npos ? 0 : line.find(']') - 1);
+                for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+                in_core = trim(name) == "core";
+                continue;
+            }
+            const auto eq = line.find('=');
+            if (!in_core || eq == std::string::npos) continue;
+            std::string key = trim(line.substr(0, eq));
+            for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            if (key != "hookspath") continue;
+            std::string v = trim(line.substr(eq + 1));
+            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+            if (v.empty() || v[0] == '~') continue;
+            add(absolute(v, top), "default", "git");
         }
     }
 

@@ -9,7 +9,8 @@
 //        config.worktree and commondir of .git/worktrees/*; for a .git FILE
 //        (a linked worktree, a submodule) the file itself and the pointed
 //        gitdir's and its common dir's hooks/ and config; the .git file of
-//        each submodule listed in R/.gitmodules;
+//        each submodule listed in R/.gitmodules; the core.hooksPath of
+//        R/.git/config when it lies inside a root;
 //   agent and editor control files: .codex .claude .agents .mcp.json
 //        .vscode .idea .envrc .devcontainer;
 //   when R contains $HOME: the shell start-up files, .gitconfig,

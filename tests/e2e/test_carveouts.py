@@ -266,6 +266,25 @@ def test_protect_and_unprotect(s):
     assert entries(r)[s.ws + "/keep"]["source"] == "config", r
 
 
+def hooks_path(s, runner):
+    """A core.hooksPath inside the root (husky's .husky, a .githooks) is protected like .git/hooks."""
+    need_runner(runner)
+    make_repo(s, s.ws)
+    os.mkdir(os.path.join(s.ws, ".githooks"))
+    git(s, s.ws, "config", "core.hooksPath", ".githooks")
+    r = run(s, runner, s.ws, "echo 'echo pwned' > .githooks/pre-commit; chmod +x .githooks/pre-commit; true")
+    check_reported(r, runner, [s.ws + "/.githooks"])
+    assert os.path.exists(os.path.join(s.ws, ".githooks/pre-commit")) == (runner == "landlock"), r
+
+
+def test_hooks_path__bwrap(s):
+    hooks_path(s, "bwrap")
+
+
+def test_hooks_path__landlock(s):
+    hooks_path(s, "landlock")
+
+
 def test_no_descriptor_of_ours_reaches_the_command(s):
     """The carve-outs' descriptors cross bwrap for its binds; the command holds none of them."""
     need_runner("bwrap")
