@@ -335,6 +335,24 @@ struct Builder {
 Outcome protect(Policy& p, const Input& in) {
     p.protected_paths.clear();
     p.unprotected.clear();
+    p.hidden_paths.clear();
+    // Read-deny, every confined mode: the canonical path (a link's target).
+    if (p.mode != Mode::DangerFullAccess)
+        for (const auto* list : {&in.deny_config, &in.deny_flag})
+            for (const auto& s : *list) {
+                ProtectedPath e;
+                e.path = canonical_path(s, in.cwd);
+                e.source = list == &in.deny_flag ? "flag" : "config";
+                e.what = "secret";
+                struct stat st {};
+                if (::lstat(e.path.c_str(), &st) == 0) {
+                    e.exists = true;
+                    e.directory = S_ISDIR(st.st_mode);
+                }
+                if (std::none_of(p.hidden_paths.begin(), p.hidden_paths.end(),
+                                 [&](const ProtectedPath& h) { return h.path == e.path; }))
+                    p.hidden_paths.push_back(std::move(e));
+            }
     if (p.mode != Mode::WorkspaceWrite) return Outcome::success();
     Builder b{p, {}, Outcome::success(), {}};
     std::vector<std::string> drop;

@@ -41,6 +41,7 @@ struct Input {
     std::vector<std::string> protect_flag, protect_config;      // --protect, config "protect"
     std::vector<std::string> unprotect_flag, unprotect_config;  // --unprotect, config "unprotect"
     std::string home;  // $HOME as found; empty: none
+    std::vector<std::string> deny_flag, deny_config;  // --deny-read, config "denyRead"
     std::string cwd;
 };
 

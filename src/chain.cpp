@@ -60,7 +60,9 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
     // custom runner keeps its place: the operator chose it).
     Runners order(runners.begin(), runners.end());
     const bool carve = std::any_of(c.policy.protected_paths.begin(), c.policy.protected_paths.end(),
-                                   [](const ProtectedPath& e) { return e.exists && e.fd >= 0; });
+                                   [](const ProtectedPath& e) { return e.exists && e.fd >= 0; }) ||
+                      std::any_of(c.policy.hidden_paths.begin(), c.policy.hidden_paths.end(),
+                                  [](const ProtectedPath& e) { return e.exists; });
     if (carve)
         std::stable_partition(order.begin(), order.end(),
                               [](const Runner* r) { return r->kind() == RunnerKind::Custom || r->protects_paths(); });

@@ -196,8 +196,8 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
                     return c.err("\"writableRoots\"[" + std::to_string(i) + "] must be an absolute path, not " +
                                  json(p).dump());
             }
-        } else if (k == "protect" || k == "unprotect") {
-            auto& list = k == "protect" ? out.protect : out.unprotect;
+        } else if (k == "protect" || k == "unprotect" || k == "denyRead") {
+            auto& list = k == "protect" ? out.protect : k == "unprotect" ? out.unprotect : out.deny_read;
             if (auto o = c.strings(k, v, list); !o) return o;
             for (size_t i = 0; i < list.size(); ++i)
                 if (list[i].empty() || list[i][0] != '/')
@@ -250,7 +250,7 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else {
             return c.err("unknown key " + json(k).dump() +
                          " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, approver, privateTmp, network, "
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, approver, privateTmp, network, "
                          "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, "
                          "allowCore)");
         }

@@ -98,6 +98,9 @@ inline constexpr const char* kProtectedLandlockText =
 inline constexpr const char* kProtectedSubmoduleConfigText =
     "a submodule's config is rewritten by every git submodule update (core.worktree): not bound, only checked by "
     "the integrity check with --supervise";
+inline constexpr const char* kHiddenAbsentText = "absent when the run started: nothing to hide";
+inline constexpr const char* kHiddenLandlockText =
+    "landlock grants read on the whole file system and cannot take it back for one path; use --runner bwrap";
 inline constexpr const char* kProtectedCustomText = "the custom runner's profile (runnerCommand) carries no carve-outs";
 inline constexpr const char* kProtectedOutsideText = "outside the writable roots: read-only already";
 // The supervise integrity check's violation (the result record's protectedChanged).

@@ -120,6 +120,10 @@ struct Policy {
     // defaults --unprotect (or the config's unprotect) dropped.
     std::vector<ProtectedPath> protected_paths;
     std::vector<std::string> unprotected;
+    // --deny-read (config denyRead): hidden from the command in every mode.
+    // Absolute and canonical (a link's target is what is hidden); `exists`,
+    // `directory` as found; `enforced`/`why_not` filled by the runner.
+    std::vector<ProtectedPath> hidden_paths;
 };
 
 // The names of a path, in order, without empty ones ("//a/./b" -> a . b).

@@ -125,6 +125,8 @@ Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const Re
     in.unprotect_flag = req.unprotect;
     in.protect_config = r.settings.protect;
     in.unprotect_config = r.settings.unprotect;
+    in.deny_flag = req.deny_read;
+    in.deny_config = r.settings.deny_read;
     if (const char* h = std::getenv("HOME")) in.home = h;
     in.cwd = env.cwd;
     return carveouts::protect(p, in);

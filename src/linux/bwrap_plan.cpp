@@ -53,7 +53,21 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // The network axis (issue 17): off and loopback get a network namespace
     // of their own, with only a loopback interface (which bwrap brings up).
     if (policy.network != Network::Host) a.push_back("--unshare-net");
-    if (policy.mode != Mode::WorkspaceWrite) return a;
+    // Read-deny (--deny-read), in every mode: an empty read-only tmpfs over
+    // a directory, /dev/null (read-only) over a file. Only what exists (no
+    // mount point is made on the host). Binds of roots come later and cannot
+    // uncover them: a hidden path inside a root is hidden again after them.
+    auto hide = [&] {
+        for (const auto& h : policy.hidden_paths) {
+            if (!h.exists) continue;
+            if (h.directory) a.insert(a.end(), {"--tmpfs", h.path, "--remount-ro", h.path});
+            else a.insert(a.end(), {"--ro-bind", "/dev/null", h.path});
+        }
+    };
+    if (policy.mode != Mode::WorkspaceWrite) {
+        hide();
+        return a;
+    }
 
     // The tmpfs first, then every root: a root (or $TMPDIR) under /tmp stays
     // visible and persists, because its bind comes after the tmpfs.
@@ -87,6 +101,7 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
                      [](const ProtectedPath* x, const ProtectedPath* y) { return depth(x->path) < depth(y->path); });
     for (const auto* e : carve)
         a.insert(a.end(), {e->pin ? "--bind" : "--ro-bind", "/proc/self/fd/" + std::to_string(e->fd), e->path});
+    hide();
     return a;
 }
 
@@ -164,6 +179,7 @@ std::vector<std::string> custom_argv(const std::vector<std::string>& runner_comm
     std::vector<std::string> a(runner_command);
     Policy uncarved = policy;  // the operator's profile: no descriptors of ours reach it
     uncarved.protected_paths.clear();
+    uncarved.hidden_paths.clear();
     const auto profile = profile_args(uncarved, {});
     a.insert(a.end(), profile.begin(), profile.end());
     a.push_back("--");

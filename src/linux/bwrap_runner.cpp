@@ -243,6 +243,10 @@ public:
                 e.why_not = kProtectedAbsentText;
             }
         }
+        for (auto& h : pol.hidden_paths) {
+            if (h.exists) h.enforced = h.directory ? "empty-tmpfs" : "dev-null-bind";
+            else h.why_not = kHiddenAbsentText;
+        }
         c.policy = std::move(pol);
         c.runner = RunnerKind::Bwrap;
         c.layers = std::move(layers);

@@ -172,6 +172,10 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
                                              "editor's and agent's control files) stay writable: Landlock cannot "
                                              "carve a read-only hole in a writable root",
                           true});
+    if (std::any_of(policy.hidden_paths.begin(), policy.hidden_paths.end(),
+                    [](const ProtectedPath& e) { return e.exists; }))
+        l.gaps.push_back({"hidden-paths", "paths asked to be hidden (--deny-read) stay readable: Landlock grants read "
+                                          "on the whole file system", true});
     bool own = false;
     for (const auto& g : l.gaps) own = own || g.own_effect;
     l.enforcement = own ? Enforcement::Partial : Enforcement::Full;

@@ -427,5 +427,44 @@ def test_no_leftovers__supervise(s):
     leftovers(s, True)
 
 
+HIDDEN_LANDLOCK_TEXT = ("landlock grants read on the whole file system and cannot take it back for one path; use "
+                        "--runner bwrap")
+
+
+def deny_read(s, runner, mode):
+    """--deny-read: a fake home's private key and cloud credentials cannot be read, in every mode."""
+    need_runner(runner)
+    h = os.path.join(s.base, "secrets-home")
+    os.makedirs(os.path.join(h, ".ssh"))
+    os.makedirs(os.path.join(h, ".aws"))
+    for n, body in ((".ssh/id_ed25519", "PRIVATE\n"), (".ssh/id_ed25519.pub", "PUBLIC\n"),
+                    (".aws/credentials", "AKIA\n")):
+        with open(os.path.join(h, n), "w") as f:
+            f.write(body)
+    names = listing(h)
+    r = dsh(["--mode", mode, "--root", s.ws, "--runner", runner, "--deny-read", h + "/.ssh/id_ed25519",
+             "--deny-read", h + "/.aws", "--", "sh", "-c",
+             "cat %s/.ssh/id_ed25519 %s/.ssh/id_ed25519.pub; cat %s/.aws/credentials; true" % (h, h, h)], s)
+    assert r.rc == 0, r
+    hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"]}
+    assert set(hidden) == {h + "/.ssh/id_ed25519", h + "/.aws"}, hidden
+    if runner == "bwrap":
+        assert r.out == "PUBLIC\n", r
+        assert hidden[h + "/.aws"]["enforced"] == "empty-tmpfs", hidden
+        assert hidden[h + "/.ssh/id_ed25519"]["enforced"] == "dev-null-bind", hidden
+    else:
+        assert r.out == "PRIVATE\nPUBLIC\nAKIA\n", r
+        assert all(e["whyNot"] == HIDDEN_LANDLOCK_TEXT for e in hidden.values()), hidden
+        assert "hidden-paths" in gap_effects(r) and r.rec("confinement")["enforcement"] == "partial", r
+    assert listing(h) == names
+
+
+for _runner in RUNNERS:
+    for _mode in ("read-only", "workspace-write"):
+        def _t(s, runner=_runner, mode=_mode):
+            deny_read(s, runner, mode)
+        globals()["test_deny_read__%s__%s" % (_runner, _mode.replace("-", "_"))] = _t
+
+
 if __name__ == "__main__":
     main()
