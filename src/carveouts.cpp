@@ -337,12 +337,14 @@ Outcome protect(Policy& p, const Input& in) {
     p.unprotected.clear();
     p.hidden_paths.clear();
     // Read-deny, every confined mode: the canonical path (a link's target).
+    std::vector<std::string> defaults;
+    if (in.hide_secrets && !in.home.empty()) defaults = secrets(in.home, in.ssh_auth_sock);
     if (p.mode != Mode::DangerFullAccess)
-        for (const auto* list : {&in.deny_config, &in.deny_flag})
+        for (const std::vector<std::string>* list : {static_cast<const std::vector<std::string>*>(&defaults), &in.deny_config, &in.deny_flag})
             for (const auto& s : *list) {
                 ProtectedPath e;
                 e.path = canonical_path(s, in.cwd);
-                e.source = list == &in.deny_flag ? "flag" : "config";
+                e.source = list == &in.deny_flag ? "flag" : list == &defaults ? "hide-secrets" : "config";
                 e.what = "secret";
                 struct stat st {};
                 if (::lstat(e.path.c_str(), &st) == 0) {
@@ -388,6 +390,50 @@ Outcome protect(Policy& p, const Input& in) {
     }
     p.protected_paths = std::move(b.out);
     return Outcome::success();
+}
+
+std::vector<std::string> secrets(const std::string& home, const std::string& sock) {
+    std::vector<std::string> out;
+    const std::string ssh = home + "/.ssh";
+    if (DIR* d = ::opendir(ssh.c_str())) {
+        std::vector<std::string> names;
+        while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+        ::closedir(d);
+        std::sort(names.begin(), names.end());
+        for (const auto& n : names) {
+            const auto ends = [&](const char* suf) {
+                const size_t k = std::strlen(suf);
+                return n.size() >= k && n.compare(n.size() - k, k, suf) == 0;
+            };
+            if (n == "." || n == ".." || ends(".pub") || n.rfind("known_hosts", 0) == 0 || n == "config" ||
+                n.rfind("authorized_keys", 0) == 0)
+                continue;
+            struct stat st {};
+            if (::lstat((ssh + "/" + n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.push_back(ssh + "/" + n);
+        }
+    }
+    // IdentityFile lines of ~/.ssh/config (keys kept elsewhere).
+    if (std::FILE* f = std::fopen((ssh + "/config").c_str(), "re")) {
+        char line[4096];
+        while (std::fgets(line, sizeof line, f)) {
+            std::string l = trim(line);
+            std::string key = l.substr(0, l.find_first_of(" \t="));
+            for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            if (key != "identityfile") continue;
+            std::string v = trim(l.substr(key.size()));
+            if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
+            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+            if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
+            if (!v.empty() && v[0] == '/' && v.find('%') == std::string::npos) out.push_back(v);
+        }
+        std::fclose(f);
+    }
+    for (const char* n : {"/.aws/credentials", "/.config/gcloud", "/.azure", "/.kube/config", "/.docker/config.json",
+                          "/.gnupg", "/.netrc", "/.git-credentials", "/.config/gh/hosts.yml", "/.npmrc", "/.pypirc",
+                          "/.cargo/credentials", "/.cargo/credentials.toml"})
+        out.push_back(home + n);
+    if (!sock.empty() && sock[0] == '/') out.push_back(sock);
+    return out;
 }
 
 namespace {

@@ -42,8 +42,18 @@ struct Input {
     std::vector<std::string> unprotect_flag, unprotect_config;  // --unprotect, config "unprotect"
     std::string home;  // $HOME as found; empty: none
     std::vector<std::string> deny_flag, deny_config;  // --deny-read, config "denyRead"
+    bool hide_secrets = false;  // --hide-secrets or config hideSecrets: secrets(home, ssh_auth_sock)
+    std::string ssh_auth_sock;  // $SSH_AUTH_SOCK as found
+
     std::string cwd;
 };
+
+// The --hide-secrets list under `home`: ~/.ssh private keys (every file
+// of ~/.ssh but *.pub, known_hosts*, config and authorized_keys*, and each
+// IdentityFile of ~/.ssh/config), cloud and registry credentials, and the
+// ssh agent socket.
+std::vector<std::string> secrets(const std::string& home, const std::string& ssh_auth_sock);
+
 
 // The names protected in every caller-named root, and below $HOME.
 const std::vector<std::string>& agent_names();

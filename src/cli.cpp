@@ -30,7 +30,7 @@ enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
-    Net, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead,
+    Net, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead, HideSecrets,
     Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore,
 };
 
@@ -64,6 +64,8 @@ constexpr OptionSpec kOptions[] = {
      "drop this path from the default protected set (repeatable; reported)"},
     {Opt::DenyRead, "--deny-read", "", "PATH", true, kGlobal, kPolicyHelp,
      "hide this path from the command, in every mode (repeatable)"},
+    {Opt::HideSecrets, "--hide-secrets", "", "", false, kGlobal, kPolicyHelp,
+     "hide ~/.ssh private keys, cloud and registry credentials and the ssh agent socket"},
     {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
      "give the command an empty /tmp of its own, discarded at exit"},
     {Opt::KeepDescendants, "--keep-descendants", "", "", false, kGlobal, kPolicyHelp,
@@ -247,6 +249,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Protect: r.protect.emplace_back(v); break;
         case Opt::Unprotect: r.unprotect.emplace_back(v); break;
         case Opt::DenyRead: r.deny_read.emplace_back(v); break;
+        case Opt::HideSecrets: return flag_once(r.hide_secrets) ? Outcome::success() : twice();
         case Opt::PrivateTmp: return flag_once(r.private_tmp) ? Outcome::success() : twice();
         case Opt::KeepDescendants: return flag_once(r.keep_descendants) ? Outcome::success() : twice();
         case Opt::Config: return set_once(r.config, v) ? Outcome::success() : twice();
@@ -630,6 +633,7 @@ PolicyRequest Request::policy_request() const {
     p.protect = protect;
     p.unprotect = unprotect;
     p.deny_read = deny_read;
+    p.hide_secrets = hide_secrets;
     p.keep_fds = keep_fds;
     p.private_tmp = private_tmp;
     p.keep_descendants = keep_descendants;

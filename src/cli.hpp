@@ -35,6 +35,7 @@ struct Request {
     std::vector<std::string> protect;    // --protect
     std::vector<std::string> unprotect;  // --unprotect
     std::vector<std::string> deny_read;  // --deny-read
+    bool hide_secrets = false;           // --hide-secrets
     bool private_tmp = false;  // --private-tmp
     bool keep_descendants = false;  // --keep-descendants
     std::vector<int> keep_fds;

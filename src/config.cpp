@@ -244,13 +244,16 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else if (k == "privateTmp") {
             if (!v.is_boolean()) return c.wrong(k, "true or false", v);
             out.private_tmp = v.get<bool>();
+        } else if (k == "hideSecrets") {
+            if (!v.is_boolean()) return c.wrong(k, "true or false", v);
+            out.hide_secrets = v.get<bool>();
         } else if (k == "keepDescendants") {
             if (!v.is_boolean()) return c.wrong(k, "true or false", v);
             out.keep_descendants = v.get<bool>();
         } else {
             return c.err("unknown key " + json(k).dump() +
                          " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, approver, privateTmp, network, "
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, approver, privateTmp, network, "
                          "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, "
                          "allowCore)");
         }

@@ -16,6 +16,7 @@ struct PolicyRequest {
     std::vector<std::string> protect;    // --protect: read-only inside the writable roots
     std::vector<std::string> unprotect;  // --unprotect: a default dropped (reported)
     std::vector<std::string> deny_read;  // --deny-read: hidden from the command, every mode
+    bool hide_secrets = false;           // --hide-secrets: the default secrets list
     std::vector<int> keep_fds;
     bool private_tmp = false;             // --private-tmp
     bool keep_descendants = false;        // --keep-descendants

@@ -127,6 +127,8 @@ Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const Re
     in.unprotect_config = r.settings.unprotect;
     in.deny_flag = req.deny_read;
     in.deny_config = r.settings.deny_read;
+    in.hide_secrets = req.hide_secrets || r.settings.hide_secrets.value_or(false);
+    if (const char* a = std::getenv("SSH_AUTH_SOCK")) in.ssh_auth_sock = a;
     if (const char* h = std::getenv("HOME")) in.home = h;
     in.cwd = env.cwd;
     return carveouts::protect(p, in);

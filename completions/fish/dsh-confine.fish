@@ -101,6 +101,7 @@ complete -c dsh-confine -n $policy_cond -l writable -r -F -d 'another writable p
 complete -c dsh-confine -n $policy_cond -l protect -r -F -d 'keep this path read-only inside the writable roots'
 complete -c dsh-confine -n $policy_cond -l unprotect -r -F -d 'drop this path from the default protected set'
 complete -c dsh-confine -n $policy_cond -l deny-read -r -F -d 'hide this path from the command'
+complete -c dsh-confine -n $policy_cond -l hide-secrets -d 'hide ssh private keys, credentials and the ssh agent socket'
 complete -c dsh-confine -n $policy_cond -l private-tmp -d 'give the command an empty /tmp of its own, discarded at exit'
 complete -c dsh-confine -n $policy_cond -l keep-descendants -d "leave the command's background processes running when it exits"
 complete -c dsh-confine -n $policy_cond -l config -r -F -d 'config file (JSON)'

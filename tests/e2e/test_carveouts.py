@@ -466,5 +466,56 @@ for _runner in RUNNERS:
         globals()["test_deny_read__%s__%s" % (_runner, _mode.replace("-", "_"))] = _t
 
 
+CONNECT = ("import socket,sys\n"
+           "s=socket.socket(socket.AF_UNIX)\n"
+           "try:\n"
+           "    s.connect(sys.argv[1]); print('agent')\n"
+           "except OSError as e:\n"
+           "    print('no-agent')\n")
+
+
+def hide_secrets(s, runner):
+    """--hide-secrets in a HOME the test makes: private keys (also an IdentityFile elsewhere) and
+    credentials unreadable, public keys and known_hosts readable, the agent socket unreachable."""
+    import socket
+    need_runner(runner)
+    h = os.path.join(s.base, "shome")
+    for d in (".ssh", ".aws", "keys"):
+        os.makedirs(os.path.join(h, d))
+    files = {".ssh/id_ed25519": "PRIV\n", ".ssh/id_ed25519.pub": "PUB\n", ".ssh/known_hosts": "KH\n",
+             ".ssh/config": "Host x\n  IdentityFile ~/keys/work\n", "keys/work": "WORK\n", ".aws/credentials": "AK\n"}
+    for n, body in files.items():
+        with open(os.path.join(h, n), "w") as f:
+            f.write(body)
+    sock_path = os.path.join(s.base, "agent.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(sock_path)
+    srv.listen(1)
+    try:
+        script = ("for f in .ssh/id_ed25519 .ssh/id_ed25519.pub .ssh/known_hosts keys/work .aws/credentials; do "
+                  "cat $HOME/$f 2>/dev/null || echo hidden; done; python3 -c \"$1\" \"$SSH_AUTH_SOCK\"")
+        r = dsh(["--mode", "read-only", "--runner", runner, "--hide-secrets", "--", "sh", "-c", script, "sh",
+                 CONNECT], s, env={"HOME": h, "SSH_AUTH_SOCK": sock_path})
+    finally:
+        srv.close()
+    hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"]}
+    for p in (h + "/.ssh/id_ed25519", h + "/keys/work", h + "/.aws/credentials", sock_path):
+        assert hidden[p]["exists"] and hidden[p]["source"] == "hide-secrets", (p, hidden)
+    assert h + "/.ssh/id_ed25519.pub" not in hidden and h + "/.ssh/known_hosts" not in hidden, hidden
+    if runner == "bwrap":
+        assert r.out == "hidden\nPUB\nKH\nhidden\nhidden\nno-agent\n", r
+    else:
+        assert r.out == "PRIV\nPUB\nKH\nWORK\nAK\nagent\n", r
+        assert "hidden-paths" in gap_effects(r), r
+
+
+def test_hide_secrets__bwrap(s):
+    hide_secrets(s, "bwrap")
+
+
+def test_hide_secrets__landlock(s):
+    hide_secrets(s, "landlock")
+
+
 if __name__ == "__main__":
     main()
