@@ -439,8 +439,15 @@ std::vector<std::string> secrets(const std::string& home, const std::string& soc
 namespace {
 
 void stat_line(std::vector<std::string>& out, const std::string& name, const struct stat& st) {
-    out.push_back(fmt::format("{} {:o} {} {} {}.{} {}", name, st.st_mode, st.st_size, st.st_ino, st.st_mtim.tv_sec,
-                              st.st_mtim.tv_nsec, st.st_nlink));
+#if defined(__APPLE__)
+    const struct timespec& mt = st.st_mtimespec;
+#else
+    const struct timespec& mt = st.st_mtim;
+#endif
+    out.push_back(fmt::format("{} {:o} {} {} {}.{} {}", name, static_cast<unsigned>(st.st_mode),
+                              static_cast<long long>(st.st_size), static_cast<unsigned long long>(st.st_ino),
+                              static_cast<long long>(mt.tv_sec), static_cast<long>(mt.tv_nsec),
+                              static_cast<unsigned long>(st.st_nlink)));
 }
 
 void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, int depth) {
