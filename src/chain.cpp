@@ -1,5 +1,7 @@
 #include "chain.hpp"
 
+#include <algorithm>
+
 namespace dsh::chain {
 
 const Runner* find(RunnerKind kind, const Runners& runners) noexcept {
@@ -53,7 +55,18 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
         // Forced, it is the only candidate: its reason is the run's.
         return unavailable(mode, o.message);
     }
-    for (const Runner* r : runners) {
+    // Protected paths in play (issue 18): the runners that keep them
+    // read-only first, in the registry's order otherwise (a configured
+    // custom runner keeps its place: the operator chose it).
+    Runners order(runners.begin(), runners.end());
+    const bool carve = std::any_of(c.policy.protected_paths.begin(), c.policy.protected_paths.end(),
+                                   [](const ProtectedPath& e) { return e.exists && e.fd >= 0; }) ||
+                      std::any_of(c.policy.hidden_paths.begin(), c.policy.hidden_paths.end(),
+                                  [](const ProtectedPath& e) { return e.exists; });
+    if (carve)
+        std::stable_partition(order.begin(), order.end(),
+                              [](const Runner* r) { return r->kind() == RunnerKind::Custom || r->protects_paths(); });
+    for (const Runner* r : order) {
         if (!r->candidate(env.config)) continue;
         if (Outcome o = can_give(*r, c.policy); !o) {
             // Not even probed: nothing it found could change the answer.

@@ -30,7 +30,7 @@ enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
-    Net, EscalateNet, KeepDescendants,
+    Net, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead, HideSecrets,
     Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore,
 };
 
@@ -58,6 +58,14 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Net, "--net", "", "NET", false, kGlobal | bit(Ctx::SetMode), kPolicyHelp | bit(Ctx::SetMode),
      "network: host (default), loopback or off (set-mode: the session's network)"},
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
+    {Opt::Protect, "--protect", "", "PATH", true, kGlobal, kPolicyHelp,
+     "keep this path read-only inside the writable roots (repeatable)"},
+    {Opt::Unprotect, "--unprotect", "", "PATH", true, kGlobal, kPolicyHelp,
+     "drop this path from the default protected set (repeatable; reported)"},
+    {Opt::DenyRead, "--deny-read", "", "PATH", true, kGlobal, kPolicyHelp,
+     "hide this path from the command, in every mode (repeatable)"},
+    {Opt::HideSecrets, "--hide-secrets", "", "", false, kGlobal, kPolicyHelp,
+     "hide ~/.ssh private keys, cloud and registry credentials and the ssh agent socket"},
     {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
      "give the command an empty /tmp of its own, discarded at exit"},
     {Opt::KeepDescendants, "--keep-descendants", "", "", false, kGlobal, kPolicyHelp,
@@ -238,6 +246,10 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Runner: return set_once(r.runner, v) ? Outcome::success() : twice();
         case Opt::Net: return set_once(r.net, v) ? Outcome::success() : twice();
         case Opt::Writable: r.writable.emplace_back(v); break;
+        case Opt::Protect: r.protect.emplace_back(v); break;
+        case Opt::Unprotect: r.unprotect.emplace_back(v); break;
+        case Opt::DenyRead: r.deny_read.emplace_back(v); break;
+        case Opt::HideSecrets: return flag_once(r.hide_secrets) ? Outcome::success() : twice();
         case Opt::PrivateTmp: return flag_once(r.private_tmp) ? Outcome::success() : twice();
         case Opt::KeepDescendants: return flag_once(r.keep_descendants) ? Outcome::success() : twice();
         case Opt::Config: return set_once(r.config, v) ? Outcome::success() : twice();
@@ -618,6 +630,10 @@ PolicyRequest Request::policy_request() const {
     p.mode = mode;
     p.root = root;
     p.writable = writable;
+    p.protect = protect;
+    p.unprotect = unprotect;
+    p.deny_read = deny_read;
+    p.hide_secrets = hide_secrets;
     p.keep_fds = keep_fds;
     p.private_tmp = private_tmp;
     p.keep_descendants = keep_descendants;

@@ -32,6 +32,10 @@ struct Request {
     std::optional<std::string> runner;
     std::optional<std::string> net;      // --net, checked by resolve
     std::vector<std::string> writable;
+    std::vector<std::string> protect;    // --protect
+    std::vector<std::string> unprotect;  // --unprotect
+    std::vector<std::string> deny_read;  // --deny-read
+    bool hide_secrets = false;           // --hide-secrets
     bool private_tmp = false;  // --private-tmp
     bool keep_descendants = false;  // --keep-descendants
     std::vector<int> keep_fds;

@@ -196,6 +196,13 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
                     return c.err("\"writableRoots\"[" + std::to_string(i) + "] must be an absolute path, not " +
                                  json(p).dump());
             }
+        } else if (k == "protect" || k == "unprotect" || k == "denyRead") {
+            auto& list = k == "protect" ? out.protect : k == "unprotect" ? out.unprotect : out.deny_read;
+            if (auto o = c.strings(k, v, list); !o) return o;
+            for (size_t i = 0; i < list.size(); ++i)
+                if (list[i].empty() || list[i][0] != '/')
+                    return c.err("\"" + k + "\"[" + std::to_string(i) + "] must be an absolute path, not " +
+                                 json(list[i]).dump());
         } else if (k == "network") {
             if (auto o = c.string(k, v, s); !o) return o;
             auto n = parse_network(s);
@@ -237,13 +244,16 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else if (k == "privateTmp") {
             if (!v.is_boolean()) return c.wrong(k, "true or false", v);
             out.private_tmp = v.get<bool>();
+        } else if (k == "hideSecrets") {
+            if (!v.is_boolean()) return c.wrong(k, "true or false", v);
+            out.hide_secrets = v.get<bool>();
         } else if (k == "keepDescendants") {
             if (!v.is_boolean()) return c.wrong(k, "true or false", v);
             out.keep_descendants = v.get<bool>();
         } else {
             return c.err("unknown key " + json(k).dump() +
                          " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, approver, privateTmp, network, "
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, approver, privateTmp, network, "
                          "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, "
                          "allowCore)");
         }

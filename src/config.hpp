@@ -41,6 +41,10 @@ struct Config {
     std::vector<std::string> runner_failure_signatures;  // "runnerFailureSignatures"
     std::optional<int> probe_timeout_ms;           // "probeTimeoutMs" (> 0)
     std::vector<std::string> writable_roots;       // "writableRoots" (absolute)
+    std::vector<std::string> protect;              // "protect" (absolute): see --protect
+    std::vector<std::string> unprotect;            // "unprotect" (absolute): see --unprotect
+    std::vector<std::string> deny_read;            // "denyRead" (absolute): see --deny-read
+    std::optional<bool> hide_secrets;              // "hideSecrets": see --hide-secrets
     std::optional<std::string> approver;           // "approver": "tty" or a command
     std::optional<bool> private_tmp;               // "privateTmp": a private /tmp in confined modes
     std::optional<Network> network;                // "network": off, loopback or host

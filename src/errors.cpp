@@ -101,6 +101,23 @@ std::string hint_text(Hint h, std::string_view a) {
     return {};  // unreachable: every enumerator is listed above
 }
 
+std::string protected_symlink_text(std::string_view path, std::string_view link) {
+    return fmt::format("the protected path {} cannot be kept read-only: {} is a symlink inside a writable root "
+                       "(an earlier run could have planted it); remove the link, or --unprotect {}",
+                       path, link, path);
+}
+
+std::string protected_unreadable_text(std::string_view path, std::string_view why) {
+    return fmt::format("the protected path {} cannot be looked at ({}); fix its permissions, or --unprotect {}", path,
+                       why, path);
+}
+
+std::string protected_changed_text(size_t n) {
+    return fmt::format("{} protected path{} changed during the run (see the result record's violations); check them before the next "
+                       "git or editor run",
+                       n, n == 1 ? "" : "s");
+}
+
 std::string private_tmp_unavailable_text(std::string_view runner) {
     return fmt::format("{} cannot give the command a private /tmp (--private-tmp): it restricts access to the "
                        "host's files and mounts nothing; use --runner bwrap (or auto), or drop --private-tmp",

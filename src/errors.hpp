@@ -84,6 +84,27 @@ std::string hint_text(Hint h, std::string_view a = {});
 // Why a runner is passed over for --private-tmp (the record's skippedRunners,
 // and a forced runner's reason).
 std::string private_tmp_unavailable_text(std::string_view runner);
+// Carve-outs (issue 18): a protected path with a symlink on the way (at `link`).
+std::string protected_symlink_text(std::string_view path, std::string_view link);
+// A protected path that could not be looked at (errno text `why`).
+std::string protected_unreadable_text(std::string_view path, std::string_view why);
+// The per-entry reasons a protected path is not enforced (the record's whyNot).
+inline constexpr const char* kProtectedAbsentText =
+    "absent when the run started: nothing is mounted for it (no placeholder is left on the host); its creation is "
+    "reported by the integrity check with --supervise";
+inline constexpr const char* kProtectedLandlockText =
+    "landlock cannot make a path inside a writable root read-only (its rights are inherited down the tree); "
+    "use --runner bwrap (or auto where bwrap works)";
+inline constexpr const char* kProtectedSubmoduleConfigText =
+    "a submodule's config is rewritten by every git submodule update (core.worktree): not bound, only checked by "
+    "the integrity check with --supervise";
+inline constexpr const char* kHiddenAbsentText = "absent when the run started: nothing to hide";
+inline constexpr const char* kHiddenLandlockText =
+    "landlock grants read on the whole file system and cannot take it back for one path; use --runner bwrap";
+inline constexpr const char* kProtectedCustomText = "the custom runner's profile (runnerCommand) carries no carve-outs";
+inline constexpr const char* kProtectedOutsideText = "outside the writable roots: read-only already";
+// The supervise integrity check's violation (the result record's protectedChanged).
+std::string protected_changed_text(size_t n);
 // Why a runner is passed over for --keep-descendants: `how` is its
 // Runner::ends_descendants().
 std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how);

@@ -68,6 +68,29 @@ struct NotGranted {
     std::string reason;
 };
 
+// A path inside a writable root kept read-only for the command (issue 18,
+// src/carveouts.hpp): what decides what runs next (git hooks and config, the
+// agent's and editor's control files, a home's start-up files).
+struct ProtectedPath {
+    std::string path;          // absolute, as walked (no symlink on the way)
+    std::string source;        // "default", "flag" or "config"
+    std::string what;          // "git", "agent", "home", "named"
+    bool exists = false;       // found when the policy was built
+    bool directory = false;
+    // A mount point of its own, writable inside (the .git directory): it can
+    // be neither renamed nor removed, so a fresh .git cannot take its place.
+    bool pin = false;
+    // Not bound, only fingerprinted (a submodule's config: git rewrites it,
+    // core.worktree, on every `submodule update`): why_not says so.
+    bool watched = false;
+    int fd = -1;               // O_PATH, opened without following a symlink; -1: absent
+    uint64_t dev = 0, ino = 0;
+    // Filled by the runner's plan: how it is enforced ("read-only-bind",
+    // "mount-point") or empty, and why not.
+    std::string enforced;
+    std::string why_not;
+};
+
 struct Policy {
     Mode mode = Mode::ReadOnly;
     ModeSource mode_source = ModeSource::Default;
@@ -93,6 +116,14 @@ struct Policy {
     // The config asked for this, and danger-full-access (which confines
     // nothing) overrode it: reported, never silently dropped.
     std::optional<Network> network_requested;
+    // workspace-write: the protected set (src/carveouts.hpp) and the
+    // defaults --unprotect (or the config's unprotect) dropped.
+    std::vector<ProtectedPath> protected_paths;
+    std::vector<std::string> unprotected;
+    // --deny-read (config denyRead): hidden from the command in every mode.
+    // Absolute and canonical (a link's target is what is hidden); `exists`,
+    // `directory` as found; `enforced`/`why_not` filled by the runner.
+    std::vector<ProtectedPath> hidden_paths;
 };
 
 // The names of a path, in order, without empty ones ("//a/./b" -> a . b).

@@ -13,6 +13,10 @@ struct PolicyRequest {
     std::optional<std::string> mode;      // a mode's name, checked by resolve
     std::optional<std::string> root;
     std::vector<std::string> writable;
+    std::vector<std::string> protect;    // --protect: read-only inside the writable roots
+    std::vector<std::string> unprotect;  // --unprotect: a default dropped (reported)
+    std::vector<std::string> deny_read;  // --deny-read: hidden from the command, every mode
+    bool hide_secrets = false;           // --hide-secrets: the default secrets list
     std::vector<int> keep_fds;
     bool private_tmp = false;             // --private-tmp
     bool keep_descendants = false;        // --keep-descendants

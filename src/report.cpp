@@ -174,6 +174,32 @@ ordered_json confinement_record(const Confinement& c) {
     }
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = p.writable_files;
+    // The carve-outs (issue 18): each protected path, and how it is kept
+    // read-only or why it is not.
+    ordered_json prot = ordered_json::array();
+    for (const auto& e : p.protected_paths) {
+        ordered_json pj;
+        put_bytes(pj, "path", e.path);
+        pj["source"] = e.source;
+        pj["what"] = e.what;
+        pj["exists"] = e.exists;
+        pj["enforced"] = e.enforced.empty() ? ordered_json(nullptr) : ordered_json(e.enforced);
+        pj["whyNot"] = e.why_not.empty() ? ordered_json(nullptr) : ordered_json(e.why_not);
+        prot.push_back(std::move(pj));
+    }
+    j["protectedPaths"] = std::move(prot);
+    j["unprotected"] = p.unprotected;
+    ordered_json hidden = ordered_json::array();
+    for (const auto& e : p.hidden_paths) {
+        ordered_json hj;
+        put_bytes(hj, "path", e.path);
+        hj["source"] = e.source;
+        hj["exists"] = e.exists;
+        hj["enforced"] = e.enforced.empty() ? ordered_json(nullptr) : ordered_json(e.enforced);
+        hj["whyNot"] = e.why_not.empty() ? ordered_json(nullptr) : ordered_json(e.why_not);
+        hidden.push_back(std::move(hj));
+    }
+    j["hiddenPaths"] = std::move(hidden);
     j["privateTmp"] = p.private_tmp;
     const Descendants& d = c.descendants;
     j["descendants"] = ordered_json{{"atExit", d.killed ? "killed" : "left-running"},

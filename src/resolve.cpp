@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "runner.hpp"
+#ifndef _WIN32
+#include "carveouts.hpp"
+#endif
 
 namespace dsh {
 
@@ -112,6 +115,27 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
         }
     }
     return Outcome::success();
+}
+
+// The protected set (issue 18), once the roots are open.
+Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env) {
+#ifndef _WIN32
+    carveouts::Input in;
+    in.protect_flag = req.protect;
+    in.unprotect_flag = req.unprotect;
+    in.protect_config = r.settings.protect;
+    in.unprotect_config = r.settings.unprotect;
+    in.deny_flag = req.deny_read;
+    in.deny_config = r.settings.deny_read;
+    in.hide_secrets = req.hide_secrets || r.settings.hide_secrets.value_or(false);
+    if (const char* a = std::getenv("SSH_AUTH_SOCK")) in.ssh_auth_sock = a;
+    if (const char* h = std::getenv("HOME")) in.home = h;
+    in.cwd = env.cwd;
+    return carveouts::protect(p, in);
+#else
+    (void)p, (void)req, (void)r, (void)env;
+    return Outcome::success();
+#endif
 }
 
 }  // namespace
@@ -235,7 +259,8 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         if (auto o = build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy); !o)
             return o;
         set_network(out.policy);
-        return check_own_state(out.policy, req, out, env);
+        if (auto o = check_own_state(out.policy, req, out, env); !o) return o;
+        return carve(out.policy, req, out, env);
     }
 
     // 5. Escalation. The policy is built for the target first, so a request
@@ -267,6 +292,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         const ModeSource src = er.mode_asked ? ModeSource::Escalation : out.base_source;
         if (auto o = build_policy(policy_input(req, out, env, target, src), probe_policy); !o) return o;
         if (auto o = check_own_state(probe_policy, req, out, env); !o) return o;
+        if (auto o = carve(probe_policy, req, out, env); !o) return o;
         er.root = probe_policy.workspace_root;
         // The approver decides this call: nobody else may have rewritten it.
         if (s.approver)

@@ -158,6 +158,11 @@ public:
     // does it as their parent where it stays one (supervise.cpp). A runner
     // with one cannot honour --keep-descendants; the chain passes over it.
     virtual std::string_view ends_descendants() const noexcept { return {}; }
+    // Whether it keeps the protected paths (Policy::protected_paths) read-only
+    // inside the writable roots. auto tries the ones that do first when any
+    // protected path exists (chain.cpp); one that does not reports each as
+    // not enforced and the gap protected-paths.
+    virtual bool protects_paths() const noexcept { return false; }
     // Fills the plan (p.c.policy, argv and command_path are set). A failure
     // with Err::SandboxUnavailable and no mode is "this runner cannot be
     // used" (the chain records it and goes on); anything else ends the run.

@@ -19,6 +19,8 @@
 // finds it, and its evidence classifies the run; this file knows no runner.
 #include "supervise.hpp"
 
+#include "carveouts.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -246,6 +248,10 @@ bool needs_parent(const Plan& p, bool pty) {
 
 int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const bool confined = p.c.policy.mode != Mode::DangerFullAccess;
+    // The carve-outs' integrity check (issue 18): the protected set before
+    // the command starts and after it ends; a change is a violation.
+    const carveouts::Fingerprint carve_before =
+        opts.forwarder ? carveouts::Fingerprint{} : carveouts::fingerprint(p.c.policy);
     Watch* watch = p.watch.get();
     // stderr: a terminal stays a terminal (the command may ask isatty, set
     // modes, draw), so it is inherited and only out-of-band evidence is
@@ -605,9 +611,13 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         c = classify(rules_from_json(p.c.runner_failure_rules), p.c.denial_signatures, exit_code, tail);
     }
 
-    if (!opts.forwarder)
-        (void)report.write(result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
-                                         descendants_killed, limit));
+    if (!opts.forwarder) {
+        ordered_json rr = result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
+                                        descendants_killed, limit);
+        rr["violations"] = carveouts::violations(carve_before, carveouts::fingerprint(p.c.policy));
+        if (!rr["violations"].empty()) say(protected_changed_text(rr["violations"].size()));
+        (void)report.write(rr);
+    }
 
     int rc = exit_code ? *exit_code : (signal ? 128 + *signal : 125);
     // A timeout's status is timeout(1)'s, in both modes.

@@ -26,7 +26,7 @@ function __dsh_confine_command_index
                     return 0
                 end
                 return 1
-            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --escalate-net
+            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -65,7 +65,7 @@ function __dsh_confine_sub
         switch $t
             case --
                 return 1
-            case --mode --root --runner --writable --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --escalate-net
+            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -98,6 +98,10 @@ complete -c dsh-confine -n $policy_cond -l root -x -a '(__fish_complete_director
 complete -c dsh-confine -n $policy_cond -l runner -x -a "$runners" -d 'confinement mechanism'
 complete -c dsh-confine -n $policy_cond -l net -x -a 'off loopback host' -d 'network: host (default), loopback or off'
 complete -c dsh-confine -n $policy_cond -l writable -r -F -d 'another writable path'
+complete -c dsh-confine -n $policy_cond -l protect -r -F -d 'keep this path read-only inside the writable roots'
+complete -c dsh-confine -n $policy_cond -l unprotect -r -F -d 'drop this path from the default protected set'
+complete -c dsh-confine -n $policy_cond -l deny-read -r -F -d 'hide this path from the command'
+complete -c dsh-confine -n $policy_cond -l hide-secrets -d 'hide ssh private keys, credentials and the ssh agent socket'
 complete -c dsh-confine -n $policy_cond -l private-tmp -d 'give the command an empty /tmp of its own, discarded at exit'
 complete -c dsh-confine -n $policy_cond -l keep-descendants -d "leave the command's background processes running when it exits"
 complete -c dsh-confine -n $policy_cond -l config -r -F -d 'config file (JSON)'

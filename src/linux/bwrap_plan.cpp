@@ -53,7 +53,21 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // The network axis (issue 17): off and loopback get a network namespace
     // of their own, with only a loopback interface (which bwrap brings up).
     if (policy.network != Network::Host) a.push_back("--unshare-net");
-    if (policy.mode != Mode::WorkspaceWrite) return a;
+    // Read-deny (--deny-read), in every mode: an empty read-only tmpfs over
+    // a directory, /dev/null (read-only) over a file. Only what exists (no
+    // mount point is made on the host). Binds of roots come later and cannot
+    // uncover them: a hidden path inside a root is hidden again after them.
+    auto hide = [&] {
+        for (const auto& h : policy.hidden_paths) {
+            if (!h.exists) continue;
+            if (h.directory) a.insert(a.end(), {"--tmpfs", h.path, "--remount-ro", h.path});
+            else a.insert(a.end(), {"--ro-bind", "/dev/null", h.path});
+        }
+    };
+    if (policy.mode != Mode::WorkspaceWrite) {
+        hide();
+        return a;
+    }
 
     // The tmpfs first, then every root: a root (or $TMPDIR) under /tmp stays
     // visible and persists, because its bind comes after the tmpfs.
@@ -74,6 +88,20 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // opened), not whatever the path names by the time it gets there.
     for (const auto* r : binds)
         a.insert(a.end(), {"--bind", r->fd >= 0 ? "/proc/self/fd/" + std::to_string(r->fd) : r->path, r->path});
+    // The carve-outs (issue 18), after every root, ancestors first: the
+    // pinned .git (a mount point of its own: no rename, no rmdir) before the
+    // read-only hooks/ and config inside it. Only what existed when the
+    // policy was built, bound from the descriptor opened without following
+    // a link: an absent one gets no mount point, so nothing is created on
+    // the host (docs/DECISIONS.md "Carve-outs (issue 18)").
+    std::vector<const ProtectedPath*> carve;
+    for (const auto& e : policy.protected_paths)
+        if (e.exists && e.fd >= 0 && !e.watched) carve.push_back(&e);
+    std::stable_sort(carve.begin(), carve.end(),
+                     [](const ProtectedPath* x, const ProtectedPath* y) { return depth(x->path) < depth(y->path); });
+    for (const auto* e : carve)
+        a.insert(a.end(), {e->pin ? "--bind" : "--ro-bind", "/proc/self/fd/" + std::to_string(e->fd), e->path});
+    hide();
     return a;
 }
 
@@ -149,7 +177,10 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
 std::vector<std::string> custom_argv(const std::vector<std::string>& runner_command, const Policy& policy,
                                      const std::vector<std::string>& argv) {
     std::vector<std::string> a(runner_command);
-    const auto profile = profile_args(policy, {});
+    Policy uncarved = policy;  // the operator's profile: no descriptors of ours reach it
+    uncarved.protected_paths.clear();
+    uncarved.hidden_paths.clear();
+    const auto profile = profile_args(uncarved, {});
     a.insert(a.end(), profile.begin(), profile.end());
     a.push_back("--");
     a.insert(a.end(), argv.begin(), argv.end());

@@ -1,5 +1,6 @@
 #include "bwrap_runner.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -143,6 +144,7 @@ public:
     bool private_tmp() const noexcept override { return true; }
     // bwrap's PID namespace ends with the command (its pid 1 is bwrap's).
     std::string_view ends_descendants() const noexcept override { return "pid-namespace"; }
+    bool protects_paths() const noexcept override { return true; }
 
     Verdict probe(const RunnerEnv& env) const override {
         ProbeResult pr = probe_bwrap(bwrap_path(env), env.probe_timeout_ms, env.use_probe_cache);
@@ -178,6 +180,11 @@ public:
         // bind leaves open (FIFOs, reopening inherited files via /proc/self/fd).
         const int abi = landlock::query_abi();
         Layer bl = layer(pol, path);
+        if (std::any_of(pol.protected_paths.begin(), pol.protected_paths.end(),
+                        [](const ProtectedPath& e) { return e.watched && e.exists; }))
+            bl.gaps.push_back({"protected-paths", "a submodule's git config stays writable (git submodule update "
+                                                  "rewrites it); a change is reported by --supervise's integrity "
+                                                  "check", true});
         bl.details["probe"] = v.how;
         std::vector<Layer> layers;
         if (abi > 0) {
@@ -224,6 +231,22 @@ public:
         opts.stage_keeps_setpcap = ::geteuid() == 0;
         auto argv = wrap(path, profile_args(pol, opts), stage_args(pol, spec));
 
+        // The carve-outs: each one's descriptor crosses bwrap (the stage
+        // closes it before the command runs); what is absent gets nothing.
+        std::vector<int> carve_fds;
+        for (auto& e : pol.protected_paths) {
+            if (!e.why_not.empty()) continue;  // outside the roots, or only watched
+            if (e.exists && e.fd >= 0) {
+                e.enforced = e.pin ? "mount-point" : "read-only-bind";
+                carve_fds.push_back(e.fd);
+            } else {
+                e.why_not = kProtectedAbsentText;
+            }
+        }
+        for (auto& h : pol.hidden_paths) {
+            if (h.exists) h.enforced = h.directory ? "empty-tmpfs" : "dev-null-bind";
+            else h.why_not = kHiddenAbsentText;
+        }
         c.policy = std::move(pol);
         c.runner = RunnerKind::Bwrap;
         c.layers = std::move(layers);
@@ -250,6 +273,7 @@ public:
         p.exec_is_runner = true;
         p.inherit_fds = {self, record};
         p.inherit_fds.insert(p.inherit_fds.end(), root_fds.begin(), root_fds.end());
+        p.inherit_fds.insert(p.inherit_fds.end(), carve_fds.begin(), carve_fds.end());
         if (env.report_fd >= 0) p.inherit_fds.push_back(env.report_fd);
         p.record_fd = record;
         p.owned.emplace_back(self);

@@ -37,6 +37,9 @@ public:
         layer.name = "custom";
         layer.enforcement = Enforcement::Full;  // asserted by the operator (seed: runnerCommand)
         layer.details["asserted"] = true;
+        for (auto& h : c.policy.hidden_paths) h.why_not = kProtectedCustomText;
+        for (auto& e : c.policy.protected_paths)
+            if (e.why_not.empty()) e.why_not = kProtectedCustomText;
         c.runner = RunnerKind::Custom;
         c.layers = {layer};
         // Off and loopback: the runner's profile carries --unshare-net; no

@@ -1,4 +1,5 @@
 // Pure: policy + ABI -> rights and rules. Unit-tested per ABI.
+#include <algorithm>
 #include "landlock.hpp"
 
 #include "../errors.hpp"
@@ -162,6 +163,19 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     l.gaps.push_back({"file-locks", "locks and leases on host files the command can read can make host processes "
                                     "wait", false});
     if (net) l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
+    // The carve-outs (issue 18): Landlock's rights are inherited down the
+    // tree, so a path inside a writable root cannot be made read-only (and
+    // git needs create and rename rights in .git). Listed when one is in play.
+    if (std::any_of(policy.protected_paths.begin(), policy.protected_paths.end(),
+                    [](const ProtectedPath& e) { return e.exists && e.fd >= 0; }))
+        l.gaps.push_back({"protected-paths", "protected paths inside the writable roots (git hooks and config, the "
+                                             "editor's and agent's control files) stay writable: Landlock cannot "
+                                             "carve a read-only hole in a writable root",
+                          true});
+    if (std::any_of(policy.hidden_paths.begin(), policy.hidden_paths.end(),
+                    [](const ProtectedPath& e) { return e.exists; }))
+        l.gaps.push_back({"hidden-paths", "paths asked to be hidden (--deny-read) stay readable: Landlock grants read "
+                                          "on the whole file system", true});
     bool own = false;
     for (const auto& g : l.gaps) own = own || g.own_effect;
     l.enforcement = own ? Enforcement::Partial : Enforcement::Full;

@@ -98,6 +98,9 @@ public:
         Plan plan = landlock::plan(c.policy, abi, ro);
         c.runner = RunnerKind::Landlock;
         c.layers.push_back(plan.layer);
+        for (auto& e : c.policy.protected_paths)
+            if (e.why_not.empty() || e.watched) e.why_not = kProtectedLandlockText;
+        for (auto& h : c.policy.hidden_paths) h.why_not = kHiddenLandlockText;
         c.denial_signatures = {"permission denied"};
         // The seccomp layer's own dialect: in read-only it refuses metadata
         // calls with EPERM, and such a refusal is a denial like any other.

@@ -3,6 +3,11 @@
 
 #include "../../src/linux/bwrap_plan.hpp"
 #include "../../src/linux/probe_cache.hpp"
+#include "../../src/carveouts.hpp"
+
+#include <cstdio>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace dsh;
 using Args = std::vector<std::string>;
@@ -317,4 +322,59 @@ TEST_CASE("bwrap network axis: --unshare-net for off and loopback, the stage tol
     CHECK(bwrap::profile_args(p, {}) == cat({kBase, kProc}));
     bwrap::StageRequest req;
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--net", "wide", "--record-fd", "4", "--", "/bin/true", "true"}, req));
+}
+
+TEST_CASE("bwrap carve-outs (issue 18): after every root, ancestors first, only what exists, by descriptor") {
+    Policy p = ww({{"/ws", Grant::Workspace, true, 7}});
+    ProtectedPath hooks{"/ws/.git/hooks", "default", "git", true, true, false, false, 11};
+    ProtectedPath dotgit{"/ws/.git", "default", "git", true, true, true, false, 10};
+    ProtectedPath absent{"/ws/.vscode", "default", "agent", false, false, false, false, -1};
+    ProtectedPath config{"/ws/.git/config", "default", "git", true, false, false, false, 12};
+    p.protected_paths = {hooks, absent, dotgit, config};
+    CHECK(bwrap::profile_args(p, {}) ==
+          cat({kBase, kProc,
+               {"--bind", "/proc/self/fd/7", "/ws", "--bind", "/proc/self/fd/10", "/ws/.git", "--ro-bind",
+                "/proc/self/fd/11", "/ws/.git/hooks", "--ro-bind", "/proc/self/fd/12", "/ws/.git/config"}}));
+    // The custom runner's profile carries none of our descriptors.
+    const Args custom = bwrap::custom_argv({"/x"}, p, {"true"});
+    CHECK(std::find(custom.begin(), custom.end(), "/ws/.git/hooks") == custom.end());
+}
+
+TEST_CASE("carve-outs: the home list applies when a root contains $HOME; a planted link fails closed") {
+    char tmpl[] = "/var/tmp/dsh-unit-carve-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    const std::string h = tmpl;
+    REQUIRE(::mkdir((h + "/.ssh").c_str(), 0700) == 0);
+    { std::FILE* f = std::fopen((h + "/.bashrc").c_str(), "w"); REQUIRE(f); std::fclose(f); }
+    Policy p = ww({{h, Grant::Workspace, true, -1}});
+    carveouts::Input in;
+    in.home = h;
+    in.cwd = h;
+    REQUIRE(carveouts::protect(p, in));
+    auto find = [&](const std::string& path) -> const ProtectedPath* {
+        for (const auto& e : p.protected_paths)
+            if (e.path == path) return &e;
+        return nullptr;
+    };
+    REQUIRE(find(h + "/.bashrc"));
+    CHECK(find(h + "/.bashrc")->exists);
+    CHECK(find(h + "/.bashrc")->what == "home");
+    CHECK(find(h + "/.ssh")->directory);
+    CHECK_FALSE(find(h + "/.profile")->exists);
+    CHECK(find(h + "/.vscode")->what == "agent");
+    // Not a home under the root: no home entries.
+    in.home = "/nonexistent-home";
+    REQUIRE(carveouts::protect(p, in));
+    CHECK_FALSE(find(h + "/.bashrc"));
+    // A symlink on the way: refused with the fix, and --unprotect is the way out.
+    REQUIRE(::symlink("/etc", (h + "/.idea").c_str()) == 0);
+    Outcome o = carveouts::protect(p, in);
+    CHECK(o.err == Err::StateUnsafe);
+    CHECK(o.message == protected_symlink_text(h + "/.idea", h + "/.idea"));
+    in.unprotect_flag = {h + "/.idea"};
+    REQUIRE(carveouts::protect(p, in));
+    CHECK(p.unprotected == std::vector<std::string>{h + "/.idea"});
+    for (const char* n : {"/.idea", "/.bashrc"}) ::unlink((h + n).c_str());
+    ::rmdir((h + "/.ssh").c_str());
+    ::rmdir(h.c_str());
 }

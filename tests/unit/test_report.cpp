@@ -36,7 +36,7 @@ TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
           R"("ownEffect":true},{"effect":"network","detail":"n","ownEffect":false}],)" R"("network":{"mode":"host","source":"default","enforcement":"none","enforced":[],"gaps":[{"effect":"network","detail":"network access is not governed: --net host (the default) leaves TCP, UDP and unix sockets as the host has them","ownEffect":false}]},"layers":[{"name":"landlock",)"
           R"("enforcement":"partial","gaps":[{"effect":"network","detail":"n","ownEffect":false},{"effect":"metadata",)"
           R"("detail":"m","ownEffect":true}],"abi":4}],"writableRoots":[{"path":"/ws","source":"workspace",)"
-          R"("persists":true},{"path":"/tmp","source":"tmp","persists":false}],"writableFiles":["/dev/null"],)"
+          R"("persists":true},{"path":"/tmp","source":"tmp","persists":false}],"writableFiles":["/dev/null"],"protectedPaths":[],"unprotected":[],"hiddenPaths":[],)"
           R"("privateTmp":true,"descendants":{"atExit":"killed","by":"subreaper","why":null},"notGranted":[],"skippedRunners":[],"denialSignatures":["permission denied"],"runnerFailureRules":[],)"
           R"("landlockAbi":4,"hardening":["no-new-privs"],"limits":{"required":false,"enforced":[]},"keptFds":[5],"environment":{"cleared":false,"set":[],"unset":[],"scrubbed":[]},)"
           R"("command":"/bin/echo","argv":["echo","hi"],"execArgv":["echo","hi"]})");

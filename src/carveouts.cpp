@@ -1,0 +1,520 @@
+#include "carveouts.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#ifndef O_PATH
+#define O_PATH O_RDONLY
+#endif
+
+namespace dsh::carveouts {
+
+const std::vector<std::string>& agent_names() {
+    static const std::vector<std::string> n = {".codex", ".claude", ".agents", ".mcp.json",
+                                               ".vscode", ".idea", ".envrc", ".devcontainer"};
+    return n;
+}
+
+const std::vector<std::string>& home_names() {
+    static const std::vector<std::string> n = {
+        ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile",
+        ".zlogin", ".zlogout", ".config/fish", ".gitconfig", ".config/git", ".ssh", ".config/systemd/user",
+        ".config/autostart", ".local/bin"};
+    return n;
+}
+
+namespace {
+
+bool under(std::string_view path, std::string_view root) {
+    if (root == "/") return true;
+    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
+           (path.size() == root.size() || path[root.size()] == '/');
+}
+
+std::string absolute(const std::string& p, const std::string& cwd) {
+    return lexically_normal(!p.empty() && p[0] == '/' ? p : cwd + "/" + p);
+}
+
+// The deepest writable root that holds `path` (the one whose bind is visible there).
+const WritableRoot* root_of(const Policy& p, const std::string& path) {
+    const WritableRoot* best = nullptr;
+    for (const auto& r : p.writable_roots)
+        if (r.persists && under(path, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
+    return best;
+}
+
+enum class Walk { Found, Absent, Symlink, Error };
+
+// Walks `path` below `root` one name at a time, never following a symlink.
+// Found: `fd` is an O_PATH descriptor of the node. Symlink: `at` names it.
+Walk walk(const WritableRoot& root, const std::string& path, int& fd, struct stat& st, std::string& at, int& error) {
+    fd = -1;
+    int cur = root.fd >= 0 ? ::fcntl(root.fd, F_DUPFD_CLOEXEC, 3)
+                           : ::open(root.path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (cur < 0) {
+        error = errno;
+        return Walk::Error;
+    }
+    std::string walked = root.path == "/" ? "" : root.path;
+    const auto names = path_names(std::string_view(path).substr(root.path == "/" ? 0 : root.path.size()));
+    for (size_t i = 0; i < names.size(); ++i) {
+        const std::string name(names[i]);
+        walked += "/" + name;
+        const int next = ::openat(cur, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        const int e = errno;
+        ::close(cur);
+        if (next < 0) {
+            if (e == ENOENT || e == ENOTDIR) return Walk::Absent;
+            error = e;
+            return Walk::Error;
+        }
+        if (::fstat(next, &st) != 0) {
+            error = errno;
+            ::close(next);
+            return Walk::Error;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            ::close(next);
+            at = walked;
+            return Walk::Symlink;
+        }
+        if (i + 1 < names.size() && !S_ISDIR(st.st_mode)) {
+            ::close(next);
+            return Walk::Absent;
+        }
+        cur = next;
+    }
+    fd = cur;
+    return Walk::Found;
+}
+
+// A small text file read through an O_PATH descriptor (its own inode, reopened).
+std::string read_small(int fd) {
+    std::string out;
+    const int r = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (r < 0) return out;
+    struct stat st {};
+    if (::fstat(r, &st) == 0 && S_ISREG(st.st_mode)) {
+        char buf[8192];
+        ssize_t n = 0;
+        while (out.size() < 65536 && (n = ::read(r, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(r);
+    return out;
+}
+
+std::string trim(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
+    size_t i = 0;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    return s.substr(i);
+}
+
+std::string dir_of(const std::string& p) {
+    const auto slash = p.rfind('/');
+    return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+struct Builder {
+    Policy& p;
+    std::vector<ProtectedPath> out;
+    Outcome failure = Outcome::success();
+    std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
+
+    bool have(const std::string& path) const {
+        return std::any_of(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
+    }
+
+    // Adds `path` (absolute, normal); returns its descriptor when it exists
+    // (owned by the entry), -1 otherwise.
+    int add(const std::string& path, const char* source, const char* what, bool pin = false) {
+        if (!failure) return -1;
+        if (std::strcmp(source, "flag") != 0)
+            for (const auto& d : drop)
+                if (under(path, d)) return -1;
+        for (const auto& e : out)
+            if (e.path == path) return e.fd;
+        ProtectedPath e;
+        e.path = path;
+        e.source = source;
+        e.what = what;
+        e.pin = pin;
+        // A submodule's own config (see kProtectedSubmoduleConfigText).
+        if (path.size() > 7 && path.compare(path.size() - 7, 7, "/config") == 0 &&
+            path.find("/.git/modules/") != std::string::npos) {
+            e.watched = true;
+            e.why_not = kProtectedSubmoduleConfigText;
+        }
+        const WritableRoot* root = root_of(p, path);
+        if (!root) {
+            e.watched = false;
+            e.why_not = kProtectedOutsideText;
+            out.push_back(std::move(e));
+            return -1;
+        }
+        if (root->path == path) return -1;  // a whole root: nothing to carve
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        switch (walk(*root, path, fd, st, at, error)) {
+            case Walk::Found:
+                e.exists = true;
+                e.fd = fd;
+                e.directory = S_ISDIR(st.st_mode);
+                e.dev = st.st_dev;
+                e.ino = st.st_ino;
+                if (e.pin && !e.directory) e.pin = false;
+                break;
+            case Walk::Absent: break;
+            case Walk::Symlink: failure = fail(Err::StateUnsafe, protected_symlink_text(path, at)); return -1;
+            case Walk::Error: failure = fail(Err::StateUnsafe, protected_unreadable_text(path, std::strerror(error))); return -1;
+        }
+        out.push_back(std::move(e));
+        return fd;
+    }
+
+    // hooks/, config and the rest of a git directory (a repository's, a
+    // submodule's or a linked worktree's private one).
+    void gitdir(const std::string& g, int depth) {
+        for (const char* n : {"hooks", "config", "config.worktree", "info/attributes", "commondir"})
+            add(g + "/" + n, "default", "git");
+        if (depth > 8) return;
+        // Submodules' git directories, nested as git nests them.
+        if (const int mfd = find(g + "/modules"); mfd >= 0)
+            for (const auto& name : entries(mfd)) gitdir(g + "/modules/" + name, depth + 1);
+        if (const int wfd = find(g + "/worktrees"); wfd >= 0)
+            for (const auto& name : entries(wfd)) {
+                add(g + "/worktrees/" + name + "/config.worktree", "default", "git");
+                add(g + "/worktrees/" + name + "/commondir", "default", "git");
+            }
+    }
+
+    // A directory looked up (not protected itself), or -1.
+    int find(const std::string& path) {
+        const WritableRoot* root = root_of(p, path);
+        if (!root) return -1;
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        if (walk(*root, path, fd, st, at, error) != Walk::Found) return -1;
+        if (!S_ISDIR(st.st_mode)) {
+            ::close(fd);
+            return -1;
+        }
+        return fd;
+    }
+
+    // The directory names under an O_PATH directory descriptor (closed here).
+    static std::vector<std::string> entries(int fd) {
+        std::vector<std::string> names;
+        const int d = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ::close(fd);
+        if (d < 0) return names;
+        DIR* dir = ::fdopendir(d);
+        if (!dir) {
+            ::close(d);
+            return names;
+        }
+        while (const dirent* e = ::readdir(dir)) {
+            const std::string n = e->d_name;
+            if (n == "." || n == ".." || e->d_type != DT_DIR) continue;
+            names.push_back(n);
+        }
+        ::closedir(dir);
+        std::sort(names.begin(), names.end());
+        return names;
+    }
+
+    // A .git file: "gitdir: X". The file is protected; so are the pointed
+    // gitdir's hooks/ and config, and its common dir's.
+    void gitfile(const std::string& file, int fd) {
+        std::string text = read_small(fd);
+        if (text.rfind("gitdir:", 0) != 0) return;
+        std::string target = trim(text.substr(7, text.find('\n') == std::string::npos ? std::string::npos
+                                                                                         : text.find('\n') - 7));
+        if (target.empty()) return;
+        const std::string g = absolute(target, dir_of(file));
+        if (!root_of(p, g)) return;  // outside the roots: read-only already
+        for (const char* n : {"hooks", "config", "config.worktree", "commondir"}) add(g + "/" + n, "default", "git");
+        const int cfd = add(g + "/commondir", "default", "git");
+        if (cfd < 0) return;
+        std::string common = trim(read_small(cfd));
+        if (common.empty()) return;
+        const std::string c = absolute(common, g);
+        if (!root_of(p, c)) return;
+        for (const char* n : {"hooks", "config", "info/attributes"}) add(c + "/" + n, "default", "git");
+    }
+
+    void repo(const std::string& r) {
+        const std::string dotgit = r + "/.git";
+        const int fd = add(dotgit, "default", "git", true);
+        if (!failure) return;
+        const auto it = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == dotgit; });
+        if (fd < 0 || it == out.end()) return;
+        if (it->directory) gitdir(dotgit, 0);
+        else gitfile(dotgit, fd);
+        hooks_path(r, dotgit + "/config");
+        // Submodule checkouts: each one's .git file (the pointer).
+        if (const int gm = find_file(r + "/.gitmodules"); gm >= 0) {
+            const std::string text = read_small(gm);
+            ::close(gm);
+            size_t i = 0;
+            while (i < text.size()) {
+                size_t j = text.find('\n', i);
+                if (j == std::string::npos) j = text.size();
+                std::string line = trim(text.substr(i, j - i));
+                i = j + 1;
+                if (line.rfind("path", 0) != 0) continue;
+                const auto eq = line.find('=');
+                if (eq == std::string::npos || trim(line.substr(4, eq - 4)) != "") continue;
+                const std::string sub = trim(line.substr(eq + 1));
+                if (sub.empty() || sub[0] == '/') continue;
+                const std::string sp = lexically_normal(r + "/" + sub);
+                if (!under(sp, r) || sp == r) continue;
+                const int sfd = add(sp + "/.git", "default", "git");
+                if (sfd >= 0 && !out.back().directory) gitfile(sp + "/.git", sfd);
+            }
+        }
+    }
+
+    // core.hooksPath in the repository's config (read as it is now; the
+    // config itself is protected): its target, when inside a root, is
+    // protected like .git/hooks. Relative paths are git's: from the top of
+    // the working tree. "~/" is left alone (a home root is refused anyway).
+    void hooks_path(const std::string& top, const std::string& config) {
+        const int cfd = find_file(config);
+        if (cfd < 0) return;
+        const std::string text = read_small(cfd);
+        ::close(cfd);
+        bool in_core = false;
+        size_t i = 0;
+        while (i < text.size()) {
+            size_t j = text.find('\n', i);
+            if (j == std::string::npos) j = text.size();
+            std::string line = trim(text.substr(i, j - i));
+            i = j + 1;
+            if (!line.empty() && line[0] == '[') {
+                std::string name = line.substr(1, line.find(']') == std::string::npos ? 0 : line.find(']') - 1);
+                for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+                in_core = trim(name) == "core";
+                continue;
+            }
+            const auto eq = line.find('=');
+            if (!in_core || eq == std::string::npos) continue;
+            std::string key = trim(line.substr(0, eq));
+            for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            if (key != "hookspath") continue;
+            std::string v = trim(line.substr(eq + 1));
+            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+            if (v.empty() || v[0] == '~') continue;
+            add(absolute(v, top), "default", "git");
+        }
+    }
+
+    int find_file(const std::string& path) {
+        const WritableRoot* root = root_of(p, path);
+        if (!root) return -1;
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        if (walk(*root, path, fd, st, at, error) != Walk::Found) return -1;
+        return fd;
+    }
+};
+
+}  // namespace
+
+Outcome protect(Policy& p, const Input& in) {
+    p.protected_paths.clear();
+    p.unprotected.clear();
+    p.hidden_paths.clear();
+    // Read-deny, every confined mode: the canonical path (a link's target).
+    std::vector<std::string> defaults;
+    if (in.hide_secrets && !in.home.empty()) defaults = secrets(in.home, in.ssh_auth_sock);
+    if (p.mode != Mode::DangerFullAccess)
+        for (const std::vector<std::string>* list : {static_cast<const std::vector<std::string>*>(&defaults), &in.deny_config, &in.deny_flag})
+            for (const auto& s : *list) {
+                ProtectedPath e;
+                e.path = canonical_path(s, in.cwd);
+                e.source = list == &in.deny_flag ? "flag" : list == &defaults ? "hide-secrets" : "config";
+                e.what = "secret";
+                struct stat st {};
+                if (::lstat(e.path.c_str(), &st) == 0) {
+                    e.exists = true;
+                    e.directory = S_ISDIR(st.st_mode);
+                }
+                if (std::none_of(p.hidden_paths.begin(), p.hidden_paths.end(),
+                                 [&](const ProtectedPath& h) { return h.path == e.path; }))
+                    p.hidden_paths.push_back(std::move(e));
+            }
+    if (p.mode != Mode::WorkspaceWrite) return Outcome::success();
+    Builder b{p, {}, Outcome::success(), {}};
+    std::vector<std::string> drop;
+    for (const auto& s : in.unprotect_config) drop.push_back(absolute(s, in.cwd));
+    for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));
+    b.drop = drop;
+    std::vector<std::string> named;
+    for (const auto& r : p.writable_roots)
+        if (caller_named(r.source) && r.persists) named.push_back(r.path);
+    for (const auto& r : named) {
+        b.repo(r);
+        for (const auto& n : agent_names()) b.add(r + "/" + n, "default", "agent");
+    }
+    if (!in.home.empty() && in.home[0] == '/') {
+        const std::string home = lexically_normal(in.home);
+        for (const auto& r : named)
+            if (under(home, r)) {
+                for (const auto& n : home_names()) b.add(home + "/" + n, "default", "home");
+                break;
+            }
+    }
+    for (const auto& s : in.protect_config) b.add(absolute(s, in.cwd), "config", "named");
+    for (const auto& s : in.protect_flag) b.add(absolute(s, in.cwd), "flag", "named");
+    // --unprotect dropped a default or a config entry (and everything below
+    // it: a planted link there is the caller's to keep); --protect wins.
+    for (const auto& d : b.drop)
+        if (std::find(p.unprotected.begin(), p.unprotected.end(), d) == p.unprotected.end()) p.unprotected.push_back(d);
+    if (!b.failure) {
+        for (auto& e : b.out)
+            if (e.fd >= 0) ::close(e.fd);
+        p.unprotected.clear();
+        return b.failure;
+    }
+    p.protected_paths = std::move(b.out);
+    return Outcome::success();
+}
+
+std::vector<std::string> secrets(const std::string& home, const std::string& sock) {
+    std::vector<std::string> out;
+    const std::string ssh = home + "/.ssh";
+    if (DIR* d = ::opendir(ssh.c_str())) {
+        std::vector<std::string> names;
+        while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+        ::closedir(d);
+        std::sort(names.begin(), names.end());
+        for (const auto& n : names) {
+            const auto ends = [&](const char* suf) {
+                const size_t k = std::strlen(suf);
+                return n.size() >= k && n.compare(n.size() - k, k, suf) == 0;
+            };
+            if (n == "." || n == ".." || ends(".pub") || n.rfind("known_hosts", 0) == 0 || n == "config" ||
+                n.rfind("authorized_keys", 0) == 0)
+                continue;
+            struct stat st {};
+            if (::lstat((ssh + "/" + n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.push_back(ssh + "/" + n);
+        }
+    }
+    // IdentityFile lines of ~/.ssh/config (keys kept elsewhere).
+    if (std::FILE* f = std::fopen((ssh + "/config").c_str(), "re")) {
+        char line[4096];
+        while (std::fgets(line, sizeof line, f)) {
+            std::string l = trim(line);
+            std::string key = l.substr(0, l.find_first_of(" \t="));
+            for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            if (key != "identityfile") continue;
+            std::string v = trim(l.substr(key.size()));
+            if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
+            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+            if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
+            if (!v.empty() && v[0] == '/' && v.find('%') == std::string::npos) out.push_back(v);
+        }
+        std::fclose(f);
+    }
+    for (const char* n : {"/.aws/credentials", "/.config/gcloud", "/.azure", "/.kube/config", "/.docker/config.json",
+                          "/.gnupg", "/.netrc", "/.git-credentials", "/.config/gh/hosts.yml", "/.npmrc", "/.pypirc",
+                          "/.cargo/credentials", "/.cargo/credentials.toml"})
+        out.push_back(home + n);
+    if (!sock.empty() && sock[0] == '/') out.push_back(sock);
+    return out;
+}
+
+namespace {
+
+void stat_line(std::vector<std::string>& out, const std::string& name, const struct stat& st) {
+#if defined(__APPLE__)
+    const struct timespec& mt = st.st_mtimespec;
+#else
+    const struct timespec& mt = st.st_mtim;
+#endif
+    out.push_back(fmt::format("{} {:o} {} {} {}.{} {}", name, static_cast<unsigned>(st.st_mode),
+                              static_cast<long long>(st.st_size), static_cast<unsigned long long>(st.st_ino),
+                              static_cast<long long>(mt.tv_sec), static_cast<long>(mt.tv_nsec),
+                              static_cast<unsigned long>(st.st_nlink)));
+}
+
+void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, int depth) {
+    const int d = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0) return;
+    DIR* dir = ::fdopendir(d);
+    if (!dir) {
+        ::close(d);
+        return;
+    }
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(dir)) {
+        const std::string n = e->d_name;
+        if (n != "." && n != "..") names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) {
+        struct stat st {};
+        if (::fstatat(::dirfd(dir), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        stat_line(out, prefix + "/" + n, st);
+        if (S_ISDIR(st.st_mode) && depth < 8) {
+            const int sub = ::openat(::dirfd(dir), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                tree(out, sub, prefix + "/" + n, depth + 1);
+                ::close(sub);
+            }
+        }
+    }
+    ::closedir(dir);
+}
+
+}  // namespace
+
+Fingerprint fingerprint(const Policy& p) {
+    Fingerprint all;
+    for (const auto& e : p.protected_paths) {
+        std::vector<std::string> out;
+        if (e.pin) continue;  // its contents are writable by design
+        if (e.why_not == kProtectedOutsideText) continue;
+        const WritableRoot* root = root_of(p, e.path);
+        if (!root) continue;
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        // By name from the root, never following a link: what the next git
+        // or editor run will find there.
+        switch (walk(*root, e.path, fd, st, at, error)) {
+            case Walk::Found:
+                stat_line(out, e.path, st);
+                if (S_ISDIR(st.st_mode)) tree(out, fd, e.path, 0);
+                ::close(fd);
+                break;
+            case Walk::Absent: out.push_back(e.path + " absent"); break;
+            case Walk::Symlink: out.push_back(e.path + " symlink at " + at); break;
+            case Walk::Error: out.push_back(fmt::format("{} error {}", e.path, error)); break;
+        }
+        all.emplace_back(e.path, std::move(out));
+    }
+    return all;
+}
+
+nlohmann::ordered_json violations(const Fingerprint& before, const Fingerprint& after) {
+    nlohmann::ordered_json v = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < before.size() && i < after.size(); ++i)
+        if (before[i] != after[i])
+            v.push_back({{"type", "protected-path-changed"}, {"path", before[i].first}});
+    return v;
+}
+
+}  // namespace dsh::carveouts

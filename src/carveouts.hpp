@@ -1,0 +1,79 @@
+// Carve-outs inside the writable roots (issue 18): the protected set, paths
+// that stay read-only for the command although their root is writable.
+//
+// The default list (docs/DECISIONS.md "Carve-outs (issue 18)"), per
+// caller-named writable root R (--root, --writable, writableRoots):
+//   git: R/.git (a mount point of its own, so it can be neither renamed nor
+//        removed), its hooks/, config, config.worktree, info/attributes,
+//        commondir; the same in every .git/modules/* (nested) and the
+//        config.worktree and commondir of .git/worktrees/*; for a .git FILE
+//        (a linked worktree, a submodule) the file itself and the pointed
+//        gitdir's and its common dir's hooks/ and config; the .git file of
+//        each submodule listed in R/.gitmodules; the core.hooksPath of
+//        R/.git/config when it lies inside a root;
+//   agent and editor control files: .codex .claude .agents .mcp.json
+//        .vscode .idea .envrc .devcontainer;
+//   when R contains $HOME: the shell start-up files, .gitconfig,
+//        .config/git, .ssh, .config/systemd/user, .config/autostart,
+//        .local/bin.
+// dsh-confine's own config, session log, approver and probe cache are never
+// under a writable root (resolve.cpp refuses the run), so they need no
+// entry. That refusal covers $HOME/.config/dsh-confine/config.json whether
+// it exists or not, so a root that contains $HOME is refused today and the
+// home list takes effect only once own state may lie under a protecting
+// runner's root (docs/DECISIONS.md).
+//
+// Every path is walked from its root's descriptor with O_PATH|O_NOFOLLOW:
+// a symlink anywhere below the root fails the run (closed), with the fix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "errors.hpp"
+#include "policy.hpp"
+
+namespace dsh::carveouts {
+
+struct Input {
+    std::vector<std::string> protect_flag, protect_config;      // --protect, config "protect"
+    std::vector<std::string> unprotect_flag, unprotect_config;  // --unprotect, config "unprotect"
+    std::string home;  // $HOME as found; empty: none
+    std::vector<std::string> deny_flag, deny_config;  // --deny-read, config "denyRead"
+    bool hide_secrets = false;  // --hide-secrets or config hideSecrets: secrets(home, ssh_auth_sock)
+    std::string ssh_auth_sock;  // $SSH_AUTH_SOCK as found
+
+    std::string cwd;
+};
+
+// The --hide-secrets list under `home`: ~/.ssh private keys (every file
+// of ~/.ssh but *.pub, known_hosts*, config and authorized_keys*, and each
+// IdentityFile of ~/.ssh/config), cloud and registry credentials, and the
+// ssh agent socket.
+std::vector<std::string> secrets(const std::string& home, const std::string& ssh_auth_sock);
+
+
+// The names protected in every caller-named root, and below $HOME.
+const std::vector<std::string>& agent_names();
+const std::vector<std::string>& home_names();
+
+// Fills p.protected_paths and p.unprotected (workspace-write only; other
+// modes are left alone). Opens what exists; fails closed on a symlink.
+Outcome protect(Policy& p, const Input& in);
+
+// What the integrity check compares (supervise): one line per protected path
+// and, for a directory, per entry below it (type, size, mode, mtime, inode),
+// read through the descriptors opened when the policy was built and, for
+// absent paths, by name from the root's descriptor.
+// Per protected path (in the policy's order): its lines.
+using Fingerprint = std::vector<std::pair<std::string, std::vector<std::string>>>;
+Fingerprint fingerprint(const Policy& p);
+
+// The protected paths whose lines differ between two fingerprints of the
+// same policy, as the result record's violations
+// ([{"type": "protected-path-changed", "path": P}]).
+nlohmann::ordered_json violations(const Fingerprint& before, const Fingerprint& after);
+
+}  // namespace dsh::carveouts

