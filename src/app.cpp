@@ -29,6 +29,11 @@ namespace {
 // The env flags -> l.env and the record's names. No flag: environ is not read.
 Outcome apply_environment(const Request& req, Plan& l) {
     EnvRequest er{req.clearenv, req.setenv, req.unsetenv, req.scrub_secrets};
+    // --hide-secrets hides the ssh agent's socket (carveouts.cpp) and unsets
+    // the variable that names it (reported with --unsetenv's names).
+    if ((req.hide_secrets || l.config.hide_secrets.value_or(false)) && l.c.policy.mode != Mode::DangerFullAccess &&
+        std::getenv("SSH_AUTH_SOCK"))
+        er.unset.emplace_back("SSH_AUTH_SOCK");
     if (!er.any()) return Outcome::success();
     std::vector<std::string> current;
     for (char** e = environ; e && *e; ++e) current.emplace_back(*e);

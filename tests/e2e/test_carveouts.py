@@ -493,19 +493,23 @@ def hide_secrets(s, runner):
     srv.listen(1)
     try:
         script = ("for f in .ssh/id_ed25519 .ssh/id_ed25519.pub .ssh/known_hosts keys/work .aws/credentials; do "
-                  "cat $HOME/$f 2>/dev/null || echo hidden; done; python3 -c \"$1\" \"$SSH_AUTH_SOCK\"")
+                  "cat $HOME/$f 2>/dev/null || echo hidden; done; echo \"sock=${SSH_AUTH_SOCK-unset}\"; "
+                  "python3 -c \"$1\" \"$2\"")
         r = dsh(["--mode", "read-only", "--runner", runner, "--hide-secrets", "--", "sh", "-c", script, "sh",
-                 CONNECT], s, env={"HOME": h, "SSH_AUTH_SOCK": sock_path})
+                 CONNECT, sock_path], s, env={"HOME": h, "SSH_AUTH_SOCK": sock_path})
     finally:
         srv.close()
     hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"]}
     for p in (h + "/.ssh/id_ed25519", h + "/keys/work", h + "/.aws/credentials", sock_path):
         assert hidden[p]["exists"] and hidden[p]["source"] == "hide-secrets", (p, hidden)
     assert h + "/.ssh/id_ed25519.pub" not in hidden and h + "/.ssh/known_hosts" not in hidden, hidden
+    # The variable is unset under every runner (reported as unset); the socket itself is
+    # unreachable only where the runner can hide it.
+    assert r.rec("confinement")["environment"]["unset"] == ["SSH_AUTH_SOCK"], r.rec("confinement")["environment"]
     if runner == "bwrap":
-        assert r.out == "hidden\nPUB\nKH\nhidden\nhidden\nno-agent\n", r
+        assert r.out == "hidden\nPUB\nKH\nhidden\nhidden\nsock=unset\nno-agent\n", r
     else:
-        assert r.out == "PRIV\nPUB\nKH\nWORK\nAK\nagent\n", r
+        assert r.out == "PRIV\nPUB\nKH\nWORK\nAK\nsock=unset\nagent\n", r
         assert "hidden-paths" in gap_effects(r), r
 
 
