@@ -199,13 +199,9 @@ struct Builder {
 
     // A directory looked up (not protected itself), or -1.
     int find(const std::string& path) {
-        const WritableRoot* root = root_of(p, path);
-        if (!root) return -1;
-        int fd = -1, error = 0;
         struct stat st {};
-        std::string at;
-        if (walk(*root, path, fd, st, at, error) != Walk::Found) return -1;
-        if (!S_ISDIR(st.st_mode)) {
+        const int fd = find_file(path, &st);
+        if (fd >= 0 && !S_ISDIR(st.st_mode)) {
             ::close(fd);
             return -1;
         }
@@ -319,13 +315,16 @@ struct Builder {
         }
     }
 
-    int find_file(const std::string& path) {
+    // Anything looked up inside a root without following links (its stat
+    // in *out), or -1.
+    int find_file(const std::string& path, struct stat* out = nullptr) {
         const WritableRoot* root = root_of(p, path);
         if (!root) return -1;
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
         if (walk(*root, path, fd, st, at, error) != Walk::Found) return -1;
+        if (out) *out = st;
         return fd;
     }
 };

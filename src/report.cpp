@@ -176,30 +176,24 @@ ordered_json confinement_record(const Confinement& c) {
     j["writableFiles"] = p.writable_files;
     // The carve-outs (issue 18): each protected path, and how it is kept
     // read-only or why it is not.
-    ordered_json prot = ordered_json::array();
-    for (const auto& e : p.protected_paths) {
-        ordered_json pj;
-        put_bytes(pj, "path", e.path);
-        pj["source"] = e.source;
-        pj["what"] = e.what;
-        pj["exists"] = e.exists;
-        pj["enforced"] = e.enforced.empty() ? ordered_json(nullptr) : ordered_json(e.enforced);
-        pj["whyNot"] = e.why_not.empty() ? ordered_json(nullptr) : ordered_json(e.why_not);
-        prot.push_back(std::move(pj));
-    }
-    j["protectedPaths"] = std::move(prot);
+    // A hidden path has no `what` (it is always the caller's or the secrets list).
+    auto carved = [](const std::vector<ProtectedPath>& list, bool with_what) {
+        ordered_json out = ordered_json::array();
+        for (const auto& e : list) {
+            ordered_json ej;
+            put_bytes(ej, "path", e.path);
+            ej["source"] = e.source;
+            if (with_what) ej["what"] = e.what;
+            ej["exists"] = e.exists;
+            ej["enforced"] = e.enforced.empty() ? ordered_json(nullptr) : ordered_json(e.enforced);
+            ej["whyNot"] = e.why_not.empty() ? ordered_json(nullptr) : ordered_json(e.why_not);
+            out.push_back(std::move(ej));
+        }
+        return out;
+    };
+    j["protectedPaths"] = carved(p.protected_paths, true);
     j["unprotected"] = p.unprotected;
-    ordered_json hidden = ordered_json::array();
-    for (const auto& e : p.hidden_paths) {
-        ordered_json hj;
-        put_bytes(hj, "path", e.path);
-        hj["source"] = e.source;
-        hj["exists"] = e.exists;
-        hj["enforced"] = e.enforced.empty() ? ordered_json(nullptr) : ordered_json(e.enforced);
-        hj["whyNot"] = e.why_not.empty() ? ordered_json(nullptr) : ordered_json(e.why_not);
-        hidden.push_back(std::move(hj));
-    }
-    j["hiddenPaths"] = std::move(hidden);
+    j["hiddenPaths"] = carved(p.hidden_paths, false);
     j["privateTmp"] = p.private_tmp;
     const Descendants& d = c.descendants;
     j["descendants"] = ordered_json{{"atExit", d.killed ? "killed" : "left-running"},
