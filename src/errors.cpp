@@ -293,6 +293,15 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
         case UsageText::NetworkUnderDanger:
             return fmt::format("--net {} cannot hold under danger-full-access, which confines nothing; "
                                "choose read-only or workspace-write, or drop --net", a);
+        case UsageText::NetAllowEntry:
+            return fmt::format("bad network rule \"{}\": {}; a rule is a host, *.domain, an IP address or CIDR, "
+                               "each with an optional :PORT ([IPv6]:PORT)", a, b);
+        case UsageText::NetAllowNotBuilt:
+            return "--net allow= is not enforced by this build yet (the proxy is unfinished); use --net off, "
+                   "loopback or host";
+        case UsageText::NetDenyWithoutAllow:
+            return "--net-deny narrows an allow list and needs one: add --net allow=LIST (or the config's "
+                   "network.allow)";
     }
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
 }

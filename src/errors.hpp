@@ -136,6 +136,9 @@ enum class UsageText {
     KeepDescendantsWithLimits, // --keep-descendants with --timeout or a cgroup leaf
     UnknownNetwork,       // a: the --net value
     NetworkUnderDanger,   // a: the --net value (off or loopback) asked with danger-full-access
+    NetAllowEntry,        // a: an allow/deny entry, b: why it is refused
+    NetAllowNotBuilt,     // --net allow= or --net-deny: parsed, not enforced by this build yet (issue 19, in progress)
+    NetDenyWithoutAllow,  // --net-deny without an allow list
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 

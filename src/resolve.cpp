@@ -1,4 +1,5 @@
 #include "resolve.hpp"
+#include "net_allow.hpp"
 
 #include <climits>
 #include <cstdlib>
@@ -229,6 +230,21 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // refused, never ignored (docs/DECISIONS.md, "The network axis").
     Network net = Network::Host;
     NetworkSource net_source = NetworkSource::Default;
+    // The allow-list (issue 19): parsed and checked here, each entry in our
+    // words; until the proxy is wired (docs/DECISIONS.md, "The allow-list")
+    // a run that asks for it fails closed rather than running unconfined.
+    {
+        const bool flag_allow = req.net && req.net->rfind("allow=", 0) == 0;
+        net::Rules rules;
+        if (flag_allow)
+            if (auto o = net::parse_rules(std::string_view(*req.net).substr(6), rules.allow); !o) return o;
+        for (const auto& d : req.net_deny)
+            if (auto o = net::parse_rules(d, rules.deny); !o) return o;
+        const bool config_allow = !req.net && !out.session.network && s.network_allow;
+        if (!req.net_deny.empty() && !flag_allow && !config_allow)
+            return fail(Err::Usage, usage_text(UsageText::NetDenyWithoutAllow));
+        if (flag_allow || config_allow) return fail(Err::Usage, usage_text(UsageText::NetAllowNotBuilt));
+    }
     if (req.net) {
         auto n = parse_network(*req.net);
         if (!n) return fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));

@@ -180,3 +180,43 @@ TEST_CASE("resolve: escalation starts from the session's or the config's mode") 
     CHECK(o.message == "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current "
                        "\"workspace-write\" mode");
 }
+
+TEST_CASE("resolve: --net allow= and the config's allow list are checked, then refused until the proxy is built") {
+    Scene s;
+    s.write(s.config, "{}");
+    Request req = run_request(s);
+    Resolution res;
+    req.net = "allow=registry.npmjs.org:443";
+    auto o = resolve(req.policy_request(), s.env(), AskApprover::No, res);
+    REQUIRE_FALSE(o);
+    CHECK(o.exit_status() == 125);
+    CHECK_THAT(o.text(), Catch::Contains("--net allow= is not enforced by this build yet"));
+
+    req.net = "allow=a.org,*";
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("bad network rule \"*\""));
+    req.net = "allow=";
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("the list is empty"));
+
+    req.net = "allow=a.org";
+    req.net_deny = {"b.org:99999"};
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("bad network rule \"b.org:99999\""));
+
+    // --net-deny narrows an allow list: alone it is a usage error, never ignored.
+    req.net = "off";
+    req.net_deny = {"b.org"};
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("--net-deny narrows an allow list and needs one"));
+
+    // The config's list fails closed the same way; a --net flag overrides it.
+    s.write(s.config, R"({"network":{"allow":["a.org"]}})");
+    req.net.reset();
+    req.net_deny.clear();
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("--net allow= is not enforced by this build yet"));
+    req.net = "loopback";
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.network == Network::Loopback);
+}
