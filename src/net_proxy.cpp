@@ -407,8 +407,8 @@ std::string socks5_reply(uint8_t code) {
 }
 
 AddressClass classify(const Address& a0, const std::vector<Address>& own) {
-    for (const auto& o : own)
-        if (unmapped(o) == unmapped(a0)) return AddressClass::HostOwn;
+    // The ranges first (the host's own list holds 127.0.0.1 too: it is
+    // loopback), then the host's own public addresses.
     Address a = unmapped(a0);
     // NAT64 (64:ff9b::/96) carries an IPv4 address: judged as that address.
     if (a.v6 && in_prefix(a, *parse_address("64:ff9b::"), 96)) {
@@ -438,6 +438,8 @@ AddressClass classify(const Address& a0, const std::vector<Address>& own) {
     };
     for (const auto& n : kNets)
         if (in_prefix(a, *parse_address(n.net), n.prefix)) return n.c;
+    for (const auto& o : own)
+        if (unmapped(o) == unmapped(a0)) return AddressClass::HostOwn;
     return AddressClass::Public;
 }
 
@@ -523,8 +525,8 @@ std::vector<Address> hosts_lookup(std::string_view text, std::string_view name) 
     return out;
 }
 
-nlohmann::json network_record(Proto p, const Target& t, const Verdict& v) {
-    nlohmann::json j;
+nlohmann::ordered_json network_record(Proto p, const Target& t, const Verdict& v) {
+    nlohmann::ordered_json j;
     j["type"] = "network";
     j["proto"] = to_string(p);
     j["host"] = t.host;

@@ -131,6 +131,7 @@ Verdict decide(const Rules& rules, const Target& t, const Resolver& resolve, con
 std::vector<Address> hosts_lookup(std::string_view text, std::string_view name);
 
 // The network record (docs/DECISIONS.md): one per decision.
-nlohmann::json network_record(Proto p, const Target& t, const Verdict& v);
+// Ordered as written ("type" first), like every record on the report.
+nlohmann::ordered_json network_record(Proto p, const Target& t, const Verdict& v);
 
 }  // namespace dsh::net

@@ -181,7 +181,7 @@ struct ProxyLoop::Impl {
         conns.erase(c.id);
     }
 
-    void emit(const nlohmann::json& j) {
+    void emit(const nlohmann::ordered_json& j) {
         if (opts.record) opts.record(j);
     }
 
@@ -225,7 +225,7 @@ struct ProxyLoop::Impl {
     }
 
     void connect_failed(Conn& c, const std::string& why) {
-        nlohmann::json j = network_record(c.proto, c.target, c.verdict);
+        nlohmann::ordered_json j = network_record(c.proto, c.target, c.verdict);
         j["verdict"] = "failed";
         j["reason"] = "connect-failed";
         j["detail"] = why;
@@ -237,7 +237,7 @@ struct ProxyLoop::Impl {
     void connected(Conn& c) {
         const int one = 1;
         ::setsockopt(c.up, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        nlohmann::json j = network_record(c.proto, c.target, c.verdict);
+        nlohmann::ordered_json j = network_record(c.proto, c.target, c.verdict);
         j["address"] = to_string(c.verdict.connect_to[c.cand]);
         emit(j);
         c.st = St::Piping;
@@ -311,8 +311,13 @@ struct ProxyLoop::Impl {
             const Parse p = parse_http_head(c.cin, c.head);
             if (p == Parse::NeedMore) return;
             if (p == Parse::Bad) {
-                emit({{"type", "network"}, {"proto", "http"}, {"verdict", "refused"}, {"reason", "bad-request"},
-                      {"detail", c.head.error}});
+                nlohmann::ordered_json j;
+                j["type"] = "network";
+                j["proto"] = "http";
+                j["verdict"] = "refused";
+                j["reason"] = "bad-request";
+                j["detail"] = c.head.error;
+                emit(j);
                 return refuse(c, http_response(c.head.status, c.head.error), {});
             }
             c.proto = c.head.proto;

@@ -21,7 +21,7 @@ struct ProxyOptions {
     Rules rules;
     std::vector<Address> own;   // the host's own addresses (own_addresses())
     std::string hosts_file;     // DSH_CONFINE_NET_HOSTS: consulted before /etc/hosts; empty: none
-    std::function<void(const nlohmann::json&)> record;  // each network record, as it is decided
+    std::function<void(const nlohmann::ordered_json&)> record;  // each network record, as it is decided
 };
 
 class ProxyLoop {

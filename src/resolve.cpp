@@ -230,9 +230,10 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // refused, never ignored (docs/DECISIONS.md, "The network axis").
     Network net = Network::Host;
     NetworkSource net_source = NetworkSource::Default;
+    std::optional<net::Rules> allow_rules;
     // The allow-list (issue 19): parsed and checked here, each entry in our
-    // words; until the proxy is wired (docs/DECISIONS.md, "The allow-list")
-    // a run that asks for it fails closed rather than running unconfined.
+    // words (docs/DECISIONS.md, "The allow-list"). Only a runner that can
+    // hand out its namespace's listener takes it (bwrap); the others refuse.
     {
         const bool flag_allow = req.net && req.net->rfind("allow=", 0) == 0;
         net::Rules rules;
@@ -243,9 +244,18 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         const bool config_allow = !req.net && !out.session.network && s.network_allow;
         if (!req.net_deny.empty() && !flag_allow && !config_allow)
             return fail(Err::Usage, usage_text(UsageText::NetDenyWithoutAllow));
-        if (flag_allow || config_allow) return fail(Err::Usage, usage_text(UsageText::NetAllowNotBuilt));
+        if (config_allow) {
+            for (const auto& e : *s.network_allow)
+                if (auto o = net::parse_rules(e, rules.allow); !o) return o;
+            for (const auto& e : s.network_deny)
+                if (auto o = net::parse_rules(e, rules.deny); !o) return o;
+        }
+        if (flag_allow || config_allow) allow_rules = std::move(rules);
     }
-    if (req.net) {
+    if (allow_rules) {
+        net = Network::Loopback;  // the namespace; the proxy is the way out
+        net_source = req.net ? NetworkSource::Flag : NetworkSource::Config;
+    } else if (req.net) {
         auto n = parse_network(*req.net);
         if (!n) return fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));
         net = *n;
@@ -263,12 +273,14 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
             return fail(Err::Usage, usage_text(UsageText::NetworkUnderDanger, *req.net));
         out.network_requested = net;  // the config's or the session's: reported as not holding
         net = Network::Host;
+        allow_rules.reset();
     }
     out.base_network = net;
     auto set_network = [&](Policy& p) {
         p.network = net;
         p.network_source = net_source;
         p.network_requested = out.network_requested;
+        p.net_allow = allow_rules;
     };
 
     if (!out.escalation_target && !out.network_escalation) {

@@ -49,7 +49,7 @@ int connect_to(uint16_t port) {
 struct Rig {
     int server = -1;
     uint16_t proxy_port = 0, server_port = 0;
-    std::vector<nlohmann::json> records;
+    std::vector<nlohmann::ordered_json> records;
     std::vector<std::string> seen;  // each request head the upstream server read
     std::string hosts;
     std::unique_ptr<ProxyLoop> loop;
@@ -76,7 +76,7 @@ struct Rig {
         REQUIRE(parse_rules(list, o.rules.allow));
         if (deny) REQUIRE(parse_rules(deny, o.rules.deny));
         o.hosts_file = hosts;
-        o.record = [this](const nlohmann::json& j) { records.push_back(j); };
+        o.record = [this](const nlohmann::ordered_json& j) { records.push_back(j); };
         loop = std::make_unique<ProxyLoop>(listener, std::move(o));
     }
     ~Rig() {
@@ -141,7 +141,7 @@ TEST_CASE("proxy loop: CONNECT to a listed name (and its listed loopback address
     CHECK_THAT(rig.read(c), Catch::EndsWith("hello"));
     ::close(c);
     REQUIRE(rig.records.size() == 1);
-    CHECK(rig.records[0] == nlohmann::json{{"type", "network"}, {"proto", "connect"}, {"host", "allowed.test"},
+    CHECK(nlohmann::json(rig.records[0]) == nlohmann::json{{"type", "network"}, {"proto", "connect"}, {"host", "allowed.test"},
                                            {"port", rig.server_port}, {"address", "127.0.0.1"}, {"verdict", "allowed"},
                                            {"reason", "listed"}, {"rule", "allowed.test"}, {"resolvedBy", "hosts-file"}});
     REQUIRE(rig.seen.size() == 1);
