@@ -345,6 +345,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     if (out.network_escalation) {
         net = *out.network_escalation;
         net_source = NetworkSource::Escalation;
+        allow_rules.reset();  // a wider network replaces the allow-list's namespace and proxy
     }
     set_network(out.policy);
     return Outcome::success();

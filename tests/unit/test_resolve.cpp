@@ -235,3 +235,18 @@ TEST_CASE("resolve: --net allow= and the config's allow list are checked and kep
     CHECK(res.policy.network == Network::Loopback);
     CHECK_FALSE(res.policy.net_allow);
 }
+
+TEST_CASE("resolve: --escalate-net host from an allow list drops the list with the namespace") {
+    Scene s;
+    s.write(s.config, R"({"approver": "/bin/false"})");
+    Request req = run_request(s);
+    req.net = "allow=a.org";
+    req.escalate_net = "host";
+    req.justification = "fetch from anywhere";
+    Resolution res;
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.escalation == EscalationState::Pending);
+    CHECK(res.policy.network == Network::Host);
+    CHECK(res.policy.network_source == NetworkSource::Escalation);
+    CHECK_FALSE(res.policy.net_allow);
+}
