@@ -30,7 +30,7 @@ enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
-    Net, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead, HideSecrets,
+    Net, NetDeny, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead, HideSecrets,
     Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore,
 };
 
@@ -56,7 +56,10 @@ constexpr OptionSpec kOptions[] = {
     {Opt::Runner, "--runner", "", "RUNNER", false, kGlobal, kPolicyHelp | bit(Ctx::Probe) | bit(Ctx::SelfTest),
      "auto (default), bwrap, landlock, seatbelt, windows-acl or custom"},
     {Opt::Net, "--net", "", "NET", false, kGlobal | bit(Ctx::SetMode), kPolicyHelp | bit(Ctx::SetMode),
-     "network: host (default), loopback or off (set-mode: the session's network)"},
+     "network: host (default), loopback, off, or allow=LIST (hosts, *.domains, IPs, CIDRs, each :PORT optional) "
+     "(set-mode: the session's network)"},
+    {Opt::NetDeny, "--net-deny", "", "LIST", true, kGlobal, kPolicyHelp,
+     "refuse these destinations even where --net allow= lists them (repeatable)"},
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
     {Opt::Protect, "--protect", "", "PATH", true, kGlobal, kPolicyHelp,
      "keep this path read-only inside the writable roots (repeatable)"},
@@ -246,6 +249,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Runner: return set_once(r.runner, v) ? Outcome::success() : twice();
         case Opt::Net: return set_once(r.net, v) ? Outcome::success() : twice();
         case Opt::Writable: r.writable.emplace_back(v); break;
+        case Opt::NetDeny: r.net_deny.emplace_back(v); break;
         case Opt::Protect: r.protect.emplace_back(v); break;
         case Opt::Unprotect: r.unprotect.emplace_back(v); break;
         case Opt::DenyRead: r.deny_read.emplace_back(v); break;
@@ -642,6 +646,7 @@ PolicyRequest Request::policy_request() const {
     p.approver = approver;
     p.runner = runner;
     p.net = net;
+    p.net_deny = net_deny;
     p.probe_timeout_ms = probe_timeout_ms;
     p.escalate = escalate;
     p.escalate_net = escalate_net;

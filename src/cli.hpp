@@ -31,6 +31,7 @@ struct Request {
     std::optional<std::string> root;
     std::optional<std::string> runner;
     std::optional<std::string> net;      // --net, checked by resolve
+    std::vector<std::string> net_deny;   // --net-deny LIST (repeatable), checked by resolve
     std::vector<std::string> writable;
     std::vector<std::string> protect;    // --protect
     std::vector<std::string> unprotect;  // --unprotect

@@ -1,4 +1,5 @@
 #include "config.hpp"
+#include "net_allow.hpp"
 
 #include <cerrno>
 #include <climits>
@@ -203,6 +204,23 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
                 if (list[i].empty() || list[i][0] != '/')
                     return c.err("\"" + k + "\"[" + std::to_string(i) + "] must be an absolute path, not " +
                                  json(list[i]).dump());
+        } else if (k == "network" && v.is_object()) {
+            // {"allow": [...], "deny": [...]} (issue 19): every key known, every entry a rule.
+            for (auto it = v.begin(); it != v.end(); ++it) {
+                const std::string key = "network." + it.key();
+                std::vector<std::string> list;
+                if (it.key() != "allow" && it.key() != "deny")
+                    return c.err("unknown key \"" + key + "\" (network takes allow and deny)");
+                if (auto o = c.strings(key, it.value(), list); !o) return o;
+                for (const auto& e : list) {
+                    net::Rule r;
+                    if (auto o = net::parse_rule(e, r); !o) return c.err("\"" + key + "\": " + o.text());
+                }
+                if (it.key() == "allow") out.network_allow = std::move(list);
+                else out.network_deny = std::move(list);
+            }
+            if (!out.network_allow || out.network_allow->empty())
+                return c.err("\"network\": an object must have a non-empty \"allow\" list");
         } else if (k == "network") {
             if (auto o = c.string(k, v, s); !o) return o;
             auto n = parse_network(s);

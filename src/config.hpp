@@ -48,6 +48,10 @@ struct Config {
     std::optional<std::string> approver;           // "approver": "tty" or a command
     std::optional<bool> private_tmp;               // "privateTmp": a private /tmp in confined modes
     std::optional<Network> network;                // "network": off, loopback or host
+    // "network": {"allow": [...], "deny": [...]} (issue 19): the entries as
+    // written, each checked by net::parse_rule when the config is read.
+    std::optional<std::vector<std::string>> network_allow;
+    std::vector<std::string> network_deny;
     std::optional<bool> keep_descendants;          // "keepDescendants": see --keep-descendants
     // "timeout", "killAfter", "cpuTime" (durations: "90s" or seconds as a
     // number), "memory", "fileSize" (sizes: "512M" or bytes as a number),

@@ -130,6 +130,12 @@ std::string keep_descendants_unavailable_text(std::string_view runner, std::stri
                        runner, how == "pid-namespace" ? "PID namespace" : how == "job-object" ? "job object" : how);
 }
 
+std::string net_allow_unavailable_text(std::string_view runner) {
+    return fmt::format("--net allow= needs the bwrap runner: the {} runner cannot hand its network namespace's "
+                       "listener to dsh-confine's proxy yet; use --runner bwrap (or auto where bwrap works)",
+                       runner);
+}
+
 std::string loopback_unavailable_text(std::string_view runner, std::string_view cause) {
     if (cause.empty())
         return fmt::format("--net loopback needs a network namespace of its own, which the {} runner does not "
@@ -293,6 +299,12 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
         case UsageText::NetworkUnderDanger:
             return fmt::format("--net {} cannot hold under danger-full-access, which confines nothing; "
                                "choose read-only or workspace-write, or drop --net", a);
+        case UsageText::NetAllowEntry:
+            return fmt::format("bad network rule \"{}\": {}; a rule is a host, *.domain, an IP address or CIDR, "
+                               "each with an optional :PORT ([IPv6]:PORT)", a, b);
+        case UsageText::NetDenyWithoutAllow:
+            return "--net-deny narrows an allow list and needs one: add --net allow=LIST (or the config's "
+                   "network.allow)";
     }
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
 }

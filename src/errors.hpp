@@ -68,6 +68,9 @@ std::string sandbox_unavailable_text(std::string_view mode);
 // of its own, or whose namespace the host refused (`cause`: the failed step,
 // empty when the runner makes none).
 std::string loopback_unavailable_text(std::string_view runner, std::string_view cause);
+// Why a runner cannot take --net allow= (issue 19): it cannot hand its
+// namespace's listener to dsh-confine's proxy.
+std::string net_allow_unavailable_text(std::string_view runner);
 
 // The command-line spelling stderr adds to an escalation failure whose
 // report text is the harness contract's (Outcome::hint). `a`: the target mode.
@@ -136,6 +139,8 @@ enum class UsageText {
     KeepDescendantsWithLimits, // --keep-descendants with --timeout or a cgroup leaf
     UnknownNetwork,       // a: the --net value
     NetworkUnderDanger,   // a: the --net value (off or loopback) asked with danger-full-access
+    NetAllowEntry,        // a: an allow/deny entry, b: why it is refused
+    NetDenyWithoutAllow,  // --net-deny without an allow list
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "net_allow.hpp"
 
 namespace dsh {
 
@@ -116,6 +117,10 @@ struct Policy {
     // The config asked for this, and danger-full-access (which confines
     // nothing) overrode it: reported, never silently dropped.
     std::optional<Network> network_requested;
+    // --net allow= (issue 19): the network is `loopback` (the command's own
+    // namespace) and its one way out is dsh-confine's proxy, which these
+    // rules govern. Set: the record's network mode says "allow".
+    std::optional<net::Rules> net_allow;
     // workspace-write: the protected set (src/carveouts.hpp) and the
     // defaults --unprotect (or the config's unprotect) dropped.
     std::vector<ProtectedPath> protected_paths;

@@ -24,7 +24,8 @@ struct PolicyRequest {
     std::optional<std::string> session;   // the session log
     std::optional<std::string> approver;
     std::optional<std::string> runner;    // a runner's name, checked by resolve
-    std::optional<std::string> net;       // a network mode's name, checked by resolve
+    std::optional<std::string> net;       // a network mode's name or allow=LIST, checked by resolve
+    std::vector<std::string> net_deny;    // --net-deny lists (issue 19)
     std::optional<int> probe_timeout_ms;
     // A one-off wider mode, asked for with a reason.
     std::optional<std::string> escalate;

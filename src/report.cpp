@@ -110,8 +110,15 @@ static ordered_json network_json(const Confinement& c) {
                                                              p.network_source == NetworkSource::Session ? "session log" : "config",
                                                              to_string(*p.network_requested)), false});
     ordered_json n;
-    n["mode"] = to_string(p.network);
+    n["mode"] = p.net_allow ? std::string_view("allow") : to_string(p.network);
     n["source"] = to_string(p.network_source);
+    if (p.net_allow) {
+        std::vector<std::string> allow, deny;
+        for (const auto& r : p.net_allow->allow) allow.push_back(r.text);
+        for (const auto& r : p.net_allow->deny) deny.push_back(r.text);
+        n["allow"] = allow;
+        n["deny"] = deny;
+    }
     if (p.network_requested) n["requested"] = to_string(*p.network_requested);
     n["enforcement"] = to_string(p.network == Network::Host ? Enforcement::None
                                  : gaps.empty()             ? Enforcement::Full

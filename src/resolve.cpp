@@ -1,4 +1,5 @@
 #include "resolve.hpp"
+#include "net_allow.hpp"
 
 #include <climits>
 #include <cstdlib>
@@ -229,7 +230,32 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // refused, never ignored (docs/DECISIONS.md, "The network axis").
     Network net = Network::Host;
     NetworkSource net_source = NetworkSource::Default;
-    if (req.net) {
+    std::optional<net::Rules> allow_rules;
+    // The allow-list (issue 19): parsed and checked here, each entry in our
+    // words (docs/DECISIONS.md, "The allow-list"). Only a runner that can
+    // hand out its namespace's listener takes it (bwrap); the others refuse.
+    {
+        const bool flag_allow = req.net && req.net->rfind("allow=", 0) == 0;
+        net::Rules rules;
+        if (flag_allow)
+            if (auto o = net::parse_rules(std::string_view(*req.net).substr(6), rules.allow); !o) return o;
+        for (const auto& d : req.net_deny)
+            if (auto o = net::parse_rules(d, rules.deny); !o) return o;
+        const bool config_allow = !req.net && !out.session.network && s.network_allow;
+        if (!req.net_deny.empty() && !flag_allow && !config_allow)
+            return fail(Err::Usage, usage_text(UsageText::NetDenyWithoutAllow));
+        if (config_allow) {
+            for (const auto& e : *s.network_allow)
+                if (auto o = net::parse_rules(e, rules.allow); !o) return o;
+            for (const auto& e : s.network_deny)
+                if (auto o = net::parse_rules(e, rules.deny); !o) return o;
+        }
+        if (flag_allow || config_allow) allow_rules = std::move(rules);
+    }
+    if (allow_rules) {
+        net = Network::Loopback;  // the namespace; the proxy is the way out
+        net_source = req.net ? NetworkSource::Flag : NetworkSource::Config;
+    } else if (req.net) {
         auto n = parse_network(*req.net);
         if (!n) return fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));
         net = *n;
@@ -247,12 +273,14 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
             return fail(Err::Usage, usage_text(UsageText::NetworkUnderDanger, *req.net));
         out.network_requested = net;  // the config's or the session's: reported as not holding
         net = Network::Host;
+        allow_rules.reset();
     }
     out.base_network = net;
     auto set_network = [&](Policy& p) {
         p.network = net;
         p.network_source = net_source;
         p.network_requested = out.network_requested;
+        p.net_allow = allow_rules;
     };
 
     if (!out.escalation_target && !out.network_escalation) {
@@ -317,6 +345,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     if (out.network_escalation) {
         net = *out.network_escalation;
         net_source = NetworkSource::Escalation;
+        allow_rules.reset();  // a wider network replaces the allow-list's namespace and proxy
     }
     set_network(out.policy);
     return Outcome::success();

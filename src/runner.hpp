@@ -138,6 +138,11 @@ struct Plan {
     // The cgroup leaves' cgroup.procs (supervise; -1 past the last): the
     // child joins each first.
     int cgroup_procs_fds[limits::kMaxLeaves] = {-1, -1, -1};
+    // --net allow= (issue 19): our end of the socketpair the bwrap stage sends
+    // its namespace's listener over (supervise runs the proxy on it), and the
+    // stage's end, which supervise closes once the child is spawned. -1: none.
+    int relay_fd = -1;
+    int relay_child_fd = -1;
 };
 
 class Runner {

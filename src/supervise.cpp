@@ -18,6 +18,10 @@
 // Where the command is not our child (bwrap's sandbox), the runner's Watch
 // finds it, and its evidence classifies the run; this file knows no runner.
 #include "supervise.hpp"
+#if defined(__linux__)
+#include "linux/net_relay.hpp"
+#include "net_proxy_loop.hpp"
+#endif
 
 #include "carveouts.hpp"
 
@@ -29,6 +33,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <poll.h>
+#include <memory>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #if defined(__linux__)
@@ -243,6 +248,7 @@ void die_by(int sig) {
 bool needs_parent(const Plan& p, bool pty) {
     // A timeout or a cgroup leaf needs someone to keep the clock and clean up.
     if (p.watch || p.c.limits.needs_parent()) return true;
+    if (p.relay_fd >= 0) return true;  // --net allow=: the proxy lives in the parent
     return pty && p.c.policy.mode != Mode::DangerFullAccess && terminal::any_std_terminal();
 }
 
@@ -408,6 +414,32 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
     if (watch) watch->spawned();
     tty.spawned();
+    // --net allow= (issue 19): the stage's end of the relay is its alone now,
+    // so that a stage that fails before handing the listener out is an EOF here.
+    if (p.relay_child_fd >= 0) {
+        ::close(p.relay_child_fd);
+        p.relay_child_fd = -1;
+    }
+#if defined(__linux__)
+    std::unique_ptr<net::ProxyLoop> proxy;
+    auto start_proxy = [&]() {
+        int listener = -1;
+        uint16_t port = 0;
+        const bool got = net::receive_listener(p.relay_fd, 0, listener, port);
+        ::close(p.relay_fd);
+        p.relay_fd = -1;
+        if (!got || !p.c.policy.net_allow) {
+            if (listener >= 0) ::close(listener);
+            return;  // the stage failed: it says why itself, and the command never ran
+        }
+        net::ProxyOptions o;
+        o.rules = *p.c.policy.net_allow;
+        o.own = net::own_addresses();
+        if (const char* h = ::getenv("DSH_CONFINE_NET_HOSTS")) o.hosts_file = h;
+        o.record = [&report](const ordered_json& j) { (void)report.write(j); };
+        proxy = std::make_unique<net::ProxyLoop>(listener, std::move(o));
+    };
+#endif
     int exec_fd = exec_pipe[0];
     ::fcntl(exec_fd, F_SETFL, ::fcntl(exec_fd, F_GETFL) | O_NONBLOCK);
     const int pidfd = spawn::pidfd_open(pid);
@@ -477,8 +509,13 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // The exec pipe is not watched: its EOF at exec would cost a wake-up
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
-        pollfd fds[6];
-        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1;
+        pollfd fds[8];
+        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1, i_relay = -1,
+            i_proxy = -1;
+#if defined(__linux__)
+        if (p.relay_fd >= 0) fds[i_relay = n++] = {p.relay_fd, POLLIN, 0};
+        if (proxy) fds[i_proxy = n++] = {proxy->fd(), POLLIN, 0};
+#endif
         if (err.fd >= 0) fds[i_err = n++] = {err.fd, POLLIN, 0};
         if (tty.active()) {
             if (tty.input_fd() >= 0) fds[i_in = n++] = {tty.input_fd(), POLLIN, 0};
@@ -510,6 +547,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (r < 0 && errno != EINTR) break;
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();
+#if defined(__linux__)
+            if (i_relay >= 0 && fds[i_relay].revents) start_proxy();
+            if (i_proxy >= 0 && fds[i_proxy].revents) proxy->step();
+#endif
             if (i_err >= 0 && fds[i_err].revents) err.pump();
             if (i_master >= 0 && fds[i_master].revents) tty.master_ready(fds[i_master].revents);
             if (i_in >= 0 && fds[i_in].revents) tty.input_readable();
@@ -531,6 +572,13 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         }
     const double duration = spawn::now_ms() - start;
     if (pidfd >= 0) ::close(pidfd);
+#if defined(__linux__)
+    proxy.reset();  // every connection of the command's closed with it
+#endif
+    if (p.relay_fd >= 0) {
+        ::close(p.relay_fd);
+        p.relay_fd = -1;
+    }
     // What the command left running ends with it (chain::settle_descendants);
     // with a timeout or a leaf, always (issue 21; also what a subreaper does
     // not reach: bwrap's namespace).

@@ -26,7 +26,7 @@ function __dsh_confine_command_index
                     return 0
                 end
                 return 1
-            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --escalate-net
+            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --net-deny --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -65,7 +65,7 @@ function __dsh_confine_sub
         switch $t
             case --
                 return 1
-            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --escalate-net
+            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --net-deny --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -96,7 +96,8 @@ complete -c dsh-confine -n $policy_cond -s V -l version -d 'print the version an
 complete -c dsh-confine -n $policy_cond -l mode -x -a "$modes" -d 'file-write policy'
 complete -c dsh-confine -n $policy_cond -l root -x -a '(__fish_complete_directories)' -d 'workspace root'
 complete -c dsh-confine -n $policy_cond -l runner -x -a "$runners" -d 'confinement mechanism'
-complete -c dsh-confine -n $policy_cond -l net -x -a 'off loopback host' -d 'network: host (default), loopback or off'
+complete -c dsh-confine -n $policy_cond -l net -x -a 'off loopback host allow=' -d 'network: host (default), loopback, off or allow=LIST'
+complete -c dsh-confine -n $policy_cond -l net-deny -x -d 'refuse these destinations even where allow= lists them'
 complete -c dsh-confine -n $policy_cond -l writable -r -F -d 'another writable path'
 complete -c dsh-confine -n $policy_cond -l protect -r -F -d 'keep this path read-only inside the writable roots'
 complete -c dsh-confine -n $policy_cond -l unprotect -r -F -d 'drop this path from the default protected set'

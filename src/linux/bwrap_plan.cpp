@@ -111,6 +111,7 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     if (policy.network != Network::Host) a.insert(a.end(), {"--net", std::string(to_string(policy.network))});
     if (spec.report_fd >= 0) a.insert(a.end(), {"--report-fd", std::to_string(spec.report_fd)});
     if (spec.record_fd >= 0) a.insert(a.end(), {"--record-fd", std::to_string(spec.record_fd)});
+    if (spec.relay_fd >= 0) a.insert(a.end(), {"--net-relay", std::to_string(spec.relay_fd)});
     for (int fd : policy.keep_fds) a.insert(a.end(), {"--keep-fd", std::to_string(fd)});
     for (const auto& r : spec.rlimits)
         a.insert(a.end(), {"--rlimit", fmt::format("{}:{}:{}", r.resource, r.soft, r.hard)});
@@ -267,13 +268,15 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             auto n = parse_network(v);
             if (!n) return failf(Err::Usage, "stage: bad network mode \"{}\"", v);
             out.policy.network = *n;
-        } else if (a == "--landlock" || a == "--report-fd" || a == "--record-fd" || a == "--keep-fd") {
+        } else if (a == "--landlock" || a == "--report-fd" || a == "--record-fd" || a == "--keep-fd" ||
+                   a == "--net-relay") {
             if (auto o = value(a.data(), v); !o) return o;  // a whole std::string: NUL-terminated
             int n = 0;
             if (!parse_int(v, n)) return failf(Err::Usage, "stage: bad number \"{}\" for {}", v, a);
             if (a == "--landlock") out.landlock_abi = n;
             else if (a == "--report-fd") out.report_fd = n;
             else if (a == "--record-fd") out.record_fd = n;
+            else if (a == "--net-relay") out.relay_fd = n;
             else out.policy.keep_fds.push_back(n);
         } else if (a == "--rlimit") {
             if (auto o = value("--rlimit", v); !o) return o;
@@ -318,6 +321,8 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
         }
     }
     if (!have_mode) return fail(Err::Usage, "stage: --mode is required");
+    if (out.relay_fd >= 0 && (out.relay_fd < 3 || out.policy.network != Network::Loopback))
+        return fail(Err::Usage, "stage: --net-relay needs a descriptor above 2 and --net loopback");
     if (out.record_fd < 3) return fail(Err::Usage, "stage: --record-fd is required");
     if (i >= args.size() || (i + 1 >= args.size() && !out.argv_from_record))
         return fail(Err::Usage, "stage: no command after --");

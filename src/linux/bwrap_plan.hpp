@@ -69,6 +69,9 @@ struct StageSpec {
     // not on bwrap or the stage itself (RLIMIT_AS would starve a sanitized
     // stage's shadow memory).
     std::vector<limits::Rlimit> rlimits;
+    // --net allow= (issue 19): the inherited socketpair end the stage sends
+    // the namespace's listener over (src/linux/net_relay.hpp); -1: none.
+    int relay_fd = -1;
 };
 
 // <self> __dsh_confine_stage_v1 --mode M [--landlock ABI] [--report-fd N]
@@ -118,6 +121,7 @@ struct StageRequest {
     std::vector<std::string> argv;
     bool argv_from_record = false;  // --argv-from-record: argv is the record's (kArgvInline)
     std::vector<limits::Rlimit> rlimits;  // --rlimit RES:SOFT:HARD
+    int relay_fd = -1;                    // --net-relay N (issue 19)
 };
 Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out);
 

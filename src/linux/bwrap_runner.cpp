@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../spawn.hpp"
@@ -227,6 +228,16 @@ public:
         // The limits' rlimits are the stage's to set, just before the command.
         spec.rlimits = std::move(p.rlimits);
         p.rlimits.clear();
+        // --net allow= (issue 19): the stage hands its namespace's listener
+        // back over this socketpair; supervise runs the proxy on it.
+        int relay[2] = {-1, -1};
+        if (pol.net_allow && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, relay) != 0) {
+            const int e = errno;
+            ::close(self);
+            ::close(record);
+            return failf(Err::SandboxUnavailable, "socketpair for the allow-list's relay: {}", std::strerror(e));
+        }
+        spec.relay_fd = relay[1];
         ProfileOptions opts;
         opts.stage_keeps_setpcap = ::geteuid() == 0;
         auto argv = wrap(path, profile_args(pol, opts), stage_args(pol, spec));
@@ -251,6 +262,11 @@ public:
         c.runner = RunnerKind::Bwrap;
         c.layers = std::move(layers);
         c.network = net.axis;
+        if (c.policy.net_allow) {
+            c.network.enforced.push_back("egress-proxy");
+            p.relay_fd = relay[0];
+            p.relay_child_fd = relay[1];
+        }
         // Both dialects: EROFS from the mount view, EACCES from Landlock.
         c.denial_signatures = {"read-only file system", "permission denied"};
         // The stage's seccomp layer refuses metadata calls with EPERM in read-only.
@@ -275,6 +291,7 @@ public:
         p.inherit_fds.insert(p.inherit_fds.end(), root_fds.begin(), root_fds.end());
         p.inherit_fds.insert(p.inherit_fds.end(), carve_fds.begin(), carve_fds.end());
         if (env.report_fd >= 0) p.inherit_fds.push_back(env.report_fd);
+        if (relay[1] >= 0) p.inherit_fds.push_back(relay[1]);
         p.record_fd = record;
         p.owned.emplace_back(self);
         p.owned.emplace_back(record);

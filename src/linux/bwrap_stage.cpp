@@ -19,6 +19,7 @@
 #include "../launch.hpp"
 #include "../report.hpp"
 #include "landlock_runner.hpp"
+#include "net_relay.hpp"
 
 extern char** environ;
 
@@ -241,6 +242,18 @@ void take_foreground() noexcept {
                             : failf(Err::SandboxUnavailable, "Landlock ABI {} is below the planned {}", have,
                                     req.landlock_abi);
     if (entered) entered = seal_device_nodes();
+    // --net allow= (issue 19): the namespace's way out, made before the
+    // command exists, so its first connection is queued, never refused.
+    if (entered && req.relay_fd >= 0) {
+        uint16_t port = 0;
+        int err = 0;
+        if (!net::hand_out_listener(req.relay_fd, port, err))
+            entered = failf(Err::SandboxUnavailable, "cannot hand the allow-list's listener to dsh-confine: {}",
+                            std::strerror(err));
+        ::close(req.relay_fd);
+        if (entered)
+            for (const auto& [name, value] : net::proxy_environment(port)) ::setenv(name.c_str(), value.c_str(), 1);
+    }
     if (!entered)
         return stage_failed(report, mailbox, unavailable(to_string(req.policy.mode), entered.message));
     if (req.argv_from_record && !argv_of_record(record, req.argv))

@@ -79,6 +79,7 @@ public:
         Confinement& c = p.c;
         const int abi = query_abi();
         if (abi <= 0) return fail(Err::SandboxUnavailable, describe_unavailable(abi));
+        if (c.policy.net_allow) return fail(Err::SandboxUnavailable, net_allow_unavailable_text("Landlock"));
         // In read-only mode the seccomp layer refuses metadata calls outright,
         // so Landlock's metadata gap is closed; in workspace-write they must
         // keep working inside the roots, and seccomp cannot tell paths apart.

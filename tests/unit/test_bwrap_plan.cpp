@@ -378,3 +378,28 @@ TEST_CASE("carve-outs: the home list applies when a root contains $HOME; a plant
     ::rmdir((h + "/.ssh").c_str());
     ::rmdir(h.c_str());
 }
+
+TEST_CASE("bwrap stage: --net-relay travels to the stage, with --net loopback only (issue 19)") {
+    Policy pol;
+    pol.mode = Mode::ReadOnly;
+    pol.network = Network::Loopback;
+    bwrap::StageSpec spec;
+    spec.self = "/proc/self/fd/5";
+    spec.record_fd = 6;
+    spec.relay_fd = 8;
+    spec.command_path = "/bin/true";
+    spec.argv = {"true"};
+    auto a = bwrap::stage_args(pol, spec);
+    CHECK(a == Args{"/proc/self/fd/5", "__dsh_confine_stage_v1", "--mode", "read-only", "--net", "loopback",
+                    "--record-fd", "6", "--net-relay", "8", "--", "/bin/true", "true"});
+    bwrap::StageRequest req;
+    REQUIRE(bwrap::parse_stage(Args(a.begin() + 2, a.end()), req));
+    CHECK(req.relay_fd == 8);
+    // Without a private loopback, a listener would be the host's: refused.
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--record-fd", "6", "--net-relay", "8", "--", "/bin/true",
+                                    "true"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--net", "off", "--record-fd", "6", "--net-relay", "8", "--",
+                                    "/bin/true", "true"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--net", "loopback", "--record-fd", "6", "--net-relay", "2",
+                                    "--", "/bin/true", "true"}, req));
+}

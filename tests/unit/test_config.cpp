@@ -354,3 +354,21 @@ TEST_CASE("config: network is off, loopback or host, nothing else (issue 17)") {
           "config /etc/c.json: \"network\": unknown network mode \"none\" (off, loopback or host)");
     CHECK_THAT(err(R"({"network":false})"), Catch::Contains("\"network\""));
 }
+
+TEST_CASE("config: network as an object is an allow list (and a deny list), every entry checked (issue 19)") {
+    Config c;
+    REQUIRE(parse_config(R"({"network":{"allow":["registry.npmjs.org:443","*.pypi.org"],"deny":["10.0.0.0/8"]}})",
+                         "config /etc/c.json", c));
+    REQUIRE(c.network_allow);
+    CHECK(*c.network_allow == std::vector<std::string>{"registry.npmjs.org:443", "*.pypi.org"});
+    CHECK(c.network_deny == std::vector<std::string>{"10.0.0.0/8"});
+    CHECK_FALSE(c.network);
+    CHECK(err(R"({"network":{"allow":["a.org:0"]}})") ==
+          "config /etc/c.json: \"network.allow\": bad network rule \"a.org:0\": the port must be a number from 1 to "
+          "65535; a rule is a host, *.domain, an IP address or CIDR, each with an optional :PORT ([IPv6]:PORT)");
+    CHECK_THAT(err(R"({"network":{"deny":["a.org"]}})"), Catch::Contains("must have a non-empty \"allow\" list"));
+    CHECK_THAT(err(R"({"network":{"allow":[]}})"), Catch::Contains("must have a non-empty \"allow\" list"));
+    CHECK_THAT(err(R"({"network":{"allow":["a.org"],"allowed":["b.org"]}})"),
+               Catch::Contains("unknown key \"network.allowed\""));
+    CHECK_THAT(err(R"({"network":{"allow":"a.org"}})"), Catch::Contains("\"network.allow\" must be an array of strings"));
+}

@@ -180,3 +180,73 @@ TEST_CASE("resolve: escalation starts from the session's or the config's mode") 
     CHECK(o.message == "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current "
                        "\"workspace-write\" mode");
 }
+
+TEST_CASE("resolve: --net allow= and the config's allow list are checked and kept; the namespace is loopback's") {
+    Scene s;
+    s.write(s.config, "{}");
+    Request req = run_request(s);
+    Resolution res;
+    req.net = "allow=registry.npmjs.org:443";
+    req.net_deny = {"10.0.0.0/8,[fd00::/8]"};
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.network == Network::Loopback);
+    CHECK(res.policy.network_source == NetworkSource::Flag);
+    REQUIRE(res.policy.net_allow);
+    REQUIRE(res.policy.net_allow->allow.size() == 1);
+    CHECK(res.policy.net_allow->allow[0].text == "registry.npmjs.org:443");
+    CHECK(res.policy.net_allow->deny.size() == 2);
+
+    req.net_deny.clear();
+    req.net = "allow=a.org,*";
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("bad network rule \"*\""));
+    req.net = "allow=";
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("the list is empty"));
+
+    req.net = "allow=a.org";
+    req.net_deny = {"b.org:99999"};
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("bad network rule \"b.org:99999\""));
+
+    // --net-deny narrows an allow list: alone it is a usage error, never ignored.
+    req.net = "off";
+    req.net_deny = {"b.org"};
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("--net-deny narrows an allow list and needs one"));
+
+    // Under danger-full-access it cannot hold: refused, as --net off is.
+    req.net = "allow=a.org";
+    req.net_deny.clear();
+    req.mode = "danger-full-access";
+    CHECK_THAT(resolve(req.policy_request(), s.env(), AskApprover::No, res).text(),
+               Catch::Contains("--net allow=a.org cannot hold under danger-full-access"));
+    req.mode.reset();
+
+    // The config's list, the same; a --net flag overrides it.
+    s.write(s.config, R"({"network":{"allow":["a.org"],"deny":["b.a.org"]}})");
+    req.net.reset();
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    REQUIRE(res.policy.net_allow);
+    CHECK(res.policy.network_source == NetworkSource::Config);
+    CHECK(res.policy.net_allow->deny.size() == 1);
+    req.net = "loopback";
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.network == Network::Loopback);
+    CHECK_FALSE(res.policy.net_allow);
+}
+
+TEST_CASE("resolve: --escalate-net host from an allow list drops the list with the namespace") {
+    Scene s;
+    s.write(s.config, R"({"approver": "/bin/false"})");
+    Request req = run_request(s);
+    req.net = "allow=a.org";
+    req.escalate_net = "host";
+    req.justification = "fetch from anywhere";
+    Resolution res;
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.escalation == EscalationState::Pending);
+    CHECK(res.policy.network == Network::Host);
+    CHECK(res.policy.network_source == NetworkSource::Escalation);
+    CHECK_FALSE(res.policy.net_allow);
+}

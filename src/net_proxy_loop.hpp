@@ -1,0 +1,53 @@
+// The allow-list proxy's I/O (issue 19): accepts on the listener the
+// command's namespace made (docs/DECISIONS.md, "The allow-list"), reads each
+// request with the pure core (net_proxy.hpp), resolves, decides, connects out
+// and copies bytes both ways. One thread, epoll, non-blocking sockets; the
+// supervise loop polls fd() and calls step() when it is readable.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "net_proxy.hpp"
+
+namespace dsh::net {
+
+struct ProxyOptions {
+    Rules rules;
+    std::vector<Address> own;   // the host's own addresses (own_addresses())
+    std::string hosts_file;     // DSH_CONFINE_NET_HOSTS: consulted before /etc/hosts; empty: none
+    std::function<void(const nlohmann::ordered_json&)> record;  // each network record, as it is decided
+};
+
+class ProxyLoop {
+public:
+    // Takes `listen_fd` (a listening TCP socket) and owns it from here on.
+    ProxyLoop(int listen_fd, ProxyOptions opts);
+    ~ProxyLoop();
+    ProxyLoop(const ProxyLoop&) = delete;
+    ProxyLoop& operator=(const ProxyLoop&) = delete;
+
+    int fd() const noexcept;          // the epoll fd: readable when step() has work
+    void step();                      // handles what is ready; never blocks on a socket
+    size_t connections() const noexcept;
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// Resolving, outside the namespace: the hook file, /etc/hosts, then DNS
+// (res_nquery: the static binary cannot use getaddrinfo's NSS). Blocking.
+Resolved resolve_name(const std::string& name, const std::string& hosts_file);
+// The A (or AAAA) records of a DNS answer, in order; nothing when malformed.
+std::vector<Address> dns_answers(std::string_view msg, bool v6);
+// The host's interface addresses (getifaddrs).
+std::vector<Address> own_addresses();
+
+}  // namespace dsh::net
