@@ -363,6 +363,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (tty.active()) {
         child.terminal_fd = tty.slave();
         child.terminal_on = tty.slave_on();
+        // A runner that becomes the command (Landlock, seatbelt) gets a
+        // monitor leading the pty's session, so Ctrl-Z stops the command;
+        // bwrap's init is that process under bwrap.
+        child.monitor = watch == nullptr;
     } else if (watch && watch->own_process_group()) {
         child.new_session = true;
     }
@@ -541,7 +545,12 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
         if (reaper) proctree::reap_orphans(pid);
         if (tty.active() && tty.watch_ms() >= 0) {
-            const pid_t command = watch ? command_pid : pid;
+            pid_t command = watch ? command_pid : pid;
+            if (child.monitor) {
+                // The command is the monitor's child, in front of the pty.
+                const pid_t fg = ::tcgetpgrp(tty.master());
+                command = fg > 0 && proctree::stat_of(fg).ppid == pid ? fg : 0;
+            }
             if (tty.command_stopped(command)) tty.follow_stop(command);
         }
         if (r < 0 && errno != EINTR) break;
