@@ -263,7 +263,7 @@ fb="$out/first_byte.tsv"
 if works "first byte: dsh bwrap --net allow" "$D" --runner bwrap --net allow=allowed.test -- /bin/true; then
     python3 "$here/first_byte.py" serve "$scratch/fb.port" &
     fb_pid=$!
-    trap 'kill "$fb_pid" 2>/dev/null; rm -rf "$scratch"' EXIT
+    trap 'kill "$fb_pid" 2>/dev/null || true; rm -rf "$scratch"' EXIT
     i=0
     while [ ! -s "$scratch/fb.port" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
     fb_port=$(cat "$scratch/fb.port")
