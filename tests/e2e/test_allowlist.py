@@ -560,6 +560,63 @@ def processes_of(token):
     return out
 
 
+FDS = r'''
+import sys, urllib.request
+port = int(sys.argv[1])
+print("ready", flush=True); sys.stdin.readline()
+for i in range(20):
+    assert urllib.request.urlopen("http://allowed.test:%d/f%d" % (port, i), timeout=10).read() == b"hi"
+print("done", flush=True); sys.stdin.readline()
+'''
+
+
+def sockets_of(pid):
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            n += os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def test_finished_connections_leave_no_socket_in_dsh_confine(s):
+    # dsh-confine (the parent that runs the proxy) holds as many sockets after 20 finished
+    # requests as before the first: every client and upstream socket is closed.
+    for runner in runners():
+        h = Server()
+        env = dict(s.env(), DSH_CONFINE_NET_HOSTS=hosts_file(s))
+        proc = subprocess.Popen([DSH, "--runner", runner, "--net", "allow=allowed.test,127.0.0.1:%d" % h.port,
+                                 "--", PY, "-c", FDS, str(h.port)], cwd=s.base, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert proc.stdout.readline() == b"ready\n"
+            try:
+                before = sockets_of(proc.pid)
+            except PermissionError:
+                skip("dsh-confine's /proc/PID/fd is not readable by this user (not dumpable)")
+            proc.stdin.write(b"\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline() == b"done\n", proc.stderr.read()
+            # The proxy closes a connection when the upstream's end is seen and its last bytes are
+            # out, which may come just after the client has its answer: wait for it, 5 s at most.
+            deadline = time.monotonic() + 5
+            while (after := sockets_of(proc.pid)) != before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            proc.stdin.write(b"\n")
+            proc.stdin.flush()
+            assert proc.wait(timeout=20) == 0, proc.stderr.read()
+            assert len(h.seen) == 20, h.seen
+            assert before >= 1 and after == before, (before, after)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                f.close()
+            h.close()
+
+
 MANY = r'''
 import os, socket, sys, threading
 port, n = int(sys.argv[1]), int(sys.argv[2])
