@@ -359,6 +359,31 @@ print(" ".join(out))
         udp.close()
 
 
+def test_names_resolve_only_through_the_proxy(s):
+    # There is no DNS inside: a SOCKS5 client that sends the name (socks5h) works, one that
+    # resolves first (socks5) and a plain lookup fail to resolve; the proxy resolved the name.
+    need_curl()
+    h = Server()
+    script = ('p=${HTTP_PROXY##*:}; u=http://allowed.test:%d/s; '
+              'curl -sS --max-time 5 --noproxy "" --socks5-hostname 127.0.0.1:$p $u; echo " $?"; '
+              'curl -sS --max-time 5 --noproxy "" --socks5 127.0.0.1:$p $u; echo " $?"; '
+              '%s -c "import socket; socket.getaddrinfo(\'allowed.test\', 80)" 2>/dev/null; echo "$?"'
+              % (h.port, PY))
+    try:
+        for runner in runners():
+            del h.seen[:]
+            r = run(s, "allowed.test,127.0.0.1:%d" % h.port, ["/bin/sh", "-c", script], runner=runner)
+            # curl 97 (a SOCKS error) here, after its own lookup failed.
+            assert r.rc == 0 and r.out.split() == ["hi", "0", "97", "1"], r
+            assert "Could not resolve host: allowed.test" in r.err, r
+            assert h.seen == ["/s"], h.seen
+            recs = network_records(r)
+            assert [(x["proto"], x["host"], x["verdict"], x["resolvedBy"]) for x in recs] == [
+                ("socks5", "allowed.test", "allowed", "hosts-file")], recs
+    finally:
+        h.close()
+
+
 RELAY = r'''
 import os, socket, sys
 port, other = int(sys.argv[1]), int(sys.argv[2])
