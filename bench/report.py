@@ -160,6 +160,15 @@ static_size = next((int(st) for k, _, st, link in sizes if k == "shipped" and li
 target("static binary size (stripped)", None if static_size is None else static_size / 1e6, 3.0, "%.2f", " MB")
 peak = max((int(v) for k, v in rss.items() if k in ("exec", "notfound", "supervise") and v), default=None)
 target("peak RSS of dsh-confine", None if peak is None else peak / 1024, 4.0, "%.2f", " MiB")
+# Issue 19: the first byte through the allow-list proxy within 1 ms of a direct one.
+first_byte = {}
+for kind, us in read_tsv("first_byte.tsv"):
+    first_byte.setdefault(kind, []).append(float(us))
+fb_over = None
+if "direct" in first_byte and "proxied" in first_byte:
+    fb_over = (statistics.median(first_byte["proxied"]) - statistics.median(first_byte["direct"])) / 1000
+target("first byte through the `--net allow=` proxy - direct, same loopback server (issue 19)", fb_over, 1.0,
+       "%+.3f", " ms")
 say("| target | median | CPU user+sys | limit | on the median |")
 say("|---|---:|---:|---:|---|")
 lines.extend(checks)
@@ -178,6 +187,8 @@ for label, a, b in (
         ("staying to watch (spawn-and-wait floor over exec floor)", "spawn-and-wait floor /bin/true",
          "exec floor /bin/true"),
         ("`--supervise` over exec mode, landlock", "dsh landlock --supervise", "dsh landlock"),
+        ("`--net allow=` (listener handed out, proxy in the parent) over `--net off`, bwrap",
+         "dsh bwrap --net allow", "dsh bwrap --net off"),
         ("one more exec inside bwrap (a bare static exec where the stage goes)",
          "exec floor + bwrap direct, bare exec in place of the stage", "exec floor + bwrap direct"),
         ("the Landlock stage inside bwrap (its exec and its work)", "exec floor + bwrap direct, with stage",
@@ -195,6 +206,16 @@ if own:
     say("| cost of | median | CPU user+sys |")
     say("|---|---:|---:|")
     lines.extend(own)
+
+if first_byte:
+    say("")
+    say("| first byte of a connection (bench/first_byte.py) | samples | median (us) | p10 (us) | p90 (us) |")
+    say("|---|---:|---:|---:|---:|")
+    for kind in ("direct", "proxied"):
+        xs = sorted(first_byte.get(kind, []))
+        if xs:
+            say(f"| {kind} | {len(xs)} | {statistics.median(xs):.0f} | {xs[len(xs) // 10]:.0f} | "
+                f"{xs[len(xs) * 9 // 10]:.0f} |")
 
 say("")
 if issue14 is None:

@@ -123,6 +123,13 @@ for runner in landlock bwrap; do
         add "dsh $runner --net off" "$D --runner $runner --net off -- /bin/true"
     fi
 done
+# --net allow= (issue 19): the listener made inside and handed out, the proxy
+# started in the parent; beside --net off, same run. No connection is made.
+for runner in bwrap; do
+    if works "dsh $runner --net allow" "$D" --runner "$runner" --net allow=allowed.test -- /bin/true; then
+        add "dsh $runner --net allow" "$D --runner $runner --net allow=allowed.test -- /bin/true"
+    fi
+done
 # --net loopback on the Landlock runner: its own network namespace (and a
 # user namespace when not root), checked once at plan time and made again in
 # the command's process.
@@ -246,6 +253,29 @@ else
         > "$out/hyperfine.txt" 2>&1 || { cat "$out/hyperfine.txt" >&2; exit 1; }
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# The allow-list (issue 19): the first byte of a connection through the proxy
+# against a direct one to the same loopback server (bench/first_byte.py), in
+# alternating batches of 50 (direct on the host, then proxied inside one
+# dsh-confine run), 10 rounds. allowed.test is mapped by the proxy's hosts hook.
+fb="$out/first_byte.tsv"
+: > "$fb"
+if works "first byte: dsh bwrap --net allow" "$D" --runner bwrap --net allow=allowed.test -- /bin/true; then
+    python3 "$here/first_byte.py" serve "$scratch/fb.port" &
+    fb_pid=$!
+    trap 'kill "$fb_pid" 2>/dev/null || true; rm -rf "$scratch"' EXIT
+    i=0
+    while [ ! -s "$scratch/fb.port" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    fb_port=$(cat "$scratch/fb.port")
+    printf '127.0.0.1 allowed.test\n' > "$scratch/fb.hosts"
+    chmod 644 "$scratch/fb.hosts"
+    for round in $(seq 10); do
+        python3 "$here/first_byte.py" direct "$fb_port" 50 | sed 's/^/direct\t/' >> "$fb"
+        DSH_CONFINE_NET_HOSTS="$scratch/fb.hosts" "$D" --runner bwrap --net "allow=allowed.test,127.0.0.1:$fb_port" \
+            -- python3 "$here/first_byte.py" proxied allowed.test "$fb_port" 50 | sed 's/^/proxied\t/' >> "$fb"
+    done
+    kill "$fb_pid" 2>/dev/null || true
+fi
 
 # Peak RSS (KiB) from /usr/bin/time -v. In exec mode the process becomes the
 # command, and the kernel keeps the larger high-water mark of the two images
