@@ -514,9 +514,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
         pollfd fds[8];
-        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1, i_relay = -1,
-            i_proxy = -1;
+        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1;
 #if defined(__linux__)
+        int i_relay = -1, i_proxy = -1;  // the allow-list's relay and proxy (Linux only)
         if (p.relay_fd >= 0) fds[i_relay = n++] = {p.relay_fd, POLLIN, 0};
         if (proxy) fds[i_proxy = n++] = {proxy->fd(), POLLIN, 0};
 #endif
