@@ -218,5 +218,25 @@ def test_the_custom_runner_still_refuses_the_allow_list(s):
     assert r.rc == 125 and "--net allow= needs the bwrap or Landlock runner: the custom runner" in r.err, r
 
 
+def test_explain_and_probe_show_the_allow_list(s):
+    need_landlock()
+    import json
+    r = dsh(["explain", "--runner", "landlock", "--net", "allow=allowed.test,10.0.0.0/8:443", "--net-deny",
+             "evil.test", "--", "true"], s, report=False)
+    assert r.rc == 0, r
+    net = [l for l in r.out.splitlines() if l.startswith("network:")]
+    assert len(net) == 1 and net[0].split(None, 1)[1].startswith("allow (from --net), enforced by net-namespace"), r.out
+    assert net[0].endswith("egress-proxy"), r.out
+    assert "net allow:   allowed.test, 10.0.0.0/8:443" in r.out and "net deny:    evil.test" in r.out, r.out
+    assert "egress:    a listener on 127.0.0.1:" in r.out, r.out
+    p = dsh(["probe", "--json"], s, report=False)
+    assert p.rc == 0, p
+    doc = json.loads(p.out)
+    ll = [x for x in doc["runners"] if x["runner"] == "landlock"][0]
+    row = ll["network"]["allow"]
+    assert row["usable"] is True and row["enforced"] == ll["network"]["loopback"]["enforced"] + ["egress-proxy"], row
+    assert "--net allow      full (net-namespace" in dsh(["probe"], s, report=False).out
+
+
 if __name__ == "__main__":
     main()
