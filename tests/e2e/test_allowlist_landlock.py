@@ -238,5 +238,39 @@ def test_explain_and_probe_show_the_allow_list(s):
     assert "--net allow      full (net-namespace" in dsh(["probe"], s, report=False).out
 
 
+def test_the_session_log_records_the_allow_list(s):
+    # set-mode --net allow= writes the entries; the next call runs with them (source "session"),
+    # and a set-mode naming only a mode carries them over.
+    need_landlock()
+    need_curl()
+    import json
+    log = s.p("home", "session.jsonl")
+    h = Server()
+    try:
+        allow = "allowed.test,127.0.0.1:%d" % h.port
+        r = dsh(["session", "set-mode", log, "read-only", "--net", "allow=" + allow], s, report=False)
+        assert r.rc == 0, r
+        r = dsh(["session", "set-mode", log, "workspace-write"], s, report=False)
+        assert r.rc == 0, r
+        last = json.loads(open(log).read().splitlines()[-1])
+        assert last["data"] == {"mode": "workspace-write", "network": "allow",
+                                "allow": ["allowed.test", "127.0.0.1:%d" % h.port]}, last
+        hosts = os.path.join(s.base, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 allowed.test\n")
+        os.chmod(hosts, 0o644)
+        r = dsh(["--session", log, "--runner", "landlock", "--root", s.ws, "--", CURL, "-sS", "--max-time", "5",
+                 "http://allowed.test:%d/session" % h.port], s, env={"DSH_CONFINE_NET_HOSTS": hosts})
+        before = open(log).read()
+        bad = dsh(["session", "set-mode", log, "read-only", "--net", "allow=*"], s, report=False)
+    finally:
+        h.close()
+    assert r.rc == 0 and r.out == "hi" and h.seen == ["/session"], r
+    n = r.rec("confinement")["network"]
+    assert n["mode"] == "allow" and n["source"] == "session" and n["allow"] == ["allowed.test", "127.0.0.1:%d" % h.port], n
+    # A bad entry is refused in our words, and the log is left as it was.
+    assert bad.rc == 125 and 'bad network rule "*"' in bad.err and open(log).read() == before, bad
+
+
 if __name__ == "__main__":
     main()
