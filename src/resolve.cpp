@@ -233,7 +233,8 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     std::optional<net::Rules> allow_rules;
     // The allow-list (issue 19): parsed and checked here, each entry in our
     // words (docs/DECISIONS.md, "The allow-list"). Only a runner that can
-    // hand out its namespace's listener takes it (bwrap); the others refuse.
+    // hand out its namespace's listener takes it (Runner::egress_proxy: bwrap
+    // and Landlock); the chain passes over the others.
     {
         const bool flag_allow = req.net && req.net->rfind("allow=", 0) == 0;
         net::Rules rules;
