@@ -30,6 +30,8 @@ bool passed_over(const Outcome& o) { return o.err == Err::SandboxUnavailable && 
 Outcome can_give(const Runner& r, const Policy& p) {
     if (p.private_tmp && !r.private_tmp())
         return fail(Err::SandboxUnavailable, private_tmp_unavailable_text(to_string(r.kind())));
+    if (p.net_allow && !r.egress_proxy())
+        return fail(Err::SandboxUnavailable, net_allow_unavailable_text(to_string(r.kind())));
     if (p.keep_descendants && !r.ends_descendants().empty())
         return fail(Err::SandboxUnavailable, keep_descendants_unavailable_text(to_string(r.kind()), r.ends_descendants()));
     return Outcome::success();

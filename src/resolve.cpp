@@ -233,7 +233,8 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     std::optional<net::Rules> allow_rules;
     // The allow-list (issue 19): parsed and checked here, each entry in our
     // words (docs/DECISIONS.md, "The allow-list"). Only a runner that can
-    // hand out its namespace's listener takes it (bwrap); the others refuse.
+    // hand out its namespace's listener takes it (Runner::egress_proxy: bwrap
+    // and Landlock); the chain passes over the others.
     {
         const bool flag_allow = req.net && req.net->rfind("allow=", 0) == 0;
         net::Rules rules;
@@ -241,8 +242,9 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
             if (auto o = net::parse_rules(std::string_view(*req.net).substr(6), rules.allow); !o) return o;
         for (const auto& d : req.net_deny)
             if (auto o = net::parse_rules(d, rules.deny); !o) return o;
+        const bool session_allow = !req.net && out.session.network && !out.session.net_allow.empty();
         const bool config_allow = !req.net && !out.session.network && s.network_allow;
-        if (!req.net_deny.empty() && !flag_allow && !config_allow)
+        if (!req.net_deny.empty() && !flag_allow && !config_allow && !session_allow)
             return fail(Err::Usage, usage_text(UsageText::NetDenyWithoutAllow));
         if (config_allow) {
             for (const auto& e : *s.network_allow)
@@ -250,11 +252,17 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
             for (const auto& e : s.network_deny)
                 if (auto o = net::parse_rules(e, rules.deny); !o) return o;
         }
-        if (flag_allow || config_allow) allow_rules = std::move(rules);
+        if (session_allow) {
+            for (const auto& e : out.session.net_allow)
+                if (auto o = net::parse_rules(e, rules.allow); !o) return o;
+            for (const auto& e : out.session.net_deny)
+                if (auto o = net::parse_rules(e, rules.deny); !o) return o;
+        }
+        if (flag_allow || config_allow || session_allow) allow_rules = std::move(rules);
     }
     if (allow_rules) {
         net = Network::Loopback;  // the namespace; the proxy is the way out
-        net_source = req.net ? NetworkSource::Flag : NetworkSource::Config;
+        net_source = req.net ? NetworkSource::Flag : out.session.network ? NetworkSource::Session : NetworkSource::Config;
     } else if (req.net) {
         auto n = parse_network(*req.net);
         if (!n) return fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));

@@ -129,6 +129,11 @@ nlohmann::ordered_json describe_network(int abi, const std::string& unusable, bo
         }
         out[std::string(to_string(n))] = std::move(m);
     }
+    // --net allow= (issue 19): loopback's namespace, plus the proxy as its
+    // one way out (the runners that describe their network here take it).
+    nlohmann::ordered_json allow = out["loopback"];
+    if (allow["usable"].get<bool>()) allow["enforced"].push_back("egress-proxy");
+    out["allow"] = std::move(allow);
     return out;
 }
 
