@@ -129,6 +129,113 @@ struct Builder {
     Outcome failure = Outcome::success();
     std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
 
+    // The directories walked so far (O_PATH, owned here; -1: absent or not a
+    // directory), so that each name below a root is opened once: a
+    // repository with a worktree and two submodules looks up some 30 paths
+    // that share a few parents, and walking each one from its root cost
+    // about 300 system calls (BENCHMARKS.md "Carve-outs").
+    struct Dir {
+        std::string path;
+        int fd;
+        Walk walk;
+        std::string at;
+    };
+    std::vector<Dir> dirs;
+
+    Builder(Policy& p_) : p(p_) {}
+    Builder(const Builder&) = delete;
+    Builder& operator=(const Builder&) = delete;
+    ~Builder() {
+        for (const auto& d : dirs)
+            if (d.fd >= 0) ::close(d.fd);
+    }
+
+    // The O_PATH descriptor of directory `path` (inside `root`), borrowed:
+    // the root's own, a protected directory's, or one opened on the way.
+    // One openat per directory, never following a link (O_NOFOLLOW with
+    // O_DIRECTORY fails on a link; only then is it looked at).
+    Walk dir(const WritableRoot& root, const std::string& path, int& fd, std::string& at, int& error) {
+        fd = -1;
+        if (path == root.path && root.fd >= 0) {
+            fd = root.fd;
+            return Walk::Found;
+        }
+        for (const auto& d : dirs)
+            if (d.path == path) {
+                fd = d.fd;
+                at = d.at;
+                return d.walk;
+            }
+        for (const auto& e : out)
+            if (e.path == path && e.fd >= 0 && e.directory) {
+                fd = e.fd;
+                return Walk::Found;
+            }
+        Walk w = Walk::Found;
+        int next = -1;
+        if (path == root.path) {
+            next = ::open(root.path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (next < 0) {
+                error = errno;
+                return Walk::Error;  // not cached: the root itself
+            }
+        } else {
+            int parent = -1;
+            w = dir(root, dir_of(path), parent, at, error);
+            if (w == Walk::Error) return w;
+            if (w == Walk::Found) {
+                const std::string name = path.substr(path.rfind('/') + 1);
+                next = ::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (next < 0) {
+                    const int e = errno;
+                    struct stat st {};
+                    if (e == ENOENT) w = Walk::Absent;
+                    else if (e != ENOTDIR) {
+                        error = e;
+                        return Walk::Error;
+                    } else if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+                        w = Walk::Symlink;
+                        at = path;
+                    } else {
+                        w = Walk::Absent;
+                    }
+                }
+            }
+        }
+        dirs.push_back({path, next, w, w == Walk::Symlink ? at : std::string()});
+        fd = next;
+        return w;
+    }
+
+    // `path` below `root`: its parent from dir(), then one openat and one
+    // fstat. Found: `fd` is an O_PATH descriptor of the node (the caller's).
+    Walk lookup(const WritableRoot& root, const std::string& path, int& fd, struct stat& st, std::string& at,
+                int& error) {
+        fd = -1;
+        int parent = -1;
+        const Walk w = dir(root, dir_of(path), parent, at, error);
+        if (w != Walk::Found) return w;
+        const std::string name = path.substr(path.rfind('/') + 1);
+        const int node = ::openat(parent, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (node < 0) {
+            if (errno == ENOENT || errno == ENOTDIR) return Walk::Absent;
+            error = errno;
+            return Walk::Error;
+        }
+        if (::fstat(node, &st) != 0) {
+            error = errno;
+            ::close(node);
+            return Walk::Error;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            ::close(node);
+            at = path;
+            return Walk::Symlink;
+        }
+        fd = node;
+        return Walk::Found;
+    }
+
     bool have(const std::string& path) const {
         return std::any_of(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
     }
@@ -164,7 +271,7 @@ struct Builder {
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
-        switch (walk(*root, path, fd, st, at, error)) {
+        switch (lookup(*root, path, fd, st, at, error)) {
             case Walk::Found:
                 e.exists = true;
                 e.fd = fd;
@@ -197,22 +304,19 @@ struct Builder {
             }
     }
 
-    // A directory looked up (not protected itself), or -1.
+    // A directory looked up (not protected itself; borrowed), or -1.
     int find(const std::string& path) {
-        struct stat st {};
-        const int fd = find_file(path, &st);
-        if (fd >= 0 && !S_ISDIR(st.st_mode)) {
-            ::close(fd);
-            return -1;
-        }
-        return fd;
+        const WritableRoot* root = root_of(p, path);
+        if (!root) return -1;
+        int fd = -1, error = 0;
+        std::string at;
+        return dir(*root, path, fd, at, error) == Walk::Found ? fd : -1;
     }
 
-    // The directory names under an O_PATH directory descriptor (closed here).
+    // The directory names under an O_PATH directory descriptor (borrowed).
     static std::vector<std::string> entries(int fd) {
         std::vector<std::string> names;
         const int d = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        ::close(fd);
         if (d < 0) return names;
         DIR* dir = ::fdopendir(d);
         if (!dir) {
@@ -259,9 +363,8 @@ struct Builder {
         else gitfile(dotgit, fd);
         hooks_path(r, dotgit + "/config");
         // Submodule checkouts: each one's .git file (the pointer).
-        if (const int gm = find_file(r + "/.gitmodules"); gm >= 0) {
-            const std::string text = read_small(gm);
-            ::close(gm);
+        {
+            const std::string text = read_file(r + "/.gitmodules");
             size_t i = 0;
             while (i < text.size()) {
                 size_t j = text.find('\n', i);
@@ -286,10 +389,7 @@ struct Builder {
     // protected like .git/hooks. Relative paths are git's: from the top of
     // the working tree. "~/" is left alone (a home root is refused anyway).
     void hooks_path(const std::string& top, const std::string& config) {
-        const int cfd = find_file(config);
-        if (cfd < 0) return;
-        const std::string text = read_small(cfd);
-        ::close(cfd);
+        const std::string text = read_file(config);
         bool in_core = false;
         size_t i = 0;
         while (i < text.size()) {
@@ -315,17 +415,20 @@ struct Builder {
         }
     }
 
-    // Anything looked up inside a root without following links (its stat
-    // in *out), or -1.
-    int find_file(const std::string& path, struct stat* out = nullptr) {
+    // The text of a small file inside a root, looked up without following
+    // links (through the protected entry's descriptor when it is one), or "".
+    std::string read_file(const std::string& path) {
+        for (const auto& e : out)
+            if (e.path == path) return e.fd >= 0 && !e.directory ? read_small(e.fd) : std::string();
         const WritableRoot* root = root_of(p, path);
-        if (!root) return -1;
+        if (!root) return {};
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
-        if (walk(*root, path, fd, st, at, error) != Walk::Found) return -1;
-        if (out) *out = st;
-        return fd;
+        if (lookup(*root, path, fd, st, at, error) != Walk::Found) return {};
+        std::string text = S_ISREG(st.st_mode) ? read_small(fd) : std::string();
+        ::close(fd);
+        return text;
     }
 };
 
@@ -355,7 +458,7 @@ Outcome protect(Policy& p, const Input& in) {
                     p.hidden_paths.push_back(std::move(e));
             }
     if (p.mode != Mode::WorkspaceWrite) return Outcome::success();
-    Builder b{p, {}, Outcome::success(), {}};
+    Builder b(p);
     std::vector<std::string> drop;
     for (const auto& s : in.unprotect_config) drop.push_back(absolute(s, in.cwd));
     for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));

@@ -242,6 +242,21 @@ def test_symlink_planted_is_refused(s):
     assert r.rec("confinement")["unprotected"] == [p] and p not in entries(r), r
 
 
+def test_symlink_on_the_way_is_refused(s):
+    # A link in a directory on the way to a protected path (.git/info, walked once and kept for
+    # its siblings) fails the run as a link at the end does.
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    info = os.path.join(s.ws, ".git", "info")
+    os.makedirs(os.path.join(s.outside, "info"))
+    if os.path.isdir(info):
+        subprocess.run(["rm", "-rf", info], check=True)
+    os.symlink(os.path.join(s.outside, "info"), info)
+    r = run(s, "bwrap", s.ws, "echo ran")
+    assert r.rc == 125 and "ran" not in r.out, r
+    assert r.err == SYMLINK_TEXT.format(path=info + "/attributes", link=info), r
+
+
 def test_protect_and_unprotect(s):
     need_runner("bwrap")
     make_repo(s, s.ws)
