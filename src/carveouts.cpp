@@ -53,49 +53,6 @@ const WritableRoot* root_of(const Policy& p, const std::string& path) {
 
 enum class Walk { Found, Absent, Symlink, Error };
 
-// Walks `path` below `root` one name at a time, never following a symlink.
-// Found: `fd` is an O_PATH descriptor of the node. Symlink: `at` names it.
-Walk walk(const WritableRoot& root, const std::string& path, int& fd, struct stat& st, std::string& at, int& error) {
-    fd = -1;
-    int cur = root.fd >= 0 ? ::fcntl(root.fd, F_DUPFD_CLOEXEC, 3)
-                           : ::open(root.path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (cur < 0) {
-        error = errno;
-        return Walk::Error;
-    }
-    std::string walked = root.path == "/" ? "" : root.path;
-    const auto names = path_names(std::string_view(path).substr(root.path == "/" ? 0 : root.path.size()));
-    for (size_t i = 0; i < names.size(); ++i) {
-        const std::string name(names[i]);
-        walked += "/" + name;
-        const int next = ::openat(cur, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        const int e = errno;
-        ::close(cur);
-        if (next < 0) {
-            if (e == ENOENT || e == ENOTDIR) return Walk::Absent;
-            error = e;
-            return Walk::Error;
-        }
-        if (::fstat(next, &st) != 0) {
-            error = errno;
-            ::close(next);
-            return Walk::Error;
-        }
-        if (S_ISLNK(st.st_mode)) {
-            ::close(next);
-            at = walked;
-            return Walk::Symlink;
-        }
-        if (i + 1 < names.size() && !S_ISDIR(st.st_mode)) {
-            ::close(next);
-            return Walk::Absent;
-        }
-        cur = next;
-    }
-    fd = cur;
-    return Walk::Found;
-}
-
 // A small text file read through an O_PATH descriptor (its own inode, reopened).
 std::string read_small(int fd) {
     std::string out;
@@ -123,12 +80,9 @@ std::string dir_of(const std::string& p) {
     return slash == 0 ? "/" : p.substr(0, slash);
 }
 
-struct Builder {
-    Policy& p;
-    std::vector<ProtectedPath> out;
-    Outcome failure = Outcome::success();
-    std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
-
+// Looks paths up below a root one name at a time, never following a
+// symlink.
+struct Walker {
     // The directories walked so far (O_PATH, owned here; -1: absent or not a
     // directory), so that each name below a root is opened once: a
     // repository with a worktree and two submodules looks up some 30 paths
@@ -142,10 +96,12 @@ struct Builder {
     };
     std::vector<Dir> dirs;
 
-    Builder(Policy& p_) : p(p_) {}
-    Builder(const Builder&) = delete;
-    Builder& operator=(const Builder&) = delete;
-    ~Builder() {
+    const std::vector<ProtectedPath>* known = nullptr;  // opened already: borrowed
+
+    Walker() = default;
+    Walker(const Walker&) = delete;
+    Walker& operator=(const Walker&) = delete;
+    ~Walker() {
         for (const auto& d : dirs)
             if (d.fd >= 0) ::close(d.fd);
     }
@@ -166,11 +122,12 @@ struct Builder {
                 at = d.at;
                 return d.walk;
             }
-        for (const auto& e : out)
-            if (e.path == path && e.fd >= 0 && e.directory) {
-                fd = e.fd;
-                return Walk::Found;
-            }
+        if (known)
+            for (const auto& e : *known)
+                if (e.path == path && e.fd >= 0 && e.directory) {
+                    fd = e.fd;
+                    return Walk::Found;
+                }
         Walk w = Walk::Found;
         int next = -1;
         if (path == root.path) {
@@ -235,10 +192,16 @@ struct Builder {
         fd = node;
         return Walk::Found;
     }
+};
 
-    bool have(const std::string& path) const {
-        return std::any_of(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
-    }
+struct Builder {
+    Policy& p;
+    std::vector<ProtectedPath> out;
+    Outcome failure = Outcome::success();
+    std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
+    Walker w;
+
+    Builder(Policy& p_) : p(p_) { w.known = &out; }
 
     // Adds `path` (absolute, normal); returns its descriptor when it exists
     // (owned by the entry), -1 otherwise.
@@ -271,7 +234,7 @@ struct Builder {
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
-        switch (lookup(*root, path, fd, st, at, error)) {
+        switch (w.lookup(*root, path, fd, st, at, error)) {
             case Walk::Found:
                 e.exists = true;
                 e.fd = fd;
@@ -310,7 +273,7 @@ struct Builder {
         if (!root) return -1;
         int fd = -1, error = 0;
         std::string at;
-        return dir(*root, path, fd, at, error) == Walk::Found ? fd : -1;
+        return w.dir(*root, path, fd, at, error) == Walk::Found ? fd : -1;
     }
 
     // The directory names under an O_PATH directory descriptor (borrowed).
@@ -425,7 +388,7 @@ struct Builder {
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
-        if (lookup(*root, path, fd, st, at, error) != Walk::Found) return {};
+        if (w.lookup(*root, path, fd, st, at, error) != Walk::Found) return {};
         std::string text = S_ISREG(st.st_mode) ? read_small(fd) : std::string();
         ::close(fd);
         return text;
@@ -585,6 +548,7 @@ void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, i
 
 Fingerprint fingerprint(const Policy& p) {
     Fingerprint all;
+    Walker w;
     for (const auto& e : p.protected_paths) {
         std::vector<std::string> out;
         if (e.pin) continue;  // its contents are writable by design
@@ -596,7 +560,7 @@ Fingerprint fingerprint(const Policy& p) {
         std::string at;
         // By name from the root, never following a link: what the next git
         // or editor run will find there.
-        switch (walk(*root, e.path, fd, st, at, error)) {
+        switch (w.lookup(*root, e.path, fd, st, at, error)) {
             case Walk::Found:
                 stat_line(out, e.path, st);
                 if (S_ISDIR(st.st_mode)) tree(out, fd, e.path, 0);
