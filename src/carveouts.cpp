@@ -53,10 +53,10 @@ const WritableRoot* root_of(const Policy& p, const std::string& path) {
 
 enum class Walk { Found, Absent, Symlink, Error };
 
-// A small text file read through an O_PATH descriptor (its own inode, reopened).
-std::string read_small(int fd) {
+// A small regular file's text from a descriptor opened for reading (closed
+// here): the first 64 KiB, or "" for anything but a regular file.
+std::string read_open(int r) {
     std::string out;
-    const int r = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (r < 0) return out;
     struct stat st {};
     if (::fstat(r, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -67,6 +67,11 @@ std::string read_small(int fd) {
     ::close(r);
     return out;
 }
+
+constexpr int kReadFlags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+
+// A small text file read through an O_PATH descriptor (its own inode, reopened).
+std::string read_small(int fd) { return read_open(::open(fmt::format("/proc/self/fd/{}", fd).c_str(), kReadFlags)); }
 
 std::string trim(std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
@@ -305,15 +310,22 @@ struct Builder {
                                                                                          : text.find('\n') - 7));
         if (target.empty()) return;
         const std::string g = absolute(target, dir_of(file));
-        if (!root_of(p, g)) return;  // outside the roots: read-only already
-        for (const char* n : {"hooks", "config", "config.worktree", "commondir"}) add(g + "/" + n, "default", "git");
-        const int cfd = add(g + "/commondir", "default", "git");
-        if (cfd < 0) return;
-        std::string common = trim(read_small(cfd));
-        if (common.empty()) return;
-        const std::string c = absolute(common, g);
-        if (!root_of(p, c)) return;
-        for (const char* n : {"hooks", "config", "info/attributes"}) add(c + "/" + n, "default", "git");
+        // Outside the roots they are read-only already; inside, protected.
+        if (root_of(p, g))
+            for (const char* n : {"hooks", "config", "config.worktree", "commondir"})
+                add(g + "/" + n, "default", "git");
+        const std::string common = trim(read_file(g + "/commondir"));
+        const std::string c = common.empty() ? g : absolute(common, g);
+        if (!common.empty() && root_of(p, c))
+            for (const char* n : {"hooks", "config", "info/attributes"}) add(c + "/" + n, "default", "git");
+        // core.hooksPath as git reads it for this working tree: the common
+        // config, then the worktree's own config.worktree; wherever those
+        // lie (a linked worktree's main repository is often outside every
+        // root, and its relative hooksPath then names a directory inside
+        // this one).
+        const std::string top = dir_of(file);
+        hooks_path(top, c + "/config");
+        hooks_path(top, g + "/config.worktree");
     }
 
     void repo(const std::string& r) {
@@ -322,9 +334,13 @@ struct Builder {
         if (!failure) return;
         const auto it = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == dotgit; });
         if (fd < 0 || it == out.end()) return;
-        if (it->directory) gitdir(dotgit, 0);
-        else gitfile(dotgit, fd);
-        hooks_path(r, dotgit + "/config");
+        if (it->directory) {
+            gitdir(dotgit, 0);
+            hooks_path(r, dotgit + "/config");
+            hooks_path(r, dotgit + "/config.worktree");
+        } else {
+            gitfile(dotgit, fd);
+        }
         // Submodule checkouts: each one's .git file (the pointer).
         {
             const std::string text = read_file(r + "/.gitmodules");
@@ -351,6 +367,7 @@ struct Builder {
     // config itself is protected): its target, when inside a root, is
     // protected like .git/hooks. Relative paths are git's: from the top of
     // the working tree. "~/" is left alone (a home root is refused anyway).
+    // Called for configs inside and outside the roots alike.
     void hooks_path(const std::string& top, const std::string& config) {
         const std::string text = read_file(config);
         bool in_core = false;
@@ -378,13 +395,14 @@ struct Builder {
         }
     }
 
-    // The text of a small file inside a root, looked up without following
-    // links (through the protected entry's descriptor when it is one), or "".
+    // The text of a small file, or "": inside a root looked up without
+    // following links (through the protected entry's descriptor when it is
+    // one); outside every root (read-only for the command) by its path.
     std::string read_file(const std::string& path) {
+        const WritableRoot* root = root_of(p, path);
+        if (!root) return read_open(::open(path.c_str(), kReadFlags));
         for (const auto& e : out)
             if (e.path == path) return e.fd >= 0 && !e.directory ? read_small(e.fd) : std::string();
-        const WritableRoot* root = root_of(p, path);
-        if (!root) return {};
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;

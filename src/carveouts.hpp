@@ -10,7 +10,9 @@
 //        (a linked worktree, a submodule) the file itself and the pointed
 //        gitdir's and its common dir's hooks/ and config; the .git file of
 //        each submodule listed in R/.gitmodules; the core.hooksPath of
-//        R/.git/config when it lies inside a root;
+//        R/.git/config and config.worktree (for a .git file: of the common
+//        dir's config and the gitdir's config.worktree, wherever they lie)
+//        when it lies inside a root;
 //   agent and editor control files: .codex .claude .agents .mcp.json
 //        .vscode .idea .envrc .devcontainer;
 //   when R contains $HOME: the shell start-up files, .gitconfig,

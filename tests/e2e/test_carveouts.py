@@ -300,6 +300,29 @@ def test_hooks_path__landlock(s):
     hooks_path(s, "landlock")
 
 
+def hooks_path_from_a_worktree(s, runner):
+    """The root is a linked worktree whose main repository lies outside it: git reads core.hooksPath from
+    the common config there, and a relative one names a directory inside the worktree."""
+    need_runner(runner)
+    repo = os.path.join(s.outside, "main")
+    make_repo(s, repo)
+    git(s, repo, "config", "core.hooksPath", ".githooks")
+    git(s, repo, "worktree", "add", "-q", s.ws + "/wt", "-b", "wtb")
+    wt = s.ws + "/wt"
+    os.mkdir(os.path.join(wt, ".githooks"))
+    r = run(s, runner, wt, "echo 'echo pwned' > .githooks/pre-commit; chmod +x .githooks/pre-commit; true")
+    check_reported(r, runner, [wt + "/.githooks"])
+    assert os.path.exists(os.path.join(wt, ".githooks/pre-commit")) == (runner == "landlock"), r
+
+
+def test_hooks_path_from_a_worktree__bwrap(s):
+    hooks_path_from_a_worktree(s, "bwrap")
+
+
+def test_hooks_path_from_a_worktree__landlock(s):
+    hooks_path_from_a_worktree(s, "landlock")
+
+
 def test_no_descriptor_of_ours_reaches_the_command(s):
     """The carve-outs' descriptors cross bwrap for its binds; the command holds none of them."""
     need_runner("bwrap")
