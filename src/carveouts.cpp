@@ -395,6 +395,31 @@ struct Builder {
         }
     }
 
+    // The repositories directly below root `r` (subdirectories, not links,
+    // holding a .git) not already covered (a submodule, a worktree seen from
+    // its repository): the root's list for each.
+    void nested(const std::string& r) {
+        const int fd = find(r);
+        if (fd < 0) return;
+        for (const auto& name : entries(fd)) {
+            if (!failure) return;
+            if (name == ".git") continue;
+            const std::string sub = (r == "/" ? "" : r) + "/" + name;
+            const std::string dotgit = sub + "/.git";
+            if (std::any_of(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == dotgit; })) continue;
+            const WritableRoot* root = root_of(p, dotgit);
+            if (!root) continue;
+            int gfd = -1, error = 0;
+            struct stat st {};
+            std::string at;
+            const Walk found = w.lookup(*root, dotgit, gfd, st, at, error);
+            if (found == Walk::Found) ::close(gfd);
+            else if (found != Walk::Symlink) continue;  // a link fails the run in repo(), as at the root
+            repo(sub);
+            for (const auto& n : agent_names()) add(sub + "/" + n, "default", "agent");
+        }
+    }
+
     // The text of a small file, or "": inside a root looked up without
     // following links (through the protected entry's descriptor when it is
     // one); outside every root (read-only for the command) by its path.
@@ -451,6 +476,11 @@ Outcome protect(Policy& p, const Input& in) {
         b.repo(r);
         for (const auto& n : agent_names()) b.add(r + "/" + n, "default", "agent");
     }
+    // Repositories one level below a root (a root that is a directory of
+    // checkouts, ~/src): each gets the root's treatment. One level only: it
+    // costs one lookup per subdirectory of the root, and a deeper search
+    // would multiply that by every directory on the way (docs/DECISIONS.md).
+    for (const auto& r : named) b.nested(r);
     if (!in.home.empty() && in.home[0] == '/') {
         const std::string home = lexically_normal(in.home);
         for (const auto& r : named)

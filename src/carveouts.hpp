@@ -15,6 +15,8 @@
 //        when it lies inside a root;
 //   agent and editor control files: .codex .claude .agents .mcp.json
 //        .vscode .idea .envrc .devcontainer;
+//   the same git and agent lists for each repository directly below R
+//        (R/NAME/.git; one level, see DECISIONS);
 //   when R contains $HOME: the shell start-up files, .gitconfig,
 //        .config/git, .ssh, .config/systemd/user, .config/autostart,
 //        .local/bin.

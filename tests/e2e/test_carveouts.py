@@ -323,6 +323,22 @@ def test_hooks_path_from_a_worktree__landlock(s):
     hooks_path_from_a_worktree(s, "landlock")
 
 
+def test_nested_repository_one_level_down(s):
+    """A root that is a directory of checkouts: a repository directly below it is protected like the
+    root's own; one two levels down is not looked for (the documented bound)."""
+    need_runner("bwrap")
+    proj, deep = os.path.join(s.ws, "proj"), os.path.join(s.ws, "org", "deep")
+    make_repo(s, proj)
+    make_repo(s, deep)
+    r = run(s, "bwrap", s.ws, "echo 'echo pwned' > proj/.git/hooks/pre-commit; echo x >> proj/.vscode/settings.json; "
+            "git -C proj commit -q --allow-empty -m two && echo committed")
+    assert r.rc == 0 and r.out == "committed\n", r
+    assert not os.path.exists(os.path.join(proj, ".git/hooks/pre-commit")), r
+    assert read(os.path.join(proj, ".vscode/settings.json")) == b"{}\n", r
+    check_reported(r, "bwrap", [proj + "/.git", proj + "/.git/hooks", proj + "/.git/config", proj + "/.vscode"])
+    assert not [p for p in entries(r) if p.startswith(deep + "/")], r
+
+
 def test_no_descriptor_of_ours_reaches_the_command(s):
     """The carve-outs' descriptors cross bwrap for its binds; the command holds none of them."""
     need_runner("bwrap")
