@@ -181,7 +181,18 @@ if not argv or not argv[0].endswith("bwrap"): sys.exit(1)
 # The launcher's status pipe (read by dsh-confine, bwrap's parent) is not
 # open in a timed row: bwrap direct runs without it.
 if len(argv) > 2 and argv[1] == "--json-status-fd": argv = argv[:1] + argv[3:]
-stage = next((i for i, a in enumerate(argv) if a.startswith("/proc/self/fd/")), None)
+# Binds from a descriptor of the launcher's (a writable root, a carve-out)
+# by path instead: the timed rows do not hold those descriptors; the mounts
+# are the same.
+i = 1
+while i < len(argv) and argv[i] != "--":
+    if argv[i] in ("--bind", "--ro-bind") and argv[i + 1].startswith("/proc/self/fd/"):
+        argv[i + 1] = argv[i + 2]
+        i += 3
+        continue
+    i += 1
+# The stage is what follows bwrap's own "--" (not a bind source).
+stage = i + 1 if i + 1 < len(argv) and argv[i + 1].startswith("/proc/self/fd/") else None
 if stage is None:                       # no inner stage: the argv is bwrap's own
     print("-"); print(shlex.join(argv)); print(shlex.join(argv)); print(shlex.join(argv)); sys.exit(0)
 # The stage: <self> __dsh_confine_stage_v1 OPTIONS -- COMMAND_PATH ARGV...
