@@ -169,6 +169,16 @@ struct Walker {
         return w;
     }
 
+    // Looks `path` up again next time (it was just made).
+    void forget(const std::string& path) {
+        for (auto it = dirs.begin(); it != dirs.end(); ++it)
+            if (it->path == path) {
+                if (it->fd >= 0) ::close(it->fd);
+                dirs.erase(it);
+                return;
+            }
+    }
+
     // `path` below `root`: its parent from dir(), then one openat and one
     // fstat. Found: `fd` is an O_PATH descriptor of the node (the caller's).
     Walk lookup(const WritableRoot& root, const std::string& path, int& fd, struct stat& st, std::string& at,
@@ -205,6 +215,7 @@ struct Builder {
     Outcome failure = Outcome::success();
     std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
     Walker w;
+    std::string home;  // for core.hooksPath "~/..."
 
     Builder(Policy& p_) : p(p_) { w.known = &out; }
 
@@ -212,7 +223,7 @@ struct Builder {
     // (owned by the entry), -1 otherwise.
     int add(const std::string& path, const char* source, const char* what, bool pin = false) {
         if (!failure) return -1;
-        if (std::strcmp(source, "flag") != 0)
+        if (std::strcmp(source, "flag") != 0 && std::strcmp(what, "own") != 0)
             for (const auto& d : drop)
                 if (under(path, d)) return -1;
         for (const auto& e : out)
@@ -366,7 +377,7 @@ struct Builder {
     // core.hooksPath in the repository's config (read as it is now; the
     // config itself is protected): its target, when inside a root, is
     // protected like .git/hooks. Relative paths are git's: from the top of
-    // the working tree. "~/" is left alone (a home root is refused anyway).
+    // the working tree; "~/" is $HOME's (a root may hold $HOME).
     // Called for configs inside and outside the roots alike.
     void hooks_path(const std::string& top, const std::string& config) {
         const std::string text = read_file(config);
@@ -390,9 +401,57 @@ struct Builder {
             if (key != "hookspath") continue;
             std::string v = trim(line.substr(eq + 1));
             if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-            if (v.empty() || v[0] == '~') continue;
+            if (v.rfind("~/", 0) == 0 && !home.empty()) v = home + v.substr(1);
+            if (v.empty() || v[0] == '~') continue;  // ~user: not looked up
             add(absolute(v, top), "default", "git");
         }
+    }
+
+    // dsh-confine's own state under a root: its directory made when absent
+    // (0700, one name at a time from the root's descriptor, never through a
+    // link) and checked to be the caller's; then protected like any path.
+    void own(const OwnPath& o) {
+        if (!failure) return;
+        const WritableRoot* root = root_of(p, o.path);
+        if (!root || root->path == o.path) {
+            failure = fail(Err::StateUnsafe, o.refusal);
+            return;
+        }
+        if (o.directory) {
+            std::string cur = root->path == "/" ? "" : root->path;
+            const auto names = path_names(std::string_view(o.path).substr(cur.size()));
+            for (const auto& name : names) {
+                const std::string parent = cur.empty() ? "/" : cur;
+                cur += "/" + std::string(name);
+                int fd = -1, pfd = -1, error = 0;
+                std::string at;
+                Walk found = w.dir(*root, cur, fd, at, error);
+                if (found == Walk::Absent && w.dir(*root, parent, pfd, at, error) == Walk::Found &&
+                    ::mkdirat(pfd, std::string(name).c_str(), 0700) == 0) {
+                    w.forget(cur);
+                    found = w.dir(*root, cur, fd, at, error);
+                }
+                if (found == Walk::Symlink) {
+                    failure = fail(Err::StateUnsafe, protected_symlink_text(o.path, at));
+                    return;
+                }
+                struct stat st {};
+                if (found != Walk::Found || ::fstat(fd, &st) != 0 ||
+                    (&name == &names.back() && st.st_uid != ::geteuid())) {
+                    failure = fail(Err::StateUnsafe, o.refusal);
+                    return;
+                }
+            }
+        }
+        add(o.path, "own-state", "own");
+        if (!failure) return;
+        const auto it = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == o.path; });
+        if (it == out.end() || !it->exists || it->fd < 0 || it->directory != o.directory) {
+            failure = fail(Err::StateUnsafe, o.refusal);
+            return;
+        }
+        it->what = "own";
+        it->refusal = o.refusal;
     }
 
     // The repositories directly below root `r` (subdirectories, not links,
@@ -469,6 +528,7 @@ Outcome protect(Policy& p, const Input& in) {
     for (const auto& s : in.unprotect_config) drop.push_back(absolute(s, in.cwd));
     for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));
     b.drop = drop;
+    if (!in.home.empty() && in.home[0] == '/') b.home = lexically_normal(in.home);
     std::vector<std::string> named;
     for (const auto& r : p.writable_roots)
         if (caller_named(r.source) && r.persists) named.push_back(r.path);
@@ -489,6 +549,7 @@ Outcome protect(Policy& p, const Input& in) {
                 break;
             }
     }
+    for (const auto& o : in.own) b.own(o);
     for (const auto& s : in.protect_config) b.add(absolute(s, in.cwd), "config", "named");
     for (const auto& s : in.protect_flag) b.add(absolute(s, in.cwd), "flag", "named");
     // --unprotect dropped a default or a config entry (and everything below
