@@ -156,6 +156,20 @@ for runner in ("landlock", "bwrap", "auto"):
            None if not have else cpu(a) - cpu(b))
 for runner in ("landlock", "bwrap", "auto"):
     target(f"200-write loop, {runner} / env", limit=1.05, fmt="%.2f", unit="x", **both(f"loop: dsh {runner}", "loop: env"))
+# Issue 18: the carve-outs cost at most 0.3 ms on the bwrap row, for a
+# repository with a linked worktree and two submodules (over the same row in
+# a plain directory); bwrap's own mounts for them are the floor.
+v, c = over("carve: dsh bwrap, repository", ["carve: dsh bwrap, plain directory"])
+target("carve-outs: `dsh bwrap` in a repository with a worktree and two submodules - in a plain directory "
+       "(issue 18)", v, 0.3, "%+.2f", " ms", c)
+if "carve: baseline dsh bwrap, repository" in med:
+    b, bc = over("carve: baseline dsh bwrap, repository", ["carve: baseline dsh bwrap, plain directory"])
+    target("baseline: carve-outs, repository - plain directory", b, 0.3, "%+.2f", " ms", bc)
+bw, bwc = over("carve: bwrap direct, repository, with the carve-out binds", ["carve: bwrap direct, repository, roots only"])
+target(f"carve-outs: bwrap's own mounts for them ({machine.get('carve_binds', '?')} binds; the floor)", bw, 0.3,
+       "%+.2f", " ms", bwc)
+target("carve-outs: dsh-confine's part (the first minus bwrap's mounts)", None if v is None or bw is None else v - bw,
+       0.3, "%+.2f", " ms", None if c is None or bwc is None else c - bwc)
 static_size = next((int(st) for k, _, st, link in sizes if k == "shipped" and link == "static"), None)
 target("static binary size (stripped)", None if static_size is None else static_size / 1e6, 3.0, "%.2f", " MB")
 peak = max((int(v) for k, v in rss.items() if k in ("exec", "notfound", "supervise") and v), default=None)
