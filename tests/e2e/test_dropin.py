@@ -559,6 +559,26 @@ def a_trap_under_timeout_runs_once(s, bare, conf):
 
 
 @signal_case
+def signals_the_caller_ignores_stay_ignored_and_no_others(s, bare, conf):
+    # bwrap starts with the terminating forwarded signals ignored (it shares
+    # the caller's group); the stage puts the caller's dispositions back: the
+    # command ignores exactly what the bare command would (nohup's SIGHUP).
+    def ignore():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    def one(side, pre):
+        p = side.popen(["grep", "^SigIgn", "/proc/self/status"], preexec_fn=pre)
+        out, err = p.communicate(timeout=60)
+        return Run(p.returncode, out, err)
+    for pre in (None, ignore):
+        rb, rc = one(bare, pre), one(conf, pre)
+        same(bare, conf, rb, rc)
+        mask = int(rc.out.split()[1], 16)
+        assert bool(mask & (1 << (signal.SIGHUP - 1))) == (pre is not None), rc
+        assert not mask & (1 << (signal.SIGTERM - 1)) and not mask & (1 << (signal.SIGINT - 1)), rc
+
+
+@signal_case
 def kill_stop_and_cont(s, bare, conf):
     if conf.runner == "bwrap" and BWRAP_GROUP_STOP_STOPS_ONLY_THE_PARENT:
         skip(BWRAP_STOP_REASON)
