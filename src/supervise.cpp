@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <memory>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -98,7 +99,7 @@ volatile sig_atomic_t g_pgrp = 0;        // our process group, the command's too
 // it under tasklist_lock), and the sentinel is younger than we are, so it
 // holds the signal before our handler can run; the handler still asks once
 // more after a short pause rather than trust that order blindly.
-void sentinel_main(int fd) {
+[[maybe_unused]] void sentinel_main(int fd) {
     for (;;) {
         unsigned char s = 0;
         const ssize_t n = ::read(fd, &s, 1);
@@ -113,7 +114,64 @@ void sentinel_main(int fd) {
     }
 }
 
-// Forks the sentinel; returns its pid (-1: none) and our end of its socket.
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+// A fork costs about 1.2 ms of CPU here (the page tables of a VM guest), more
+// than issue 15's budget for the whole forwarder: the sentinel shares our
+// memory instead (CLONE_VM, its own small stack, its own descriptor table and
+// signal state). Sharing our memory and our thread pointer, it must not touch
+// errno or anything else of libc's: raw system calls only.
+long raw_syscall(long n, long a, long b, long c, long d) {
+#if defined(__x86_64__)
+    long r;
+    register long r10 asm("r10") = d;
+    asm volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
+    return r;
+#else
+    register long x8 asm("x8") = n;
+    register long x0 asm("x0") = a;
+    register long x1 asm("x1") = b;
+    register long x2 asm("x2") = c;
+    register long x3 asm("x3") = d;
+    asm volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+    return x0;
+#endif
+}
+
+struct SentinelArgs {
+    int fd;
+    pid_t parent;
+};
+alignas(64) unsigned char g_sentinel_stack[16384];
+SentinelArgs g_sentinel_args;
+
+[[gnu::noinline, gnu::no_stack_protector]] int sentinel_thread(void* arg) {
+    const SentinelArgs a = *static_cast<SentinelArgs*>(arg);
+    (void)raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0);
+    if (raw_syscall(SYS_getppid, 0, 0, 0, 0) != a.parent) raw_syscall(SYS_exit, 0, 0, 0, 0);
+    // Nothing of ours held open (a pipe's reader waits for its EOF).
+    if (a.fd > 0) (void)raw_syscall(436 /* close_range */, 0, static_cast<long>(a.fd) - 1, 0, 0);
+    (void)raw_syscall(436 /* close_range */, static_cast<long>(a.fd) + 1, ~0U, 0, 0);
+    for (;;) {
+        unsigned char s = 0;
+        const long n = raw_syscall(SYS_read, a.fd, reinterpret_cast<long>(&s), 1, 0);
+        if (n == -EINTR) continue;
+        if (n != 1) break;
+        unsigned long one = (s > 0 && s < 32 && s != SIGKILL && s != SIGSTOP) ? 1UL << (s - 1) : 0;
+        struct {
+            long sec, nsec;
+        } zero{0, 0};
+        const long got = one ? raw_syscall(SYS_rt_sigtimedwait, reinterpret_cast<long>(&one), 0,
+                                           reinterpret_cast<long>(&zero), 8)
+                             : -1;
+        unsigned char held = got == s ? 1 : 0;
+        if (raw_syscall(SYS_write, a.fd, reinterpret_cast<long>(&held), 1, 0) != 1) break;
+    }
+    raw_syscall(SYS_exit, 0, 0, 0, 0);
+    return 0;
+}
+#endif
+
+// Starts the sentinel; returns its pid (-1: none) and our end of its socket.
 pid_t start_sentinel(int& fd) {
     fd = -1;
     int sv[2];
@@ -122,19 +180,21 @@ pid_t start_sentinel(int& fd) {
     sigset_t all, old;
     sigfillset(&all);
     ::sigprocmask(SIG_BLOCK, &all, &old);
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+    g_sentinel_args = {sv[1], parent};
+    const pid_t pid = ::clone(sentinel_thread, g_sentinel_stack + sizeof g_sentinel_stack, CLONE_VM | SIGCHLD,
+                              &g_sentinel_args);
+#else
     const pid_t pid = ::fork();
     if (pid == 0) {
 #if defined(__linux__)
         (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 #endif
         if (::getppid() != parent || ::dup2(sv[1], 0) != 0) ::_exit(0);
-        // Nothing of ours held open (a pipe's reader waits for its EOF).
-#if defined(__linux__) && defined(SYS_close_range)
-        if (::syscall(SYS_close_range, 1U, ~0U, 0U) != 0)
-#endif
-            for (int f = 1; f < 1024; ++f) ::close(f);
+        for (int f = 1; f < 1024; ++f) ::close(f);
         sentinel_main(0);
     }
+#endif
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     ::close(sv[1]);
     if (pid < 0) {
