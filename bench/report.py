@@ -156,10 +156,33 @@ for runner in ("landlock", "bwrap", "auto"):
            None if not have else cpu(a) - cpu(b))
 for runner in ("landlock", "bwrap", "auto"):
     target(f"200-write loop, {runner} / env", limit=1.05, fmt="%.2f", unit="x", **both(f"loop: dsh {runner}", "loop: env"))
+# Issue 18: the carve-outs cost at most 0.3 ms on the bwrap row, for a
+# repository with a linked worktree and two submodules (over the same row in
+# a plain directory); bwrap's own mounts for them are the floor.
+v, c = over("carve: dsh bwrap, repository", ["carve: dsh bwrap, plain directory"])
+target("carve-outs: `dsh bwrap` in a repository with a worktree and two submodules - in a plain directory "
+       "(issue 18)", v, 0.3, "%+.2f", " ms", c)
+if "carve: baseline dsh bwrap, repository" in med:
+    b, bc = over("carve: baseline dsh bwrap, repository", ["carve: baseline dsh bwrap, plain directory"])
+    target("baseline: carve-outs, repository - plain directory", b, 0.3, "%+.2f", " ms", bc)
+bw, bwc = over("carve: bwrap direct, repository, with the carve-out binds", ["carve: bwrap direct, repository, roots only"])
+target(f"carve-outs: bwrap's own mounts for them ({machine.get('carve_binds', '?')} binds; the floor)", bw, 0.3,
+       "%+.2f", " ms", bwc)
+target("carve-outs: dsh-confine's part (the first minus bwrap's mounts)", None if v is None or bw is None else v - bw,
+       0.3, "%+.2f", " ms", None if c is None or bwc is None else c - bwc)
 static_size = next((int(st) for k, _, st, link in sizes if k == "shipped" and link == "static"), None)
 target("static binary size (stripped)", None if static_size is None else static_size / 1e6, 3.0, "%.2f", " MB")
 peak = max((int(v) for k, v in rss.items() if k in ("exec", "notfound", "supervise") and v), default=None)
 target("peak RSS of dsh-confine", None if peak is None else peak / 1024, 4.0, "%.2f", " MiB")
+# Issue 19: the first byte through the allow-list proxy within 1 ms of a direct one.
+first_byte = {}
+for kind, us in read_tsv("first_byte.tsv"):
+    first_byte.setdefault(kind, []).append(float(us))
+fb_over = None
+if "direct" in first_byte and "proxied" in first_byte:
+    fb_over = (statistics.median(first_byte["proxied"]) - statistics.median(first_byte["direct"])) / 1000
+target("first byte through the `--net allow=` proxy - direct, same loopback server (issue 19)", fb_over, 1.0,
+       "%+.3f", " ms")
 say("| target | median | CPU user+sys | limit | on the median |")
 say("|---|---:|---:|---:|---|")
 lines.extend(checks)
@@ -178,6 +201,8 @@ for label, a, b in (
         ("staying to watch (spawn-and-wait floor over exec floor)", "spawn-and-wait floor /bin/true",
          "exec floor /bin/true"),
         ("`--supervise` over exec mode, landlock", "dsh landlock --supervise", "dsh landlock"),
+        ("`--net allow=` (listener handed out, proxy in the parent) over `--net off`, bwrap",
+         "dsh bwrap --net allow", "dsh bwrap --net off"),
         ("one more exec inside bwrap (a bare static exec where the stage goes)",
          "exec floor + bwrap direct, bare exec in place of the stage", "exec floor + bwrap direct"),
         ("the Landlock stage inside bwrap (its exec and its work)", "exec floor + bwrap direct, with stage",
@@ -195,6 +220,16 @@ if own:
     say("| cost of | median | CPU user+sys |")
     say("|---|---:|---:|")
     lines.extend(own)
+
+if first_byte:
+    say("")
+    say("| first byte of a connection (bench/first_byte.py) | samples | median (us) | p10 (us) | p90 (us) |")
+    say("|---|---:|---:|---:|---:|")
+    for kind in ("direct", "proxied"):
+        xs = sorted(first_byte.get(kind, []))
+        if xs:
+            say(f"| {kind} | {len(xs)} | {statistics.median(xs):.0f} | {xs[len(xs) // 10]:.0f} | "
+                f"{xs[len(xs) * 9 // 10]:.0f} |")
 
 say("")
 if issue14 is None:

@@ -6,7 +6,7 @@
 # and a Markdown table into the output directory.
 #
 #   bench/run.sh [--binary PATH] [--dynamic PATH|--no-dynamic] [--baseline PATH]
-#                [--runs N] [--warmup N] [--out DIR] [--interleave]
+#                [--runs N] [--warmup N] [--out DIR] [--interleave] [--only PREFIX]
 #
 # Results go to bench/out/ unless --out is given.
 # Without --binary a release build (static: the default) is made in
@@ -19,6 +19,8 @@
 # its landlock and auto rows and its bwrap stage, for a before/after table.
 # --interleave times the rows with bench/interleave.py instead of hyperfine:
 # every round runs every row once, in random order (for a shared, noisy host).
+# --only PREFIX times only the rows whose name starts with PREFIX ("carve:"
+# for the carve-out rows); the targets whose rows are missing say so.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +33,7 @@ interleave=0
 runs=200
 warmup=20
 out=""
+only=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --binary) bin=$2; shift 2 ;;
@@ -41,7 +44,8 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n "2,19p" "$0"; exit 0 ;;
+        --only) only=$2; shift 2 ;;
+        -h|--help) sed -n "2,21p" "$0"; exit 0 ;;
         *) echo "bench/run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -104,7 +108,11 @@ works() {
 
 cmds="$scratch/cmds"
 : > "$cmds"
-add() { printf '%s\n%s\n' "$1" "$2" >> "$cmds"; }
+add() {
+    case "$1" in
+        "$only"*) printf '%s\n%s\n' "$1" "$2" >> "$cmds" ;;
+    esac
+}
 
 D="$bin"
 add "/bin/true" "/bin/true"
@@ -121,6 +129,13 @@ done
 for runner in landlock bwrap; do
     if works "dsh $runner --net off" "$D" --runner "$runner" --net off -- /bin/true; then
         add "dsh $runner --net off" "$D --runner $runner --net off -- /bin/true"
+    fi
+done
+# --net allow= (issue 19): the listener made inside and handed out, the proxy
+# started in the parent; beside --net off, same run. No connection is made.
+for runner in bwrap; do
+    if works "dsh $runner --net allow" "$D" --runner "$runner" --net allow=allowed.test -- /bin/true; then
+        add "dsh $runner --net allow" "$D --runner $runner --net allow=allowed.test -- /bin/true"
     fi
 done
 # --net loopback on the Landlock runner: its own network namespace (and a
@@ -173,7 +188,18 @@ if not argv or not argv[0].endswith("bwrap"): sys.exit(1)
 # The launcher's status pipe (read by dsh-confine, bwrap's parent) is not
 # open in a timed row: bwrap direct runs without it.
 if len(argv) > 2 and argv[1] == "--json-status-fd": argv = argv[:1] + argv[3:]
-stage = next((i for i, a in enumerate(argv) if a.startswith("/proc/self/fd/")), None)
+# Binds from a descriptor of the launcher's (a writable root, a carve-out)
+# by path instead: the timed rows do not hold those descriptors; the mounts
+# are the same.
+i = 1
+while i < len(argv) and argv[i] != "--":
+    if argv[i] in ("--bind", "--ro-bind") and argv[i + 1].startswith("/proc/self/fd/"):
+        argv[i + 1] = argv[i + 2]
+        i += 3
+        continue
+    i += 1
+# The stage is what follows bwrap's own "--" (not a bind source).
+stage = i + 1 if i + 1 < len(argv) and argv[i + 1].startswith("/proc/self/fd/") else None
 if stage is None:                       # no inner stage: the argv is bwrap's own
     print("-"); print(shlex.join(argv)); print(shlex.join(argv)); print(shlex.join(argv)); sys.exit(0)
 # The stage: <self> __dsh_confine_stage_v1 OPTIONS -- COMMAND_PATH ARGV...
@@ -232,6 +258,72 @@ if out_argv=$(direct $wsargs -- sh -c "$loop"); then
     add "loop: bwrap direct" "$(echo "$out_argv" | sed -n 3p)"
 fi
 
+# Carve-outs (issue 18): the bwrap row for a repository with a linked
+# worktree and two submodules (some 30 protected names, 8 of them bound)
+# against the same row for a plain directory; and bwrap alone, run with the
+# profile dsh-confine built for the repository, with and without the
+# carve-out binds: what bwrap's own mounts cost, a floor that no work in
+# dsh-confine can lower. Sources are given by path (the timed rows have no
+# descriptor of ours): the same mounts.
+carve="$scratch/carve"
+carve_git() { GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@example.invalid \
+    GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@example.invalid \
+    git -c protocol.file.allow=always -c init.defaultBranch=main "$@" >/dev/null 2>&1; }
+carve_repo() {
+    mkdir -p "$carve/plain" || return 1
+    for r in sub1 sub2 repo; do
+        carve_git init -q "$carve/$r" && echo x > "$carve/$r/f" && carve_git -C "$carve/$r" add f &&
+            carve_git -C "$carve/$r" commit -q -m one || return 1
+    done
+    carve_git -C "$carve/repo" submodule add "$carve/sub1" sub1 &&
+        carve_git -C "$carve/repo" submodule add "$carve/sub2" sub2 &&
+        carve_git -C "$carve/repo" commit -q -m subs &&
+        carve_git -C "$carve/repo" worktree add -q "$carve/wt" -b wt
+}
+if ! command -v git >/dev/null; then
+    na "carve: dsh bwrap, repository" "no git to make the repository"
+elif ! carve_repo; then
+    na "carve: dsh bwrap, repository" "git could not make a repository with a worktree and two submodules"
+elif works "carve: dsh bwrap, repository" "$D" --mode workspace-write --root "$carve/repo" --runner bwrap -- /bin/true; then
+    add "carve: dsh bwrap, plain directory" "$D --mode workspace-write --root $carve/plain --runner bwrap -- /bin/true"
+    add "carve: dsh bwrap, repository" "$D --mode workspace-write --root $carve/repo --runner bwrap -- /bin/true"
+    if [ -n "$baseline" ]; then
+        add "carve: baseline dsh bwrap, plain directory" "$baseline --mode workspace-write --root $carve/plain --runner bwrap -- /bin/true"
+        add "carve: baseline dsh bwrap, repository" "$baseline --mode workspace-write --root $carve/repo --runner bwrap -- /bin/true"
+    fi
+    if "$D" --runner bwrap --mode workspace-write --root "$carve/repo" --report-fd 3 -- /bin/true \
+        3>"$scratch/carve.json" >/dev/null 2>&1 &&
+        python3 - "$scratch/carve.json" "$carve/repo" > "$scratch/carve.argv" <<'PY'
+import json, shlex, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+c = next(r for r in recs if r.get("type") == "confinement")
+argv = c.get("execArgv") or c["argv"]
+if len(argv) > 2 and argv[1] == "--json-status-fd": argv = argv[:1] + argv[3:]
+end = next(i for i in range(1, len(argv)) if argv[i - 1] == "--")  # bwrap's "--": the stage or command follows
+profile, repo = argv[:end - 1], sys.argv[2]
+full, roots, i, carved = [], [], 0, 0
+while i < len(profile):
+    a = profile[i]
+    if a in ("--bind", "--ro-bind") and profile[i + 1].startswith("/proc/self/fd/"):
+        pair = [a, profile[i + 2], profile[i + 2]]
+        full += pair
+        if profile[i + 2].startswith(repo + "/"): carved += 1
+        else: roots += pair
+        i += 3
+        continue
+    full.append(a); roots.append(a); i += 1
+if carved == 0: sys.exit(1)
+print(shlex.join(full + ["--", "/bin/true"])); print(shlex.join(roots + ["--", "/bin/true"])); print(carved)
+PY
+    then
+        add "carve: bwrap direct, repository, roots only" "$(sed -n 2p "$scratch/carve.argv")"
+        add "carve: bwrap direct, repository, with the carve-out binds" "$(sed -n 1p "$scratch/carve.argv")"
+        echo "carve_binds=$(sed -n 3p "$scratch/carve.argv")" > "$scratch/carve.txt"
+    else
+        na "carve: bwrap direct, repository, roots only" "no bwrap profile with carve-out binds in the report"
+    fi
+fi
+
 # One hyperfine run: every row shares the same machine state.
 set --
 while IFS= read -r name && IFS= read -r cmd; do
@@ -246,6 +338,29 @@ else
         > "$out/hyperfine.txt" 2>&1 || { cat "$out/hyperfine.txt" >&2; exit 1; }
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# The allow-list (issue 19): the first byte of a connection through the proxy
+# against a direct one to the same loopback server (bench/first_byte.py), in
+# alternating batches of 50 (direct on the host, then proxied inside one
+# dsh-confine run), 10 rounds. allowed.test is mapped by the proxy's hosts hook.
+fb="$out/first_byte.tsv"
+: > "$fb"
+if works "first byte: dsh bwrap --net allow" "$D" --runner bwrap --net allow=allowed.test -- /bin/true; then
+    python3 "$here/first_byte.py" serve "$scratch/fb.port" &
+    fb_pid=$!
+    trap 'kill "$fb_pid" 2>/dev/null || true; rm -rf "$scratch"' EXIT
+    i=0
+    while [ ! -s "$scratch/fb.port" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    fb_port=$(cat "$scratch/fb.port")
+    printf '127.0.0.1 allowed.test\n' > "$scratch/fb.hosts"
+    chmod 644 "$scratch/fb.hosts"
+    for round in $(seq 10); do
+        python3 "$here/first_byte.py" direct "$fb_port" 50 | sed 's/^/direct\t/' >> "$fb"
+        DSH_CONFINE_NET_HOSTS="$scratch/fb.hosts" "$D" --runner bwrap --net "allow=allowed.test,127.0.0.1:$fb_port" \
+            -- python3 "$here/first_byte.py" proxied allowed.test "$fb_port" 50 | sed 's/^/proxied\t/' >> "$fb"
+    done
+    kill "$fb_pid" 2>/dev/null || true
+fi
 
 # Peak RSS (KiB) from /usr/bin/time -v. In exec mode the process becomes the
 # command, and the kernel keeps the larger high-water mark of the two images
@@ -285,6 +400,7 @@ stripped_size() { cp "$1" "$scratch/s" && strip "$scratch/s" && stat -c %s "$scr
     echo "version=$("$D" --version 2>/dev/null | head -n 1)"
     echo "runs=$runs"
     echo "warmup=$warmup"
+    [ -f "$scratch/carve.txt" ] && cat "$scratch/carve.txt"
     echo "timer=$([ "$interleave" = 1 ] && echo "bench/interleave.py (rows interleaved, random order each round)" || echo "hyperfine -N")"
 } > "$out/machine.txt"
 

@@ -184,7 +184,21 @@ int check_command(const Request& req, const Report& report) {
 int session_command(const Request& req) {
     auto m = parse_mode(req.session_mode);
     std::optional<Network> net;
-    if (req.net) {
+    std::vector<std::string> allow, deny;
+    if (req.net && req.net->rfind("allow=", 0) == 0) {
+        // The allow-list (issue 19): its entries, checked, kept as given.
+        std::vector<net::Rule> a, d;
+        Outcome u = net::parse_rules(std::string_view(*req.net).substr(6), a);
+        for (const auto& x : req.net_deny)
+            if (u) u = net::parse_rules(x, d);
+        if (!u) {
+            print_error(u.text());
+            return u.exit_status();
+        }
+        for (auto& r : a) allow.push_back(std::move(r.text));
+        for (auto& r : d) deny.push_back(std::move(r.text));
+        net = Network::Loopback;
+    } else if (req.net) {
         net = parse_network(*req.net);
         if (!net) {
             const Outcome u = fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));
@@ -192,7 +206,7 @@ int session_command(const Request& req) {
             return u.exit_status();
         }
     }
-    Outcome o = m ? append_mode_event(req.session_file, *m, net)
+    Outcome o = m ? append_mode_event(req.session_file, *m, net, allow, deny)
                   : fail(Err::SessionInvalid, "sandbox/mode carries unknown mode " +
                                                   nlohmann::json(req.session_mode).dump(-1, ' ', false,
                                                       nlohmann::json::error_handler_t::replace));

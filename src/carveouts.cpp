@@ -53,53 +53,10 @@ const WritableRoot* root_of(const Policy& p, const std::string& path) {
 
 enum class Walk { Found, Absent, Symlink, Error };
 
-// Walks `path` below `root` one name at a time, never following a symlink.
-// Found: `fd` is an O_PATH descriptor of the node. Symlink: `at` names it.
-Walk walk(const WritableRoot& root, const std::string& path, int& fd, struct stat& st, std::string& at, int& error) {
-    fd = -1;
-    int cur = root.fd >= 0 ? ::fcntl(root.fd, F_DUPFD_CLOEXEC, 3)
-                           : ::open(root.path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (cur < 0) {
-        error = errno;
-        return Walk::Error;
-    }
-    std::string walked = root.path == "/" ? "" : root.path;
-    const auto names = path_names(std::string_view(path).substr(root.path == "/" ? 0 : root.path.size()));
-    for (size_t i = 0; i < names.size(); ++i) {
-        const std::string name(names[i]);
-        walked += "/" + name;
-        const int next = ::openat(cur, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        const int e = errno;
-        ::close(cur);
-        if (next < 0) {
-            if (e == ENOENT || e == ENOTDIR) return Walk::Absent;
-            error = e;
-            return Walk::Error;
-        }
-        if (::fstat(next, &st) != 0) {
-            error = errno;
-            ::close(next);
-            return Walk::Error;
-        }
-        if (S_ISLNK(st.st_mode)) {
-            ::close(next);
-            at = walked;
-            return Walk::Symlink;
-        }
-        if (i + 1 < names.size() && !S_ISDIR(st.st_mode)) {
-            ::close(next);
-            return Walk::Absent;
-        }
-        cur = next;
-    }
-    fd = cur;
-    return Walk::Found;
-}
-
-// A small text file read through an O_PATH descriptor (its own inode, reopened).
-std::string read_small(int fd) {
+// A small regular file's text from a descriptor opened for reading (closed
+// here): the first 64 KiB, or "" for anything but a regular file.
+std::string read_open(int r) {
     std::string out;
-    const int r = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (r < 0) return out;
     struct stat st {};
     if (::fstat(r, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -110,6 +67,11 @@ std::string read_small(int fd) {
     ::close(r);
     return out;
 }
+
+constexpr int kReadFlags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+
+// A small text file read through an O_PATH descriptor (its own inode, reopened).
+std::string read_small(int fd) { return read_open(::open(fmt::format("/proc/self/fd/{}", fd).c_str(), kReadFlags)); }
 
 std::string trim(std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
@@ -123,21 +85,145 @@ std::string dir_of(const std::string& p) {
     return slash == 0 ? "/" : p.substr(0, slash);
 }
 
+// Looks paths up below a root one name at a time, never following a
+// symlink.
+struct Walker {
+    // The directories walked so far (O_PATH, owned here; -1: absent or not a
+    // directory), so that each name below a root is opened once: a
+    // repository with a worktree and two submodules looks up some 30 paths
+    // that share a few parents, and walking each one from its root cost
+    // about 300 system calls (BENCHMARKS.md "Carve-outs").
+    struct Dir {
+        std::string path;
+        int fd;
+        Walk walk;
+        std::string at;
+    };
+    std::vector<Dir> dirs;
+
+    const std::vector<ProtectedPath>* known = nullptr;  // opened already: borrowed
+
+    Walker() = default;
+    Walker(const Walker&) = delete;
+    Walker& operator=(const Walker&) = delete;
+    ~Walker() {
+        for (const auto& d : dirs)
+            if (d.fd >= 0) ::close(d.fd);
+    }
+
+    // The O_PATH descriptor of directory `path` (inside `root`), borrowed:
+    // the root's own, a protected directory's, or one opened on the way.
+    // One openat per directory, never following a link (O_NOFOLLOW with
+    // O_DIRECTORY fails on a link; only then is it looked at).
+    Walk dir(const WritableRoot& root, const std::string& path, int& fd, std::string& at, int& error) {
+        fd = -1;
+        if (path == root.path && root.fd >= 0) {
+            fd = root.fd;
+            return Walk::Found;
+        }
+        for (const auto& d : dirs)
+            if (d.path == path) {
+                fd = d.fd;
+                at = d.at;
+                return d.walk;
+            }
+        if (known)
+            for (const auto& e : *known)
+                if (e.path == path && e.fd >= 0 && e.directory) {
+                    fd = e.fd;
+                    return Walk::Found;
+                }
+        Walk w = Walk::Found;
+        int next = -1;
+        if (path == root.path) {
+            next = ::open(root.path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (next < 0) {
+                error = errno;
+                return Walk::Error;  // not cached: the root itself
+            }
+        } else {
+            int parent = -1;
+            w = dir(root, dir_of(path), parent, at, error);
+            if (w == Walk::Error) return w;
+            if (w == Walk::Found) {
+                const std::string name = path.substr(path.rfind('/') + 1);
+                next = ::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (next < 0) {
+                    const int e = errno;
+                    struct stat st {};
+                    if (e == ENOENT) w = Walk::Absent;
+                    else if (e != ENOTDIR) {
+                        error = e;
+                        return Walk::Error;
+                    } else if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+                        w = Walk::Symlink;
+                        at = path;
+                    } else {
+                        w = Walk::Absent;
+                    }
+                }
+            }
+        }
+        dirs.push_back({path, next, w, w == Walk::Symlink ? at : std::string()});
+        fd = next;
+        return w;
+    }
+
+    // Looks `path` up again next time (it was just made).
+    void forget(const std::string& path) {
+        for (auto it = dirs.begin(); it != dirs.end(); ++it)
+            if (it->path == path) {
+                if (it->fd >= 0) ::close(it->fd);
+                dirs.erase(it);
+                return;
+            }
+    }
+
+    // `path` below `root`: its parent from dir(), then one openat and one
+    // fstat. Found: `fd` is an O_PATH descriptor of the node (the caller's).
+    Walk lookup(const WritableRoot& root, const std::string& path, int& fd, struct stat& st, std::string& at,
+                int& error) {
+        fd = -1;
+        int parent = -1;
+        const Walk w = dir(root, dir_of(path), parent, at, error);
+        if (w != Walk::Found) return w;
+        const std::string name = path.substr(path.rfind('/') + 1);
+        const int node = ::openat(parent, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (node < 0) {
+            if (errno == ENOENT || errno == ENOTDIR) return Walk::Absent;
+            error = errno;
+            return Walk::Error;
+        }
+        if (::fstat(node, &st) != 0) {
+            error = errno;
+            ::close(node);
+            return Walk::Error;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            ::close(node);
+            at = path;
+            return Walk::Symlink;
+        }
+        fd = node;
+        return Walk::Found;
+    }
+};
+
 struct Builder {
     Policy& p;
     std::vector<ProtectedPath> out;
     Outcome failure = Outcome::success();
     std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
+    Walker w;
+    std::string home;  // for core.hooksPath "~/..."
 
-    bool have(const std::string& path) const {
-        return std::any_of(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
-    }
+    Builder(Policy& p_) : p(p_) { w.known = &out; }
 
     // Adds `path` (absolute, normal); returns its descriptor when it exists
     // (owned by the entry), -1 otherwise.
     int add(const std::string& path, const char* source, const char* what, bool pin = false) {
         if (!failure) return -1;
-        if (std::strcmp(source, "flag") != 0)
+        if (std::strcmp(source, "flag") != 0 && std::strcmp(what, "own") != 0)
             for (const auto& d : drop)
                 if (under(path, d)) return -1;
         for (const auto& e : out)
@@ -164,7 +250,7 @@ struct Builder {
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
-        switch (walk(*root, path, fd, st, at, error)) {
+        switch (w.lookup(*root, path, fd, st, at, error)) {
             case Walk::Found:
                 e.exists = true;
                 e.fd = fd;
@@ -197,22 +283,19 @@ struct Builder {
             }
     }
 
-    // A directory looked up (not protected itself), or -1.
+    // A directory looked up (not protected itself; borrowed), or -1.
     int find(const std::string& path) {
-        struct stat st {};
-        const int fd = find_file(path, &st);
-        if (fd >= 0 && !S_ISDIR(st.st_mode)) {
-            ::close(fd);
-            return -1;
-        }
-        return fd;
+        const WritableRoot* root = root_of(p, path);
+        if (!root) return -1;
+        int fd = -1, error = 0;
+        std::string at;
+        return w.dir(*root, path, fd, at, error) == Walk::Found ? fd : -1;
     }
 
-    // The directory names under an O_PATH directory descriptor (closed here).
+    // The directory names under an O_PATH directory descriptor (borrowed).
     static std::vector<std::string> entries(int fd) {
         std::vector<std::string> names;
         const int d = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        ::close(fd);
         if (d < 0) return names;
         DIR* dir = ::fdopendir(d);
         if (!dir) {
@@ -238,15 +321,22 @@ struct Builder {
                                                                                          : text.find('\n') - 7));
         if (target.empty()) return;
         const std::string g = absolute(target, dir_of(file));
-        if (!root_of(p, g)) return;  // outside the roots: read-only already
-        for (const char* n : {"hooks", "config", "config.worktree", "commondir"}) add(g + "/" + n, "default", "git");
-        const int cfd = add(g + "/commondir", "default", "git");
-        if (cfd < 0) return;
-        std::string common = trim(read_small(cfd));
-        if (common.empty()) return;
-        const std::string c = absolute(common, g);
-        if (!root_of(p, c)) return;
-        for (const char* n : {"hooks", "config", "info/attributes"}) add(c + "/" + n, "default", "git");
+        // Outside the roots they are read-only already; inside, protected.
+        if (root_of(p, g))
+            for (const char* n : {"hooks", "config", "config.worktree", "commondir"})
+                add(g + "/" + n, "default", "git");
+        const std::string common = trim(read_file(g + "/commondir"));
+        const std::string c = common.empty() ? g : absolute(common, g);
+        if (!common.empty() && root_of(p, c))
+            for (const char* n : {"hooks", "config", "info/attributes"}) add(c + "/" + n, "default", "git");
+        // core.hooksPath as git reads it for this working tree: the common
+        // config, then the worktree's own config.worktree; wherever those
+        // lie (a linked worktree's main repository is often outside every
+        // root, and its relative hooksPath then names a directory inside
+        // this one).
+        const std::string top = dir_of(file);
+        hooks_path(top, c + "/config");
+        hooks_path(top, g + "/config.worktree");
     }
 
     void repo(const std::string& r) {
@@ -255,13 +345,16 @@ struct Builder {
         if (!failure) return;
         const auto it = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == dotgit; });
         if (fd < 0 || it == out.end()) return;
-        if (it->directory) gitdir(dotgit, 0);
-        else gitfile(dotgit, fd);
-        hooks_path(r, dotgit + "/config");
+        if (it->directory) {
+            gitdir(dotgit, 0);
+            hooks_path(r, dotgit + "/config");
+            hooks_path(r, dotgit + "/config.worktree");
+        } else {
+            gitfile(dotgit, fd);
+        }
         // Submodule checkouts: each one's .git file (the pointer).
-        if (const int gm = find_file(r + "/.gitmodules"); gm >= 0) {
-            const std::string text = read_small(gm);
-            ::close(gm);
+        {
+            const std::string text = read_file(r + "/.gitmodules");
             size_t i = 0;
             while (i < text.size()) {
                 size_t j = text.find('\n', i);
@@ -284,12 +377,10 @@ struct Builder {
     // core.hooksPath in the repository's config (read as it is now; the
     // config itself is protected): its target, when inside a root, is
     // protected like .git/hooks. Relative paths are git's: from the top of
-    // the working tree. "~/" is left alone (a home root is refused anyway).
+    // the working tree; "~/" is $HOME's (a root may hold $HOME).
+    // Called for configs inside and outside the roots alike.
     void hooks_path(const std::string& top, const std::string& config) {
-        const int cfd = find_file(config);
-        if (cfd < 0) return;
-        const std::string text = read_small(cfd);
-        ::close(cfd);
+        const std::string text = read_file(config);
         bool in_core = false;
         size_t i = 0;
         while (i < text.size()) {
@@ -310,22 +401,99 @@ struct Builder {
             if (key != "hookspath") continue;
             std::string v = trim(line.substr(eq + 1));
             if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-            if (v.empty() || v[0] == '~') continue;
+            if (v.rfind("~/", 0) == 0 && !home.empty()) v = home + v.substr(1);
+            if (v.empty() || v[0] == '~') continue;  // ~user: not looked up
             add(absolute(v, top), "default", "git");
         }
     }
 
-    // Anything looked up inside a root without following links (its stat
-    // in *out), or -1.
-    int find_file(const std::string& path, struct stat* out = nullptr) {
+    // dsh-confine's own state under a root: its directory made when absent
+    // (0700, one name at a time from the root's descriptor, never through a
+    // link) and checked to be the caller's; then protected like any path.
+    void own(const OwnPath& o) {
+        if (!failure) return;
+        const WritableRoot* root = root_of(p, o.path);
+        if (!root || root->path == o.path) {
+            failure = fail(Err::StateUnsafe, o.refusal);
+            return;
+        }
+        if (o.directory) {
+            std::string cur = root->path == "/" ? "" : root->path;
+            const auto names = path_names(std::string_view(o.path).substr(cur.size()));
+            for (const auto& name : names) {
+                const std::string parent = cur.empty() ? "/" : cur;
+                cur += "/" + std::string(name);
+                int fd = -1, pfd = -1, error = 0;
+                std::string at;
+                Walk found = w.dir(*root, cur, fd, at, error);
+                if (found == Walk::Absent && w.dir(*root, parent, pfd, at, error) == Walk::Found &&
+                    ::mkdirat(pfd, std::string(name).c_str(), 0700) == 0) {
+                    w.forget(cur);
+                    found = w.dir(*root, cur, fd, at, error);
+                }
+                if (found == Walk::Symlink) {
+                    failure = fail(Err::StateUnsafe, protected_symlink_text(o.path, at));
+                    return;
+                }
+                struct stat st {};
+                if (found != Walk::Found || ::fstat(fd, &st) != 0 ||
+                    (&name == &names.back() && st.st_uid != ::geteuid())) {
+                    failure = fail(Err::StateUnsafe, o.refusal);
+                    return;
+                }
+            }
+        }
+        add(o.path, "own-state", "own");
+        if (!failure) return;
+        const auto it = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == o.path; });
+        if (it == out.end() || !it->exists || it->fd < 0 || it->directory != o.directory) {
+            failure = fail(Err::StateUnsafe, o.refusal);
+            return;
+        }
+        it->what = "own";
+        it->refusal = o.refusal;
+    }
+
+    // The repositories directly below root `r` (subdirectories, not links,
+    // holding a .git) not already covered (a submodule, a worktree seen from
+    // its repository): the root's list for each.
+    void nested(const std::string& r) {
+        const int fd = find(r);
+        if (fd < 0) return;
+        for (const auto& name : entries(fd)) {
+            if (!failure) return;
+            if (name == ".git") continue;
+            const std::string sub = (r == "/" ? "" : r) + "/" + name;
+            const std::string dotgit = sub + "/.git";
+            if (std::any_of(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == dotgit; })) continue;
+            const WritableRoot* root = root_of(p, dotgit);
+            if (!root) continue;
+            int gfd = -1, error = 0;
+            struct stat st {};
+            std::string at;
+            const Walk found = w.lookup(*root, dotgit, gfd, st, at, error);
+            if (found == Walk::Found) ::close(gfd);
+            else if (found != Walk::Symlink) continue;  // a link fails the run in repo(), as at the root
+            repo(sub);
+            for (const auto& n : agent_names()) add(sub + "/" + n, "default", "agent");
+        }
+    }
+
+    // The text of a small file, or "": inside a root looked up without
+    // following links (through the protected entry's descriptor when it is
+    // one); outside every root (read-only for the command) by its path.
+    std::string read_file(const std::string& path) {
         const WritableRoot* root = root_of(p, path);
-        if (!root) return -1;
+        if (!root) return read_open(::open(path.c_str(), kReadFlags));
+        for (const auto& e : out)
+            if (e.path == path) return e.fd >= 0 && !e.directory ? read_small(e.fd) : std::string();
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
-        if (walk(*root, path, fd, st, at, error) != Walk::Found) return -1;
-        if (out) *out = st;
-        return fd;
+        if (w.lookup(*root, path, fd, st, at, error) != Walk::Found) return {};
+        std::string text = S_ISREG(st.st_mode) ? read_small(fd) : std::string();
+        ::close(fd);
+        return text;
     }
 };
 
@@ -355,11 +523,12 @@ Outcome protect(Policy& p, const Input& in) {
                     p.hidden_paths.push_back(std::move(e));
             }
     if (p.mode != Mode::WorkspaceWrite) return Outcome::success();
-    Builder b{p, {}, Outcome::success(), {}};
+    Builder b(p);
     std::vector<std::string> drop;
     for (const auto& s : in.unprotect_config) drop.push_back(absolute(s, in.cwd));
     for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));
     b.drop = drop;
+    if (!in.home.empty() && in.home[0] == '/') b.home = lexically_normal(in.home);
     std::vector<std::string> named;
     for (const auto& r : p.writable_roots)
         if (caller_named(r.source) && r.persists) named.push_back(r.path);
@@ -367,6 +536,11 @@ Outcome protect(Policy& p, const Input& in) {
         b.repo(r);
         for (const auto& n : agent_names()) b.add(r + "/" + n, "default", "agent");
     }
+    // Repositories one level below a root (a root that is a directory of
+    // checkouts, ~/src): each gets the root's treatment. One level only: it
+    // costs one lookup per subdirectory of the root, and a deeper search
+    // would multiply that by every directory on the way (docs/DECISIONS.md).
+    for (const auto& r : named) b.nested(r);
     if (!in.home.empty() && in.home[0] == '/') {
         const std::string home = lexically_normal(in.home);
         for (const auto& r : named)
@@ -375,6 +549,7 @@ Outcome protect(Policy& p, const Input& in) {
                 break;
             }
     }
+    for (const auto& o : in.own) b.own(o);
     for (const auto& s : in.protect_config) b.add(absolute(s, in.cwd), "config", "named");
     for (const auto& s : in.protect_flag) b.add(absolute(s, in.cwd), "flag", "named");
     // --unprotect dropped a default or a config entry (and everything below
@@ -482,6 +657,7 @@ void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, i
 
 Fingerprint fingerprint(const Policy& p) {
     Fingerprint all;
+    Walker w;
     for (const auto& e : p.protected_paths) {
         std::vector<std::string> out;
         if (e.pin) continue;  // its contents are writable by design
@@ -493,7 +669,7 @@ Fingerprint fingerprint(const Policy& p) {
         std::string at;
         // By name from the root, never following a link: what the next git
         // or editor run will find there.
-        switch (walk(*root, e.path, fd, st, at, error)) {
+        switch (w.lookup(*root, e.path, fd, st, at, error)) {
             case Walk::Found:
                 stat_line(out, e.path, st);
                 if (S_ISDIR(st.st_mode)) tree(out, fd, e.path, 0);

@@ -10,18 +10,19 @@
 //        (a linked worktree, a submodule) the file itself and the pointed
 //        gitdir's and its common dir's hooks/ and config; the .git file of
 //        each submodule listed in R/.gitmodules; the core.hooksPath of
-//        R/.git/config when it lies inside a root;
+//        R/.git/config and config.worktree (for a .git file: of the common
+//        dir's config and the gitdir's config.worktree, wherever they lie)
+//        when it lies inside a root;
 //   agent and editor control files: .codex .claude .agents .mcp.json
 //        .vscode .idea .envrc .devcontainer;
+//   the same git and agent lists for each repository directly below R
+//        (R/NAME/.git; one level, see DECISIONS);
 //   when R contains $HOME: the shell start-up files, .gitconfig,
 //        .config/git, .ssh, .config/systemd/user, .config/autostart,
 //        .local/bin.
-// dsh-confine's own config, session log, approver and probe cache are never
-// under a writable root (resolve.cpp refuses the run), so they need no
-// entry. That refusal covers $HOME/.config/dsh-confine/config.json whether
-// it exists or not, so a root that contains $HOME is refused today and the
-// home list takes effect only once own state may lie under a protecting
-// runner's root (docs/DECISIONS.md).
+//   dsh-confine's own state under such a root (Input::own): the config's,
+//        session log's and probe cache's directories (made when absent) and
+//        an approver file; a runner that cannot carve refuses the run.
 //
 // Every path is walked from its root's descriptor with O_PATH|O_NOFOLLOW:
 // a symlink anywhere below the root fails the run (closed), with the fix.
@@ -37,7 +38,19 @@
 
 namespace dsh::carveouts {
 
+// dsh-confine's own state under a caller-named root (resolve.cpp): the
+// directory of a config, session log or probe cache (made, 0700, when
+// absent) or an approver file, bound read-only as a whole; `refusal` is the
+// message for a runner that cannot (and for anything in the way).
+struct OwnPath {
+    std::string path;
+    std::string what;
+    bool directory = true;
+    std::string refusal;
+};
+
 struct Input {
+    std::vector<OwnPath> own;
     std::vector<std::string> protect_flag, protect_config;      // --protect, config "protect"
     std::vector<std::string> unprotect_flag, unprotect_config;  // --unprotect, config "unprotect"
     std::string home;  // $HOME as found; empty: none

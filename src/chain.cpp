@@ -28,8 +28,14 @@ bool passed_over(const Outcome& o) { return o.err == Err::SandboxUnavailable && 
 // What the policy asks that this runner cannot give, before anything of it
 // is run: a "cannot be used" like any plan's.
 Outcome can_give(const Runner& r, const Policy& p) {
+    // dsh-confine's own state under a root: only a runner that carves may run.
+    if (!r.protects_paths())
+        for (const auto& e : p.protected_paths)
+            if (!e.refusal.empty()) return fail(Err::StateUnsafe, e.refusal);
     if (p.private_tmp && !r.private_tmp())
         return fail(Err::SandboxUnavailable, private_tmp_unavailable_text(to_string(r.kind())));
+    if (p.net_allow && !r.egress_proxy())
+        return fail(Err::SandboxUnavailable, net_allow_unavailable_text(to_string(r.kind())));
     if (p.keep_descendants && !r.ends_descendants().empty())
         return fail(Err::SandboxUnavailable, keep_descendants_unavailable_text(to_string(r.kind()), r.ends_descendants()));
     return Outcome::success();

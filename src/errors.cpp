@@ -131,9 +131,20 @@ std::string keep_descendants_unavailable_text(std::string_view runner, std::stri
 }
 
 std::string net_allow_unavailable_text(std::string_view runner) {
-    return fmt::format("--net allow= needs the bwrap runner: the {} runner cannot hand its network namespace's "
-                       "listener to dsh-confine's proxy yet; use --runner bwrap (or auto where bwrap works)",
+    return fmt::format("--net allow= needs the bwrap or Landlock runner: the {} runner cannot hand a listener in "
+                       "the command's network namespace to dsh-confine's proxy; use --runner bwrap or --runner "
+                       "landlock (or auto)",
                        runner);
+}
+
+std::string net_allow_namespace_text(std::string_view runner, std::string_view cause) {
+    if (cause.empty())
+        return fmt::format("--net allow= needs a network namespace of its own, which the {} runner does not make "
+                           "here: use the bwrap runner (--runner bwrap)", runner);
+    return fmt::format("--net allow= needs a network namespace of its own, and this host refused the {} runner one "
+                       "({}): allow unprivileged user namespaces (sysctl user.max_user_namespaces, "
+                       "kernel.unprivileged_userns_clone, kernel.apparmor_restrict_unprivileged_userns), or use the "
+                       "bwrap runner (--runner bwrap)", runner, cause);
 }
 
 std::string loopback_unavailable_text(std::string_view runner, std::string_view cause) {
@@ -173,6 +184,7 @@ Err fault_code(const Fault& f) noexcept {
         case Step::NetNamespace: return Err::SandboxUnavailable;
         case Step::NetIdMap: return Err::SandboxUnavailable;
         case Step::LoopbackUp: return Err::SandboxUnavailable;
+        case Step::RelayHandOut: return Err::SandboxUnavailable;
         case Step::RecordHandOver: return Err::Internal;
         case Step::ReportWrite: return Err::ReportWrite;
         case Step::InheritFd: return Err::Internal;
@@ -218,6 +230,8 @@ Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
                          f.arg == 0 ? "setgroups" : f.arg == 1 ? "uid_map" : "gid_map", why);
         case Step::LoopbackUp:
             return failf(fault_code(f), "cannot bring lo up in the new network namespace (SIOCSIFFLAGS): {}", why);
+        case Step::RelayHandOut:
+            return failf(fault_code(f), "cannot hand the allow-list's listener to dsh-confine: {}", why);
         case Step::RecordHandOver:
             return failf(fault_code(f), "cannot hand the confinement record to the bwrap stage: {}", why);
         case Step::ReportWrite: return failf(fault_code(f), "cannot write the report to fd {}: {}", f.arg, why);

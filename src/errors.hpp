@@ -71,6 +71,9 @@ std::string loopback_unavailable_text(std::string_view runner, std::string_view 
 // Why a runner cannot take --net allow= (issue 19): it cannot hand its
 // namespace's listener to dsh-confine's proxy.
 std::string net_allow_unavailable_text(std::string_view runner);
+// --net allow= on a runner whose own network namespace this host refused
+// (cause: the failed step) or that makes none here (cause empty).
+std::string net_allow_namespace_text(std::string_view runner, std::string_view cause);
 
 // The command-line spelling stderr adds to an escalation failure whose
 // report text is the harness contract's (Outcome::hint). `a`: the target mode.
@@ -229,6 +232,7 @@ enum class Step : unsigned char {
     NetNamespace,      // --net loopback, Landlock runner: unshare (arg 1: with CLONE_NEWUSER)
     NetIdMap,          // its user namespace's maps (arg 0 setgroups, 1 uid_map, 2 gid_map)
     LoopbackUp,        // its lo brought up (SIOCSIFFLAGS)
+    RelayHandOut,      // --net allow=, Landlock runner: the listener made and sent to dsh-confine
     RecordHandOver,    // pwrite of the record to the bwrap stage's memfd
     ReportWrite,       // arg: the report fd
     InheritFd,         // arg: the fd handed to the runner

@@ -136,13 +136,22 @@ std::string plan_text(const Resolution& r, const Plan& l) {
                            : p.network_source == NetworkSource::Session    ? "the session log"
                            : p.network_source == NetworkSource::Escalation ? "--escalate-net"
                                                                            : "default";
-        std::string net = fmt::format("{} (from {})", to_string(p.network), from);
+        std::string net = fmt::format("{} (from {})", p.net_allow ? std::string_view("allow") : to_string(p.network), from);
         if (p.network_requested)
             net += fmt::format("; the {}'s \"{}\" cannot hold under danger-full-access",
                                p.network_source == NetworkSource::Session ? "session log" : "config",
                                to_string(*p.network_requested));
         if (!l.c.network.enforced.empty()) net += fmt::format(", enforced by {}", fmt::join(l.c.network.enforced, ", "));
         line("network:", net);
+        if (p.net_allow) {
+            std::vector<std::string> allow, deny;
+            for (const auto& r : p.net_allow->allow) allow.push_back(r.text);
+            for (const auto& r : p.net_allow->deny) deny.push_back(r.text);
+            line("net allow:", fmt::format("{}", fmt::join(allow, ", ")));
+            if (!deny.empty()) line("net deny:", fmt::format("{}", fmt::join(deny, ", ")));
+            line("net proxy:", "dsh-confine's, outside; the command's namespace has only lo and a listener handed to "
+                               "it, and each connection is a network record");
+        }
         for (const auto& g : l.c.network.gaps) line("net gap:", g.effect + ": " + g.detail);
     }
     {

@@ -3,15 +3,21 @@
 #include <arpa/inet.h>
 #include <arpa/nameser.h>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <map>
+#include <mutex>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <resolv.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <system_error>
+#include <thread>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -96,14 +102,24 @@ std::vector<Address> dns_answers(std::string_view msg, bool v6) {
     return out;
 }
 
-Resolved resolve_name(const std::string& name, const std::string& hosts_file) {
+Resolved resolve_hosts(const std::string& name, const std::string& hosts_file) {
     Resolved r;
     if (!hosts_file.empty()) {
         r.addresses = hosts_lookup(read_file(hosts_file), name);
         if (!r.addresses.empty()) return r.by = "hosts-file", r;
     }
     r.addresses = hosts_lookup(read_file("/etc/hosts"), name);
-    if (!r.addresses.empty()) return r.by = "hosts-file", r;
+    if (!r.addresses.empty()) r.by = "hosts-file";
+    return r;
+}
+
+Resolved resolve_name(const std::string& name, const std::string& hosts_file) {
+    Resolved r = resolve_hosts(name, hosts_file);
+    return r.addresses.empty() ? resolve_dns(name) : r;
+}
+
+Resolved resolve_dns(const std::string& name) {
+    Resolved r;
     r.by = "dns";
     struct __res_state st {};
     if (::res_ninit(&st) != 0) return r.error = "cannot read the resolver configuration", r;
@@ -140,8 +156,96 @@ std::vector<Address> own_addresses() {
     return out;
 }
 
+// The resolver threads and their queues. Shared with the threads, which
+// are detached: the loop's end never waits for a nameserver (a thread in
+// the middle of a query finishes it, finds the pool stopped and ends; its
+// answer goes nowhere).
+struct ResolverPool {
+    struct Job {
+        uint64_t id;
+        std::string name;
+    };
+    struct Done {
+        uint64_t id;
+        std::string name;
+        Resolved r;
+    };
+    Resolver dns;
+    int efd = -1;  // eventfd: readable when `done` has answers
+    std::mutex m;
+    std::condition_variable cv;
+    std::deque<Job> jobs;
+    std::vector<Done> done;
+    size_t threads = 0, idle = 0;
+    bool stop = false;
+
+    ~ResolverPool() {
+        if (efd >= 0) ::close(efd);
+    }
+
+    static void run(std::shared_ptr<ResolverPool> self) {
+        std::unique_lock<std::mutex> lock(self->m);
+        for (;;) {
+            ++self->idle;
+            self->cv.wait(lock, [&] { return self->stop || !self->jobs.empty(); });
+            --self->idle;
+            if (self->stop) return;
+            Job j = std::move(self->jobs.front());
+            self->jobs.pop_front();
+            lock.unlock();
+            Resolved r = self->dns(j.name);
+            lock.lock();
+            if (self->stop) return;
+            self->done.push_back({j.id, std::move(j.name), std::move(r)});
+            const uint64_t one = 1;
+            (void)!::write(self->efd, &one, sizeof one);
+        }
+    }
+
+    // From the loop: queues the name, starting a thread when none is idle
+    // (up to kResolverThreads; past that the job waits its turn).
+    static void post(const std::shared_ptr<ResolverPool>& self, uint64_t id, const std::string& name) {
+        std::lock_guard<std::mutex> lock(self->m);
+        self->jobs.push_back({id, name});
+        if (self->idle < self->jobs.size() && self->threads < kResolverThreads) {
+            try {
+                std::thread(run, self).detach();
+                ++self->threads;
+            } catch (const std::system_error&) {
+                // No thread: the ones running take it in turn (there is at
+                // least one unless none could ever start; then it waits).
+                if (self->threads == 0) {
+                    self->jobs.pop_back();
+                    self->done.push_back({id, name, Resolved{{}, "dns", "cannot start a resolver thread"}});
+                    const uint64_t one = 1;
+                    (void)!::write(self->efd, &one, sizeof one);
+                    return;
+                }
+            }
+        }
+        self->cv.notify_one();
+    }
+
+    // From the loop: the answers so far.
+    std::vector<Done> take() {
+        uint64_t n;
+        (void)!::read(efd, &n, sizeof n);
+        std::lock_guard<std::mutex> lock(m);
+        return std::move(done);
+    }
+
+    void shut() {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            stop = true;
+            jobs.clear();
+        }
+        cv.notify_all();
+    }
+};
+
 struct ProxyLoop::Impl {
-    enum class St { Head, Socks, Connecting, Piping };
+    enum class St { Head, Socks, Resolving, Connecting, Piping };
     struct Conn {
         uint64_t id = 0;
         int client = -1, up = -1;
@@ -156,6 +260,7 @@ struct ProxyLoop::Impl {
         BodyScanner body;                     // Http: where the forwarded request ends
         bool client_eof = false, up_eof = false, up_shut = false, close_after_flush = false;
         uint32_t client_ev = 0, up_ev = 0;
+        Resolved dns;                         // Resolving: DNS's answer for target.host, once it came
     };
 
     int listener = -1;
@@ -163,8 +268,10 @@ struct ProxyLoop::Impl {
     ProxyOptions opts;
     uint64_t next_id = 1;
     std::map<uint64_t, std::unique_ptr<Conn>> conns;
+    std::shared_ptr<ResolverPool> pool;  // made on the first name the hosts files do not have
 
     static constexpr uint32_t kUnwatched = 0xffffffffu;
+    static constexpr uint64_t kPoolKey = 1;  // id 0's upstream side: no connection has id 0
     static uint64_t key(uint64_t id, bool up) { return id << 1 | (up ? 1 : 0); }
 
     void watch(int fd, uint64_t k, uint32_t ev, uint32_t& current, bool add) {
@@ -266,9 +373,56 @@ struct ProxyLoop::Impl {
         return true;
     }
 
+    // The hosts files are read here; a name they do not have goes to a
+    // resolver thread (DNS would block the loop), and the decision is made
+    // again, the same pure decide(), with its answer (dns_answered).
     void decide_now(Conn& c) {
-        c.verdict = decide(opts.rules, c.target, [&](const std::string& n) { return resolve_name(n, opts.hosts_file); },
+        bool wants_dns = false;
+        c.verdict = decide(opts.rules, c.target,
+                           [&](const std::string& n) {
+                               Resolved r = resolve_hosts(n, opts.hosts_file);
+                               if (r.addresses.empty()) wants_dns = true;
+                               return r;
+                           },
                            opts.own);
+        if (wants_dns) {
+            if (!pool) {
+                pool = std::make_shared<ResolverPool>();
+                pool->dns = opts.dns ? opts.dns : Resolver(resolve_dns);
+                pool->efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+                epoll_event e{};
+                e.events = EPOLLIN;
+                e.data.u64 = kPoolKey;
+                ::epoll_ctl(ep, EPOLL_CTL_ADD, pool->efd, &e);
+            }
+            c.st = St::Resolving;
+            ResolverPool::post(pool, c.id, c.target.host);
+            return;
+        }
+        decided(c);
+    }
+
+    void dns_answered() {
+        for (auto& d : pool->take()) {
+            auto it = conns.find(d.id);
+            if (it == conns.end()) continue;  // the client went away meanwhile
+            Conn& c = *it->second;
+            if (c.st != St::Resolving) continue;
+            c.dns = std::move(d.r);
+            c.verdict = decide(opts.rules, c.target,
+                               [&](const std::string& n) {
+                                   Resolved r = resolve_hosts(n, opts.hosts_file);
+                                   if (!r.addresses.empty()) return r;
+                                   if (n == d.name) return c.dns;
+                                   return Resolved{{}, "dns", "the name was not resolved"};
+                               },
+                               opts.own);
+            decided(c);
+            if (conns.count(d.id)) settle(c);
+        }
+    }
+
+    void decided(Conn& c) {
         if (!c.verdict.allowed) {
             emit(network_record(c.proto, c.target, c.verdict));
             const std::string why = c.verdict.detail.empty() ? c.verdict.reason : c.verdict.reason + ": " + c.verdict.detail;
@@ -368,10 +522,11 @@ struct ProxyLoop::Impl {
                     c.to_up += got;
                 }
                 if (!open) c.client_eof = true;
-            } else if (c.st != St::Connecting && !c.close_after_flush) {
+            } else if (c.st != St::Connecting && c.st != St::Resolving && !c.close_after_flush) {
                 if (!drain(c.client, c.cin, kMaxHeadBytes + 1024, false)) c.client_eof = true;
                 parse_client(c);
-                if (c.client_eof && !c.close_after_flush && c.st != St::Connecting && c.st != St::Piping)
+                if (c.client_eof && !c.close_after_flush && c.st != St::Connecting && c.st != St::Resolving &&
+                    c.st != St::Piping)
                     return destroy(c);  // gone before its request was complete
             } else if (ev & EPOLLHUP) {
                 return destroy(c);
@@ -449,6 +604,7 @@ ProxyLoop::ProxyLoop(int listen_fd, ProxyOptions opts) : impl_(std::make_unique<
 }
 
 ProxyLoop::~ProxyLoop() {
+    if (impl_->pool) impl_->pool->shut();
     while (!impl_->conns.empty()) impl_->destroy(*impl_->conns.begin()->second);
     if (impl_->listener >= 0) ::close(impl_->listener);
     if (impl_->ep >= 0) ::close(impl_->ep);
@@ -464,6 +620,10 @@ void ProxyLoop::step() {
         const uint64_t k = evs[i].data.u64;
         if (k == 0) {
             impl_->accept_all();
+            continue;
+        }
+        if (k == Impl::kPoolKey) {
+            impl_->dns_answered();
             continue;
         }
         auto it = impl_->conns.find(k >> 1);

@@ -2,7 +2,11 @@
 // command's namespace made (docs/DECISIONS.md, "The allow-list"), reads each
 // request with the pure core (net_proxy.hpp), resolves, decides, connects out
 // and copies bytes both ways. One thread, epoll, non-blocking sockets; the
-// supervise loop polls fd() and calls step() when it is readable.
+// supervise loop polls fd() and calls step() when it is readable. DNS is the
+// one thing that blocks: it runs on a few resolver threads of the loop's own
+// (at most kResolverThreads, started when first needed), whose answers come
+// back through an eventfd in the same epoll set, so a slow name never holds
+// up another connection.
 #pragma once
 
 #include <functional>
@@ -22,7 +26,12 @@ struct ProxyOptions {
     std::vector<Address> own;   // the host's own addresses (own_addresses())
     std::string hosts_file;     // DSH_CONFINE_NET_HOSTS: consulted before /etc/hosts; empty: none
     std::function<void(const nlohmann::ordered_json&)> record;  // each network record, as it is decided
+    // DNS, after the hosts files missed: run on a resolver thread, never on
+    // the loop. Null: resolve_dns (res_nquery). A test sets a slow one.
+    Resolver dns;
 };
+
+constexpr size_t kResolverThreads = 4;
 
 class ProxyLoop {
 public:
@@ -45,6 +54,10 @@ private:
 // Resolving, outside the namespace: the hook file, /etc/hosts, then DNS
 // (res_nquery: the static binary cannot use getaddrinfo's NSS). Blocking.
 Resolved resolve_name(const std::string& name, const std::string& hosts_file);
+// Its two halves: the hosts files (cheap: nothing when the name is in
+// neither) and DNS (blocking, for as long as the nameservers take).
+Resolved resolve_hosts(const std::string& name, const std::string& hosts_file);
+Resolved resolve_dns(const std::string& name);
 // The A (or AAAA) records of a DNS answer, in order; nothing when malformed.
 std::vector<Address> dns_answers(std::string_view msg, bool v6);
 // The host's interface addresses (getifaddrs).

@@ -90,6 +90,9 @@ struct ProtectedPath {
     // "mount-point") or empty, and why not.
     std::string enforced;
     std::string why_not;
+    // dsh-confine's own state (what "own"): a runner that cannot keep this
+    // path read-only refuses the run with this message (chain.cpp can_give).
+    std::string refusal;
 };
 
 struct Policy {

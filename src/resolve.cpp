@@ -1,16 +1,28 @@
 #include "resolve.hpp"
 #include "net_allow.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <memory>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "runner.hpp"
 #ifndef _WIN32
 #include "carveouts.hpp"
+#else
+namespace dsh::carveouts {
+struct OwnPath {  // nothing is carved on Windows: never filled
+    std::string path, what;
+    bool directory = true;
+    std::string refusal;
+};
+}  // namespace dsh::carveouts
 #endif
 
 namespace dsh {
@@ -90,13 +102,35 @@ std::vector<StateFile> own_state(const PolicyRequest& req, const Resolution& r, 
 // whatever its owner (the command runs as the caller). Each path counts
 // whether it exists or not, both as named and as it resolves now. Every
 // runner is refused alike (see docs/DECISIONS.md, "Own state").
-Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env) {
+//
+// Under a root the caller named (workspace-write), the file is carved out
+// instead when `carve` is given (docs/DECISIONS.md "Carve-outs"): the
+// directory of a config, session log or probe cache, or an approver file
+// that exists, strictly below every root that holds it and reached without
+// a link, goes to *carve with the refusal a runner that cannot carve gives.
+Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env,
+                        std::vector<carveouts::OwnPath>* carve = nullptr) {
     if (p.writable_roots.empty()) return Outcome::success();  // read-only: nothing to look at
     const std::string& cwd = env.cwd;
     for (const auto& f : own_state(req, r, env)) {
         if (f.path.empty()) continue;
         const std::string lex = lexically_normal(f.path[0] == '/' ? f.path : cwd + "/" + f.path);
         const std::string canon = canonical_path(f.path, cwd);
+        const bool file = f.what == "approver";
+        const std::string target = file ? lex : lex.substr(0, std::max<size_t>(lex.rfind('/'), 1));
+#ifndef _WIN32
+        struct stat st {};
+        // Only where bwrap may run (auto or bwrap asked): a runner that
+        // cannot carve refuses anyway, and the directory made for the bind
+        // would be left for nothing.
+        const std::string runner = r.settings.runner ? std::string(to_string(*r.settings.runner)) : "auto";
+        const bool carvable = carve && (runner == "auto" || runner == "bwrap") && p.mode == Mode::WorkspaceWrite &&
+                              lex == canon &&
+                              (!file || (::lstat(lex.c_str(), &st) == 0 && S_ISREG(st.st_mode)));
+#else
+        const bool carvable = false;
+#endif
+        std::string refusal;
         for (const auto& root : p.writable_roots) {
             if (!under(lex, root.path) && !under(canon, root.path)) continue;
             // The fix depends on where the root came from; /tmp and $TMPDIR
@@ -109,19 +143,27 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
                 case Grant::Tmp:
                 case Grant::Tmpdir: break;  // the temp areas: only moving the file helps
             }
-            return failf(Err::StateUnsafe,
-                         "the {} {} decides later runs, and this run could rewrite it: it is under the writable "
-                         "root {} ({}); {}move the {} out of it",
-                         f.what, f.path, root.path, to_string(root.source), fix, f.what);
+            const std::string text = fmt::format(
+                "the {} {} decides later runs, and this run could rewrite it: it is under the writable root {} "
+                "({}); {}move the {} out of it",
+                f.what, f.path, root.path, to_string(root.source), fix, f.what);
+            const bool named = root.persists && (root.source == Grant::Workspace || root.source == Grant::Flag ||
+                                                 root.source == Grant::Config);
+            if (!carvable || !named || !under(target, root.path) || target == root.path)
+                return fail(Err::StateUnsafe, text);
+            if (refusal.empty()) refusal = text;
         }
+        if (!refusal.empty()) carve->push_back({target, f.what, !file, refusal});
     }
     return Outcome::success();
 }
 
 // The protected set (issue 18), once the roots are open.
-Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env) {
+Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env,
+             std::vector<carveouts::OwnPath> own = {}) {
 #ifndef _WIN32
     carveouts::Input in;
+    in.own = std::move(own);
     in.protect_flag = req.protect;
     in.unprotect_flag = req.unprotect;
     in.protect_config = r.settings.protect;
@@ -134,7 +176,7 @@ Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const Re
     in.cwd = env.cwd;
     return carveouts::protect(p, in);
 #else
-    (void)p, (void)req, (void)r, (void)env;
+    (void)p, (void)req, (void)r, (void)env, (void)own;
     return Outcome::success();
 #endif
 }
@@ -233,7 +275,8 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     std::optional<net::Rules> allow_rules;
     // The allow-list (issue 19): parsed and checked here, each entry in our
     // words (docs/DECISIONS.md, "The allow-list"). Only a runner that can
-    // hand out its namespace's listener takes it (bwrap); the others refuse.
+    // hand out its namespace's listener takes it (Runner::egress_proxy: bwrap
+    // and Landlock); the chain passes over the others.
     {
         const bool flag_allow = req.net && req.net->rfind("allow=", 0) == 0;
         net::Rules rules;
@@ -241,8 +284,9 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
             if (auto o = net::parse_rules(std::string_view(*req.net).substr(6), rules.allow); !o) return o;
         for (const auto& d : req.net_deny)
             if (auto o = net::parse_rules(d, rules.deny); !o) return o;
+        const bool session_allow = !req.net && out.session.network && !out.session.net_allow.empty();
         const bool config_allow = !req.net && !out.session.network && s.network_allow;
-        if (!req.net_deny.empty() && !flag_allow && !config_allow)
+        if (!req.net_deny.empty() && !flag_allow && !config_allow && !session_allow)
             return fail(Err::Usage, usage_text(UsageText::NetDenyWithoutAllow));
         if (config_allow) {
             for (const auto& e : *s.network_allow)
@@ -250,11 +294,17 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
             for (const auto& e : s.network_deny)
                 if (auto o = net::parse_rules(e, rules.deny); !o) return o;
         }
-        if (flag_allow || config_allow) allow_rules = std::move(rules);
+        if (session_allow) {
+            for (const auto& e : out.session.net_allow)
+                if (auto o = net::parse_rules(e, rules.allow); !o) return o;
+            for (const auto& e : out.session.net_deny)
+                if (auto o = net::parse_rules(e, rules.deny); !o) return o;
+        }
+        if (flag_allow || config_allow || session_allow) allow_rules = std::move(rules);
     }
     if (allow_rules) {
         net = Network::Loopback;  // the namespace; the proxy is the way out
-        net_source = req.net ? NetworkSource::Flag : NetworkSource::Config;
+        net_source = req.net ? NetworkSource::Flag : out.session.network ? NetworkSource::Session : NetworkSource::Config;
     } else if (req.net) {
         auto n = parse_network(*req.net);
         if (!n) return fail(Err::Usage, usage_text(UsageText::UnknownNetwork, *req.net));
@@ -287,8 +337,9 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         if (auto o = build_policy(policy_input(req, out, env, out.base_mode, out.base_source), out.policy); !o)
             return o;
         set_network(out.policy);
-        if (auto o = check_own_state(out.policy, req, out, env); !o) return o;
-        return carve(out.policy, req, out, env);
+        std::vector<carveouts::OwnPath> own;
+        if (auto o = check_own_state(out.policy, req, out, env, &own); !o) return o;
+        return carve(out.policy, req, out, env, std::move(own));
     }
 
     // 5. Escalation. The policy is built for the target first, so a request

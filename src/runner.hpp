@@ -172,6 +172,11 @@ public:
     // protected path exists (chain.cpp); one that does not reports each as
     // not enforced and the gap protected-paths.
     virtual bool protects_paths() const noexcept { return false; }
+    // Whether it can take --net allow= (issue 19, Policy::net_allow): make the
+    // command's network namespace, a listener inside it before the command
+    // starts, and hand it out over Plan::relay_child_fd. The chain passes over
+    // one that cannot (its namespace, if any, is not one we can reach).
+    virtual bool egress_proxy() const noexcept { return false; }
     // Fills the plan (p.c.policy, argv and command_path are set). A failure
     // with Err::SandboxUnavailable and no mode is "this runner cannot be
     // used" (the chain records it and goes on); anything else ends the run.

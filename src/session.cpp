@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config.hpp"  // kMaxJsonDepth, json_depth_within
+#include "net_allow.hpp"
 
 namespace dsh {
 
@@ -104,12 +105,38 @@ Outcome SessionFolder::line(std::string_view text) {
     // The network is part of the policy: strict like the mode (an unknown
     // value is an error, never a fallback to a wider network).
     std::optional<Network> network;
+    std::vector<std::string> allow, deny;
     if (auto n = data->find("network"); n != data->end()) {
-        if (n->is_string()) network = parse_network(n->get_ref<const std::string&>());
-        if (!network) return bad("sandbox/mode carries unknown network " + n->dump() + " (off, loopback or host)");
+        if (n->is_string() && n->get_ref<const std::string&>() == "allow") {
+            // The allow-list (issue 19): its entries, checked as --net allow='s are.
+            auto entries = [&](const char* key, std::vector<std::string>& out, bool required) -> Outcome {
+                auto a = data->find(key);
+                if (a == data->end() && !required) return Outcome::success();
+                if (a == data->end() || !a->is_array() || (required && a->empty()))
+                    return bad(fmt::format("sandbox/mode with network \"allow\" needs \"data.{}\": a{} list of "
+                                           "entries", key, required ? " non-empty" : ""));
+                for (const auto& e : *a) {
+                    std::vector<net::Rule> rules;
+                    if (!e.is_string()) return bad(fmt::format("sandbox/mode \"data.{}\" holds a non-string", key));
+                    if (auto o = net::parse_rules(e.get_ref<const std::string&>(), rules); !o)
+                        return bad("sandbox/mode: " + o.message);
+                    for (auto& r : rules) out.push_back(std::move(r.text));
+                }
+                return Outcome::success();
+            };
+            if (auto o = entries("allow", allow, true); !o) return o;
+            if (auto o = entries("deny", deny, false); !o) return o;
+            network = Network::Loopback;
+        } else if (n->is_string()) {
+            network = parse_network(n->get_ref<const std::string&>());
+        }
+        if (!network)
+            return bad("sandbox/mode carries unknown network " + n->dump() + " (off, loopback, host or allow)");
     }
     state_.mode = mode;
     state_.network = network;
+    state_.net_allow = std::move(allow);
+    state_.net_deny = std::move(deny);
     state_.source = std::move(source);
     state_.mode_line = lineno_;
     return Outcome::success();
@@ -202,17 +229,24 @@ Outcome read_session(const std::string& path, SessionState& out) {
     return Outcome::success();
 }
 
-std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms, std::optional<Network> network) {
+std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms, std::optional<Network> network,
+                            const std::vector<std::string>& allow, const std::vector<std::string>& deny) {
     nlohmann::ordered_json ev;
     ev["type"] = "sandbox/mode";
     ev["seq"] = seq;
     ev["time"] = time_ms;
     ev["data"] = nlohmann::ordered_json{{"mode", to_string(mode)}};
     if (network) ev["data"]["network"] = to_string(*network);
+    if (network && !allow.empty()) {
+        ev["data"]["network"] = "allow";
+        ev["data"]["allow"] = allow;
+        if (!deny.empty()) ev["data"]["deny"] = deny;
+    }
     return ev.dump() + "\n";
 }
 
-Outcome append_mode_event(const std::string& path, Mode mode, std::optional<Network> network) {
+Outcome append_mode_event(const std::string& path, Mode mode, std::optional<Network> network,
+                          const std::vector<std::string>& allow, const std::vector<std::string>& deny) {
     // O_RDWR: the fold reads what is there under the same lock the append holds.
     int fd = -1;
     if (auto o = open_locked(path, O_RDWR | O_APPEND | O_CREAT, LOCK_EX, fd); !o) return o;
@@ -231,7 +265,8 @@ Outcome append_mode_event(const std::string& path, Mode mode, std::optional<Netw
     const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-    const std::string line = mode_event_line(mode, seq, ms, network ? network : s.network);
+    const std::string line = network ? mode_event_line(mode, seq, ms, network, allow, deny)
+                                     : mode_event_line(mode, seq, ms, s.network, s.net_allow, s.net_deny);
 
     // One write of the whole line: with O_APPEND and the exclusive lock no
     // other dsh-confine can interleave, and readers take the shared lock.

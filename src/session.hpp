@@ -28,6 +28,9 @@ inline constexpr size_t kMaxSessionBytes = 16 * 1024 * 1024;
 struct SessionState {
     std::optional<Mode> mode;      // the last sandbox/mode event's mode; none: no event
     std::optional<Network> network;  // that event's data.network; none: the session sets no network
+    // data.network "allow" (issue 19): network is loopback (the namespace)
+    // and these are data.allow / data.deny, the entries as given (checked).
+    std::vector<std::string> net_allow, net_deny;
     std::string source;            // its data.source ("delegation"), empty when absent
     size_t mode_line = 0;          // 1-based line of that event
     size_t lines = 0;              // non-empty lines seen
@@ -75,7 +78,9 @@ Outcome read_session(const std::string& path, SessionState& out);
 
 // The one event line set-mode appends, '\n' included.
 // `network`: written when given (the event then carries the whole policy).
-std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms, std::optional<Network> network = std::nullopt);
+// `allow` non-empty: the network is "allow" with these entries (and `deny`).
+std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms, std::optional<Network> network = std::nullopt,
+                            const std::vector<std::string>& allow = {}, const std::vector<std::string>& deny = {});
 
 // Appends one sandbox/mode event: creates the file if needed (mode 0644,
 // never through a symlink, only in a directory chain owned by the caller or
@@ -85,6 +90,8 @@ std::string mode_event_line(Mode mode, uint64_t seq, int64_t time_ms, std::optio
 // or a failed fsync (a full disk) is undone by truncating back, and is an error.
 // network: the event's network; none: the log's current one is carried over,
 // so a set-mode that only names a mode never widens the network by dropping it.
-Outcome append_mode_event(const std::string& path, Mode mode, std::optional<Network> network = std::nullopt);
+// allow/deny: --net allow='s entries (network is then loopback); carried over with the network.
+Outcome append_mode_event(const std::string& path, Mode mode, std::optional<Network> network = std::nullopt,
+                          const std::vector<std::string>& allow = {}, const std::vector<std::string>& deny = {});
 
 }  // namespace dsh

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #if defined(__linux__)
@@ -34,6 +35,38 @@ void close_from(int first) noexcept {
                                                      : info(fault_code(f)).exit_status);
 }
 
+// The pty session's leader (Child::monitor): with every signal blocked, it
+// relays what it is sent to the command, reaps it, and ends as it ended.
+[[noreturn]] void monitor(pid_t command) noexcept {
+    close_from(3);
+    sigset_t all;
+    sigfillset(&all);
+    ::signal(SIGCHLD, SIG_DFL);  // a caller's SIG_IGN would reap the command for us
+    for (;;) {
+        int sig = 0;
+        if (::sigwait(&all, &sig) != 0) continue;  // sigwait: macOS has no sigwaitinfo
+        if (sig != SIGCHLD) {
+            (void)::kill(command, sig);
+            continue;
+        }
+        int st = 0;
+        const pid_t r = ::waitpid(command, &st, WNOHANG);
+        if (r == 0 || (r < 0 && errno == EINTR)) continue;  // stopped or continued: the relay follows that
+        if (r < 0 || WIFEXITED(st)) ::_exit(r < 0 ? 125 : WEXITSTATUS(st));
+        // Killed by a signal: die of the same one (no core file of ours).
+        const int s = WTERMSIG(st);
+        const rlimit none{0, 0};
+        (void)::setrlimit(RLIMIT_CORE, &none);
+        ::signal(s, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, s);
+        (void)::kill(::getpid(), s);
+        ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+        ::_exit(128 + s);
+    }
+}
+
 [[noreturn]] void run_child(const Child& c, pid_t parent) noexcept {
     for (int i = 0; i < c.n_reset; ++i) ::sigaction(c.reset_signals[i], &c.reset_actions[i], nullptr);
 #if defined(__linux__)
@@ -57,6 +90,27 @@ void close_from(int first) noexcept {
         if (::setsid() < 0 || ::ioctl(c.terminal_fd, TIOCSCTTY, 0) != 0) child_fails(c, Fault{Step::Ctty, errno, 0});
         for (int i = 0; i < 3; ++i)
             if ((c.terminal_on & (1u << i)) && ::dup2(c.terminal_fd, i) < 0) child_fails(c, Fault{Step::Stdio, errno, i});
+        if (c.monitor) {
+            const pid_t leader = ::getpid();
+            const pid_t command = ::fork();  // every signal is still blocked (start)
+            if (command < 0) child_fails(c, Fault{Step::Ctty, errno, 0});
+            if (command > 0) {
+                (void)::setpgid(command, command);
+                (void)::tcsetpgrp(c.terminal_fd, command);
+                monitor(command);
+            }
+            // The command: in front of the pty, in a group of its own. Both
+            // sides set both, so neither waits for the other.
+            (void)::setpgid(0, 0);
+            (void)::tcsetpgrp(c.terminal_fd, ::getpid());
+#if defined(__linux__)
+            if (c.pdeathsig && ::prctl(PR_SET_PDEATHSIG, c.pdeathsig, 0, 0, 0) != 0)
+                child_fails(c, Fault{Step::PdeathSig, errno, -1});
+            if (::getppid() != leader) ::_exit(125);
+#else
+            (void)leader;
+#endif
+        }
     } else if (c.new_session && ::setsid() < 0) {
         child_fails(c, Fault{Step::Ctty, errno, 0});
     }

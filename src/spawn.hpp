@@ -40,6 +40,14 @@ struct Child {
     // slave), put on the std fds whose bit is set in terminal_on (bit i: fd i).
     int terminal_fd = -1;
     unsigned terminal_on = 0;
+    // With terminal_fd: the child stays as the pty session's leader (a
+    // monitor, as sudo's use_pty has) and the command runs in a process group
+    // of its own in front of that terminal, so that the job control of the
+    // pty's line discipline (Ctrl-Z) reaches it: a group led by the session
+    // leader itself has no parent in its session and is orphaned, which the
+    // kernel never stops on SIGTSTP. The monitor relays every signal it gets
+    // to the command and exits as the command did.
+    bool monitor = false;
     bool new_session = false;  // setsid(): a new session without a controlling terminal
     int pdeathsig = 0;         // PR_SET_PDEATHSIG; the child exits if the parent is already gone
     const char* cwd = nullptr;

@@ -575,12 +575,15 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     child.pdeathsig = SIGKILL;
     child.exec_is_runner = p.exec_is_runner;
     // A pty: the command's session, its controlling terminal on the std fds
-    // that were the user's terminal. Otherwise a runner whose program must
-    // not get the terminal's signals gets a session of its own (no
-    // controlling terminal: bwrap's --new-session, done here).
+    // that were the user's terminal. Otherwise the child stays in our process
+    // group (a runner's program shielded above, the sentinel beside it).
     if (tty.active()) {
         child.terminal_fd = tty.slave();
         child.terminal_on = tty.slave_on();
+        // A runner that becomes the command (Landlock, seatbelt) gets a
+        // monitor leading the pty's session, so Ctrl-Z stops the command;
+        // bwrap's init is that process under bwrap.
+        child.monitor = watch == nullptr;
     }
     if (capture) {
         child.stderr_fd = err_pipe[1];
@@ -728,9 +731,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
         pollfd fds[8];
-        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1, i_relay = -1,
-            i_proxy = -1;
+        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1;
 #if defined(__linux__)
+        int i_relay = -1, i_proxy = -1;  // the allow-list's relay and proxy (Linux only)
         if (p.relay_fd >= 0) fds[i_relay = n++] = {p.relay_fd, POLLIN, 0};
         if (proxy) fds[i_proxy = n++] = {proxy->fd(), POLLIN, 0};
 #endif
@@ -759,7 +762,12 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
         if (reaper) proctree::reap_orphans(pid);
         if (tty.active() && tty.watch_ms() >= 0) {
-            const pid_t command = watch ? command_pid : pid;
+            pid_t command = watch ? command_pid : pid;
+            if (child.monitor) {
+                // The command is the monitor's child, in front of the pty.
+                const pid_t fg = ::tcgetpgrp(tty.master());
+                command = fg > 0 && proctree::stat_of(fg).ppid == pid ? fg : 0;
+            }
             if (tty.command_stopped(command)) tty.follow_stop(command);
         }
         if (r < 0 && errno != EINTR) break;

@@ -143,6 +143,7 @@ class Runner final : public dsh::Runner {
 public:
     RunnerKind kind() const noexcept override { return RunnerKind::Bwrap; }
     bool private_tmp() const noexcept override { return true; }
+    bool egress_proxy() const noexcept override { return true; }
     // bwrap's PID namespace ends with the command (its pid 1 is bwrap's).
     std::string_view ends_descendants() const noexcept override { return "pid-namespace"; }
     bool protects_paths() const noexcept override { return true; }

@@ -27,7 +27,6 @@ public:
         if (command.empty())
             return fail(Err::Usage,
                         "--runner custom needs runnerCommand (and runnerFailureSignatures) in the config file");
-        if (c.policy.net_allow) return fail(Err::SandboxUnavailable, net_allow_unavailable_text("custom"));
         std::string resolved;
         // The seed: a runner that cannot be spawned is SANDBOX_UNAVAILABLE with
         // the runner failure.

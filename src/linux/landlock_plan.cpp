@@ -129,6 +129,11 @@ nlohmann::ordered_json describe_network(int abi, const std::string& unusable, bo
         }
         out[std::string(to_string(n))] = std::move(m);
     }
+    // --net allow= (issue 19): loopback's namespace, plus the proxy as its
+    // one way out (the runners that describe their network here take it).
+    nlohmann::ordered_json allow = out["loopback"];
+    if (allow["usable"].get<bool>()) allow["enforced"].push_back("egress-proxy");
+    out["allow"] = std::move(allow);
     return out;
 }
 
@@ -162,6 +167,11 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
                                           "write on the command's behalf", false});
     l.gaps.push_back({"file-locks", "locks and leases on host files the command can read can make host processes "
                                     "wait", false});
+    // Writing to them is refused (no write right on /dev/pts); reading is
+    // not, and a read takes what the user types there (issue 18).
+    l.gaps.push_back({"other-terminals", "the caller's other terminals (/dev/pts) can be opened for reading, which "
+                                         "takes what is typed there: Landlock grants read on the whole file system",
+                      false});
     if (net) l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
     // The carve-outs (issue 18): Landlock's rights are inherited down the
     // tree, so a path inside a writable root cannot be made read-only (and

@@ -1,13 +1,23 @@
 #include "landlock_runner.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fcntl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include "net_relay.hpp"
+
+extern char** environ;
 
 namespace dsh::landlock {
 
 [[gnu::hot]] Outcome Layers::prepare(Confinement& c, const std::vector<int>& open_fds) {
     std::vector<int> keep_open = open_fds;
+    if (relay_fd_ >= 0) keep_open.push_back(relay_fd_);  // close-on-exec; apply() closes it before
     if (plan_.abi > 0) {
         int fd = -1;
         if (auto o = build_ruleset(plan_, fd, c.not_granted); !o) return o;
@@ -24,7 +34,21 @@ namespace dsh::landlock {
 [[gnu::hot]] bool Layers::apply(Fault& f) const noexcept {
     // The namespace before no_new_privs and Landlock: writing the user
     // namespace's maps opens /proc/self files Landlock may no longer allow.
-    if (!harden::close_inherited_fds(fds_, f) || !netns::enter(ns_, f) || !harden::set_no_new_privs(f)) return false;
+    if (!harden::close_inherited_fds(fds_, f) || !netns::enter(ns_, f)) return false;
+    // --net allow=: the namespace's way out, listening before the command
+    // exists (its first connection is queued, never refused), as the bwrap
+    // stage does it.
+    if (relay_fd_ >= 0) {
+        uint16_t port = relay_port_;
+        int err = 0;
+        const bool ok = net::hand_out_listener(relay_fd_, port, err);
+        ::close(relay_fd_);
+        if (!ok) {
+            f = Fault{Step::RelayHandOut, err, -1};
+            return false;
+        }
+    }
+    if (!harden::set_no_new_privs(f)) return false;
     if (ruleset_ && !restrict_self(ruleset_.get(), f)) return false;
     return harden::drop_capabilities(f) && harden::install_seccomp({read_only_, plan_.host_namespaces, plan_.seccomp_net, plan_.refuse_unix}, f);
 }
@@ -37,6 +61,7 @@ nlohmann::ordered_json Layers::explain() const {
     if (plan_.seccomp_net) ll["socketFilter"] = plan_.seccomp_net == 2 ? "off" : "loopback";
     if (plan_.seccomp_net) ll["unixSocketRefused"] = plan_.refuse_unix;
     if (ns_.active) ll["ownNamespace"] = ns_.user ? "user+net" : "net";
+    if (relay_fd_ >= 0) ll["egressProxyListener"] = fmt::format("127.0.0.1:{}", relay_port_);
     nlohmann::ordered_json rules = nlohmann::ordered_json::array();
     for (const auto& rule : plan_.rules)
         rules.push_back({{"path", rule.path}, {"access", right_names(rule.access)}, {"required", rule.required}});
@@ -55,6 +80,9 @@ std::vector<std::pair<std::string, std::string>> Layers::explain_lines() const {
     if (ns_.active)
         out.emplace_back("  namespace:", ns_.user ? "a user+network namespace of its own (uid and gid mapped to themselves), lo up"
                                                   : "a network namespace of its own, lo up");
+    if (relay_fd_ >= 0)
+        out.emplace_back("  egress:", fmt::format("a listener on 127.0.0.1:{} in it, handed to dsh-confine's proxy "
+                                                  "before the command starts (--net allow=)", relay_port_));
     for (const auto& rule : plan_.rules)
         out.emplace_back("  rule:", fmt::format("{} {}{}", nlohmann::json(rule.path).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), fmt::join(right_names(rule.access), ","),
                                                 rule.required ? "" : " (if it exists)"));
@@ -65,9 +93,38 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+// The listener's port: chosen here, since the child binds it in a network
+// namespace made for it a moment before (nothing else there, so every port
+// is free), and the proxy variables go into the command's environment
+// before the fork. Random over the dynamic range, so that nothing comes to
+// depend on one number.
+uint16_t relay_port() {
+    uint16_t r = 0;
+    if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r)) r = static_cast<uint16_t>(::getpid());
+    return static_cast<uint16_t>(49152 + r % 16384);
+}
+
+// The proxy variables (the bwrap stage's list, net::proxy_environment) over
+// the command's environment, replacing any of the same name.
+void set_proxy_environment(dsh::Plan& p, uint16_t port) {
+    std::vector<std::string> env;
+    if (p.env) env = std::move(*p.env);
+    else
+        for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+    for (const auto& [name, value] : net::proxy_environment(port)) {
+        const std::string prefix = name + "=";
+        env.erase(std::remove_if(env.begin(), env.end(),
+                                 [&](const std::string& e) { return e.compare(0, prefix.size(), prefix) == 0; }),
+                  env.end());
+        env.push_back(prefix + value);
+    }
+    p.env = std::move(env);
+}
+
 class Runner final : public dsh::Runner {
 public:
     RunnerKind kind() const noexcept override { return RunnerKind::Landlock; }
+    bool egress_proxy() const noexcept override { return true; }
 
     Verdict probe(const RunnerEnv&) const override {
         const int abi = query_abi();
@@ -79,7 +136,6 @@ public:
         Confinement& c = p.c;
         const int abi = query_abi();
         if (abi <= 0) return fail(Err::SandboxUnavailable, describe_unavailable(abi));
-        if (c.policy.net_allow) return fail(Err::SandboxUnavailable, net_allow_unavailable_text("Landlock"));
         // In read-only mode the seccomp layer refuses metadata calls outright,
         // so Landlock's metadata gap is closed; in workspace-write they must
         // keep working inside the roots, and seccomp cannot tell paths apart.
@@ -91,7 +147,8 @@ public:
         if (c.policy.network == Network::Loopback) {
             ns = netns::make_plan();
             if (const std::string& why = netns::check(ns); !why.empty())
-                return fail(Err::SandboxUnavailable, loopback_unavailable_text("Landlock", why));
+                return fail(Err::SandboxUnavailable, c.policy.net_allow ? net_allow_namespace_text("Landlock", why)
+                                                                        : loopback_unavailable_text("Landlock", why));
         }
         const NetworkPlan net = network_axis(c.policy.network, abi, ns.active);
         if (!net.failure.empty()) return fail(Err::SandboxUnavailable, net.failure);
@@ -112,7 +169,21 @@ public:
                        "seccomp-unknown-syscalls",  "seccomp-ipc",      "seccomp-other-processes"};
         if (ro) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
         if (ns.active) c.hardening.push_back("net-namespace");
-        p.in_process = std::make_unique<Layers>(static_cast<Ruleset&&>(std::move(plan)), ro, ns);
+        // --net allow= (issue 19): the policy carries it as loopback (the
+        // namespace above) plus rules; the child makes the listener in it.
+        int relay[2] = {-1, -1};
+        uint16_t port = 0;
+        if (c.policy.net_allow) {
+            if (!ns.active) return fail(Err::SandboxUnavailable, net_allow_namespace_text("Landlock", {}));
+            if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, relay) != 0)
+                return failf(Err::SandboxUnavailable, "socketpair for the allow-list's relay: {}", std::strerror(errno));
+            port = relay_port();
+            set_proxy_environment(p, port);
+            c.network.enforced.push_back("egress-proxy");
+            p.relay_fd = relay[0];
+            p.relay_child_fd = relay[1];
+        }
+        p.in_process = std::make_unique<Layers>(static_cast<Ruleset&&>(std::move(plan)), ro, ns, relay[1], port);
         return Outcome::success();
     }
 

@@ -10,7 +10,7 @@
 
 namespace dsh::landlock {
 
-// Fds, the network namespace (if any), no_new_privs, the ruleset, capabilities, seccomp: in that order. Fds
+// Fds, the network namespace (if any) and the allow-list's listener in it, no_new_privs, the ruleset, capabilities, seccomp: in that order. Fds
 // first (Landlock does not govern fds opened before it), then no_new_privs
 // (required by both restrict_self and seccomp for an unprivileged caller),
 // then the ruleset, then capabilities, then seccomp last, so that its filter
@@ -23,8 +23,11 @@ public:
     // The ruleset alone: the layer's record (Plan::layer) is the report's.
     // ns: the command's own network namespace (--net loopback on the Landlock
     // runner), entered after the fd cleanup and before everything else.
-    Layers(Ruleset plan, bool read_only, netns::Plan ns = {})
-        : plan_(std::move(plan)), read_only_(read_only), ns_(ns) {}
+    // relay_fd (--net allow=, issue 19): the child's end of the socketpair
+    // the listener on 127.0.0.1:relay_port, made in that namespace, goes out
+    // over (net_relay.hpp); closed once it has.
+    Layers(Ruleset plan, bool read_only, netns::Plan ns = {}, int relay_fd = -1, uint16_t relay_port = 0)
+        : plan_(std::move(plan)), read_only_(read_only), ns_(ns), relay_fd_(relay_fd), relay_port_(relay_port) {}
     Outcome prepare(Confinement& c, const std::vector<int>& open_fds) override;
     bool apply(Fault& f) const noexcept override;
     void allow_terminal(const std::string& path) override {
@@ -38,6 +41,8 @@ private:
     Ruleset plan_;
     bool read_only_;
     netns::Plan ns_;
+    int relay_fd_;
+    uint16_t relay_port_;
     harden::FdCleanup fds_;
     Fd ruleset_;
 };

@@ -16,6 +16,7 @@ bool hand_out_listener(int channel, uint16_t& port, int& err) noexcept {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
     socklen_t len = sizeof a;
     // The backlog is what makes the first connection safe: the kernel
     // completes it and queues it until the proxy accepts.

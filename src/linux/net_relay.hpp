@@ -13,8 +13,8 @@
 
 namespace dsh::net {
 
-// Inside the namespace, before exec: listens on 127.0.0.1 (a port the kernel
-// picks), sends the socket and its port over `channel` (SCM_RIGHTS, one
+// Inside the namespace, before exec: listens on 127.0.0.1:`port` (0: a port
+// the kernel picks; the namespace is new, so any port is free), sends the socket and its port over `channel` (SCM_RIGHTS, one
 // message) and closes its own copy. False with `err` set when any step fails.
 // Async-signal-safe system calls only: it may run between fork and exec.
 bool hand_out_listener(int channel, uint16_t& port, int& err) noexcept;

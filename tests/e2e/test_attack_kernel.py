@@ -377,5 +377,34 @@ def test_bwrap_workspace_write_reports_the_inherited_fd_metadata_gap(s):
     assert "file-locks" in [g["effect"] for g in c["gaps"]], c
 
 
+def test_another_terminal_cannot_be_read_under_bwrap_and_is_a_gap_under_landlock(s):
+    # A pty the test owns stands for the user's other terminal: whatever is
+    # typed there must not be readable by a confined command (issue 18).
+    import pty
+    master, slave = pty.openpty()
+    name = os.ttyname(slave)
+    try:
+        script = "(exec 3<%s) 2>/dev/null && echo opened || echo refused; echo x > %s 2>/dev/null && echo wrote || echo unwritable" % (
+            name, name)
+        for runner in ("bwrap", "landlock"):
+            (need_bwrap if runner == "bwrap" else need_landlock)()
+            for mode in ("read-only", "workspace-write"):
+                r = sh(script, s, mode=mode, root=s.ws, runner=runner)
+                gaps = [g["effect"] for g in r.rec("confinement")["gaps"]]
+                assert "unwritable" in r.out, (runner, mode, r)
+                if runner == "bwrap":
+                    # bwrap's /dev has a devpts of its own: the host's terminals are not there.
+                    assert "refused" in r.out and "other-terminals" not in gaps, (runner, mode, r)
+                else:
+                    # Landlock grants read everywhere: it opens, and the record says so.
+                    assert "opened" in r.out and "other-terminals" in gaps, (runner, mode, r)
+        os.write(master, b"typed\n")  # nothing confined is left reading it
+        time.sleep(0.1)
+        assert os.read(slave, 64) == b"typed\n"
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 if __name__ == "__main__":
     main()

@@ -68,16 +68,19 @@ def test_config_under_the_root_is_refused_and_nothing_is_written(s):
     for runner in RUNNERS:
         for supervise in ([], ["--supervise"]):
             # The repro: the workspace is $HOME, the command plants a config for the next run.
-            r = sh(plant, s, mode="workspace-write", root=s.home, runner=runner, extra=supervise, env=NO_XDG)
-            _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.home, "workspace"))
-            assert not os.path.exists(os.path.dirname(cfg)), "the command ran: %r" % r
-            # $XDG_CONFIG_HOME set elsewhere: the $HOME one is still a later run's config.
-            r = sh(plant, s, mode="workspace-write", root=s.home, runner=runner, extra=supervise,
-                   env=dict(NO_XDG, XDG_CONFIG_HOME=s.outside))
-            _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.home, "workspace"))
-            assert not os.path.exists(os.path.dirname(cfg))
+            # bwrap runs with the config's directory bound read-only (test_carveouts.py
+            # test_root_at_home__bwrap); Landlock cannot carve and refuses, writing nothing.
+            for xdg in ({}, {"XDG_CONFIG_HOME": s.outside}):
+                # $XDG_CONFIG_HOME set elsewhere: the $HOME one is still a later run's config.
+                r = sh(plant, s, mode="workspace-write", root=s.home, runner=runner, extra=supervise,
+                       env=dict(NO_XDG, **xdg))
+                if runner == "bwrap":
+                    assert r.rc != 0 and not os.path.exists(cfg), r
+                    continue
+                _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.home, "workspace"))
+                assert not os.path.exists(os.path.dirname(cfg)), "the command ran: %r" % r
     # A root above the config directory's parent, and a --writable on the directory itself.
-    os.makedirs(os.path.dirname(cfg))
+    os.makedirs(os.path.dirname(cfg), exist_ok=True)
     r = sh("true", s, mode="workspace-write", root=s.ws, extra=["--writable", os.path.dirname(cfg)], env=NO_XDG)
     _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, os.path.dirname(cfg), "flag"))
     # A dotfile manager's link from $HOME into the workspace: the target is what a later run reads.
@@ -91,9 +94,12 @@ def test_config_under_the_root_is_refused_and_nothing_is_written(s):
     # An existing config planted by an earlier run: the next run under the same root is refused,
     # the next run elsewhere reads it (the caller's own file) but cannot have been written by us.
     _custom_runner_config(s, cfg, marker)
-    r = sh("true", s, mode="workspace-write", root=s.home, env=NO_XDG)
+    r = sh("true", s, mode="workspace-write", root=s.home, runner="landlock", env=NO_XDG)
     _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.home, "workspace"))
     assert not os.path.exists(marker)
+    # auto: the configured custom runner cannot carve, so it is passed over, never run.
+    r = sh("true", s, mode="workspace-write", root=s.home, env=NO_XDG)
+    assert not os.path.exists(marker), r
 
 
 def test_config_in_a_tmp_root_and_the_explicit_paths(s):

@@ -215,9 +215,65 @@ def fake_home(s):
     return h, env
 
 
-# A root that contains $HOME is refused today (dsh-confine's own config path, $HOME/.config/dsh-confine,
-# lies under it, existing or not: test_attack_state.py), so the home list is covered by the unit test
-# "carve-outs: the home list applies when a root contains $HOME".
+def test_root_at_home__bwrap(s):
+    """The root at $HOME under bwrap: the start-up files and dsh-confine's own config and session log
+    (their whole directories) are read-only, an absent config cannot be created, the rest is writable,
+    and the home holds the same names afterwards, a SIGKILLed run included."""
+    need_runner("bwrap")
+    h, env = fake_home(s)
+    cfg = os.path.join(h, ".config", "dsh-confine", "config.json")
+    log = os.path.join(h, ".local", "state", "dsh", "session.jsonl")
+    os.makedirs(os.path.dirname(log))
+    assert dsh(["session", "set-mode", log, "workspace-write"], s, report=False, env=env).rc == 0
+    extra = ["--session", log]
+    # A dotfiles repository at $HOME whose core.hooksPath is "~/...": $HOME's.
+    make_repo(s, h)
+    os.mkdir(os.path.join(h, ".hooks"))
+    git(s, h, "config", "core.hooksPath", "~/.hooks")
+    # The first run makes the own-state directories it binds (the probe cache's, if absent).
+    assert run(s, "bwrap", h, "true", extra=extra, env=env).rc == 0
+    before = listing(h)
+    bashrc, logb = read(os.path.join(h, ".bashrc")), read(log)
+    r = run(s, "bwrap", h, "echo x >> ~/.bashrc; echo '{\"mode\": \"danger-full-access\"}' > %s; "
+            "echo evil >> %s; touch %s.new; echo ok > ~/notes.txt; echo done" % (cfg, log, log),
+            extra=extra, env=env)
+    assert r.rc == 0 and r.out == "done\n", r
+    assert read(os.path.join(h, ".bashrc")) == bashrc and read(cfg) == b"{}\n" and read(log) == logb, r
+    assert read(os.path.join(h, "notes.txt")) == b"ok\n", r
+    es = entries(r)
+    for p in (os.path.dirname(cfg), os.path.dirname(log)):
+        assert es[p]["what"] == "own" and es[p]["enforced"] == "read-only-bind", (p, es.get(p))
+    assert es[h + "/.bashrc"]["enforced"] == "read-only-bind", es
+    assert es[h + "/.hooks"]["enforced"] == "read-only-bind", es
+    os.unlink(os.path.join(h, "notes.txt"))
+    # An absent config: it cannot be created.
+    os.unlink(cfg)
+    r = run(s, "bwrap", h, "echo '{}' > %s; true" % cfg, extra=extra, env=env)
+    assert r.rc == 0 and not os.path.exists(cfg), r
+    assert listing(h) == before - {(os.path.relpath(cfg, h), "f")}, r
+    # SIGKILLed mid-run: nothing is left behind either.
+    with open(cfg, "w") as f:
+        f.write("{}\n")
+    p = subprocess.Popen([DSH, "--mode", "workspace-write", "--root", h, "--runner", "bwrap", "--session", log,
+                          "--", "sleep", "30"], cwd=h, env=dict(s.env(), **{k: v for k, v in env.items() if v}),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    time.sleep(0.5)
+    assert listing(h) == before
+
+
+def test_root_at_home__landlock(s):
+    """Landlock cannot carve: a root holding dsh-confine's own config is refused, as before."""
+    need_runner("landlock")
+    h, env = fake_home(s)
+    cfg = os.path.join(h, ".config", "dsh-confine", "config.json")
+    r = run(s, "landlock", h, "echo ran", env=env)
+    assert r.rc == 125 and "ran" not in r.out, r
+    assert r.err == ("dsh-confine: the config %s decides later runs, and this run could rewrite it: it is under "
+                     "the writable root %s (workspace); choose a narrower --root, or move the config out of it\n"
+                     % (cfg, os.path.realpath(h))), r
 
 
 def test_home_not_in_root_gets_no_home_entries(s):
@@ -240,6 +296,21 @@ def test_symlink_planted_is_refused(s):
     r = run(s, "bwrap", s.ws, "echo ran", extra=["--unprotect", ".vscode"])
     assert r.rc == 0 and r.out == "ran\n", r
     assert r.rec("confinement")["unprotected"] == [p] and p not in entries(r), r
+
+
+def test_symlink_on_the_way_is_refused(s):
+    # A link in a directory on the way to a protected path (.git/info, walked once and kept for
+    # its siblings) fails the run as a link at the end does.
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    info = os.path.join(s.ws, ".git", "info")
+    os.makedirs(os.path.join(s.outside, "info"))
+    if os.path.isdir(info):
+        subprocess.run(["rm", "-rf", info], check=True)
+    os.symlink(os.path.join(s.outside, "info"), info)
+    r = run(s, "bwrap", s.ws, "echo ran")
+    assert r.rc == 125 and "ran" not in r.out, r
+    assert r.err == SYMLINK_TEXT.format(path=info + "/attributes", link=info), r
 
 
 def test_protect_and_unprotect(s):
@@ -283,6 +354,45 @@ def test_hooks_path__bwrap(s):
 
 def test_hooks_path__landlock(s):
     hooks_path(s, "landlock")
+
+
+def hooks_path_from_a_worktree(s, runner):
+    """The root is a linked worktree whose main repository lies outside it: git reads core.hooksPath from
+    the common config there, and a relative one names a directory inside the worktree."""
+    need_runner(runner)
+    repo = os.path.join(s.outside, "main")
+    make_repo(s, repo)
+    git(s, repo, "config", "core.hooksPath", ".githooks")
+    git(s, repo, "worktree", "add", "-q", s.ws + "/wt", "-b", "wtb")
+    wt = s.ws + "/wt"
+    os.mkdir(os.path.join(wt, ".githooks"))
+    r = run(s, runner, wt, "echo 'echo pwned' > .githooks/pre-commit; chmod +x .githooks/pre-commit; true")
+    check_reported(r, runner, [wt + "/.githooks"])
+    assert os.path.exists(os.path.join(wt, ".githooks/pre-commit")) == (runner == "landlock"), r
+
+
+def test_hooks_path_from_a_worktree__bwrap(s):
+    hooks_path_from_a_worktree(s, "bwrap")
+
+
+def test_hooks_path_from_a_worktree__landlock(s):
+    hooks_path_from_a_worktree(s, "landlock")
+
+
+def test_nested_repository_one_level_down(s):
+    """A root that is a directory of checkouts: a repository directly below it is protected like the
+    root's own; one two levels down is not looked for (the documented bound)."""
+    need_runner("bwrap")
+    proj, deep = os.path.join(s.ws, "proj"), os.path.join(s.ws, "org", "deep")
+    make_repo(s, proj)
+    make_repo(s, deep)
+    r = run(s, "bwrap", s.ws, "echo 'echo pwned' > proj/.git/hooks/pre-commit; echo x >> proj/.vscode/settings.json; "
+            "git -C proj commit -q --allow-empty -m two && echo committed")
+    assert r.rc == 0 and r.out == "committed\n", r
+    assert not os.path.exists(os.path.join(proj, ".git/hooks/pre-commit")), r
+    assert read(os.path.join(proj, ".vscode/settings.json")) == b"{}\n", r
+    check_reported(r, "bwrap", [proj + "/.git", proj + "/.git/hooks", proj + "/.git/config", proj + "/.vscode"])
+    assert not [p for p in entries(r) if p.startswith(deep + "/")], r
 
 
 def test_no_descriptor_of_ours_reaches_the_command(s):

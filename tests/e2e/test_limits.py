@@ -209,19 +209,41 @@ def test_fork_bomb_under_max_procs(s):
                 assert res["exitCode"] == 0 and res["limit"] is None, res
 
 
-def test_max_procs_required_without_a_pids_controller_runs_nothing(s):
+
+def without_controllers(*controllers):
+    """The `pre` that runs dsh-confine with no cgroup controller at all, or ()
+    where none of `controllers` is usable here anyway. As root where one is
+    (v2 delegated, or a writable v1 hierarchy) every cgroup and cgroup2 mount
+    is taken away in a private mount namespace, so that the "no controller"
+    path runs instead of being skipped; as another user, skips."""
     d = cgroup2_dir()
-    if d and os.path.exists(os.path.join(d, "cgroup.subtree_control")):
+    usable = any(v1_usable(c) for c in controllers)
+    if d and can_make_leaf() and os.path.exists(os.path.join(d, "cgroup.subtree_control")):
         with open(os.path.join(d, "cgroup.subtree_control")) as f:
-            if "pids" in f.read().split() and can_make_leaf():
-                skip("a pids controller is delegated here: --limits required can be met")
-    if v1_usable("pids"):
-        skip("a cgroup v1 pids hierarchy is writable here: --limits required can be met")
+            usable = usable or any(c in f.read().split() for c in controllers)
+    if not usable:
+        return ()
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        skip("a %s controller is usable here and cannot be taken away as this user" % "/".join(controllers))
+    mounts = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            before, _, after = line.partition(" - ")
+            if after.split()[:1] in (["cgroup"], ["cgroup2"]):
+                mounts.append(before.split()[4])
+    # Deepest first, so that a mount under another goes before it.
+    mounts.sort(key=len, reverse=True)
+    return ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'for m in $0; do umount -l "$m" || exit 99; done; exec "$@"', " ".join(mounts))
+
+
+def test_max_procs_required_without_a_pids_controller_runs_nothing(s):
+    pre = without_controllers("pids")
     marker = s.p("ws", "ran")
     for runner in RUNNERS:
         need_runner(runner)
         r = sh("touch %s" % marker, s, mode="workspace-write", root=s.ws, runner=runner,
-               extra=["--max-procs", "64", "--limits", "required"])
+               extra=["--max-procs", "64", "--limits", "required"], pre=pre)
         assert r.rc == 125, r
         assert not os.path.exists(marker), r
         e = r.rec("error")
@@ -340,19 +362,13 @@ def test_memory_with_rlimits_fails_the_allocation(s):
 
 
 def test_memory_required_without_a_memory_controller_runs_nothing(s):
-    d = cgroup2_dir()
-    if d and can_make_leaf():
-        with open(os.path.join(d, "cgroup.subtree_control")) as f:
-            if "memory" in f.read().split():
-                skip("a memory controller is delegated here")
-    if v1_usable("memory"):
-        skip("a cgroup v1 memory hierarchy is writable here: --limits required can be met")
+    pre = without_controllers("memory")
     marker = s.p("ws", "ran")
     for runner in RUNNERS:
         need_runner(runner)
         for mode in (["--supervise"], []):
             r = sh("touch %s" % marker, s, mode="workspace-write", root=s.ws, runner=runner,
-                   extra=["--memory", "64M", "--limits", "required"] + mode)
+                   extra=["--memory", "64M", "--limits", "required"] + mode, pre=pre)
             assert r.rc == 125, r
             assert not os.path.exists(marker), r
             assert r.rec("error")["code"] == "LIMIT_UNAVAILABLE", r
@@ -361,7 +377,7 @@ def test_memory_required_without_a_memory_controller_runs_nothing(s):
     cfg = s.p("base", "config.json")
     with open(cfg, "w") as f:
         json.dump({"memory": "64M", "limits": "required"}, f)
-    r = sh("touch %s" % marker, s, mode="workspace-write", root=s.ws, extra=["--config", cfg])
+    r = sh("touch %s" % marker, s, mode="workspace-write", root=s.ws, extra=["--config", cfg], pre=pre)
     assert r.rc == 125 and not os.path.exists(marker), r
 
 

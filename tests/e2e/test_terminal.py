@@ -247,19 +247,17 @@ def test_bash_i_gets_job_control_on_a_pty(s):
             t.close()
 
 
-# Under landlock the command leads the pty's session, so its process group has no parent in that
-# session: the kernel treats it as orphaned and does not stop it on Ctrl-Z (a shell run as the
-# command stops its own jobs, which is tested above). Set to False once a monitor process leads the
-# pty's session there, as under bwrap (whose init does).
-LANDLOCK_DIRECT_COMMAND_CANNOT_STOP = True
+# Under landlock a monitor leads the pty's session and the command is its child in a group of its
+# own (a group led by the session leader would be orphaned, and the kernel never stops those on
+# Ctrl-Z); under bwrap, bwrap's init is that parent.
 
 
 def test_ctrl_z_on_a_direct_command_stops_the_job_in_the_users_shell(s):
     # The user's own shell on the test's pty runs dsh-confine on a command that is not a shell:
     # Ctrl-Z stops it and the shell says so, `fg` continues it, the status is the command's.
     need_bwrap()
-    runners = ["bwrap"] + ([] if LANDLOCK_DIRECT_COMMAND_CANNOT_STOP else ["landlock"])
-    for runner in runners:
+    need_landlock()
+    for runner in ("bwrap", "landlock"):
         for extra in MODES:
             t = Term(BASH, s)
             try:

@@ -62,6 +62,9 @@ TEST_CASE("the Landlock runner's own network namespace: its steps' texts and the
     CHECK(fault_outcome(Fault{Step::NetIdMap, EPERM, 2}).message ==
           "cannot write /proc/self/gid_map of the new user namespace: Operation not permitted");
     CHECK(fault_code(Fault{Step::LoopbackUp, EPERM, -1}) == Err::SandboxUnavailable);
+    CHECK(fault_code(Fault{Step::RelayHandOut, EPIPE, -1}) == Err::SandboxUnavailable);
+    CHECK(fault_outcome(Fault{Step::RelayHandOut, EPIPE, -1}).message ==
+          "cannot hand the allow-list's listener to dsh-confine: Broken pipe");
     CHECK(loopback_unavailable_text("Landlock", "") ==
           "--net loopback needs a network namespace of its own, which the Landlock runner does not make: use the "
           "bwrap runner (--runner bwrap), or --net off");

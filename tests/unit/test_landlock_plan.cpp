@@ -88,8 +88,8 @@ TEST_CASE("enforcement and gaps per ABI") {
     CHECK(plan(ro, 7, true).layer.enforcement == Enforcement::Full);
     // Not the command's own file effects: listed, never partial by themselves.
     CHECK(effects(plan(ro, 5, true).layer, false) == V{"signals", "abstract-unix-sockets", "unix-sockets", "file-locks",
-                                                                 "network"});
-    CHECK(effects(plan(ro, 6, true).layer, false) == V{"unix-sockets", "file-locks", "network"});
+                                                                 "other-terminals", "network"});
+    CHECK(effects(plan(ro, 6, true).layer, false) == V{"unix-sockets", "file-locks", "other-terminals", "network"});
     // Metadata is open unless another layer closes it.
     const Plan ws = plan(ws_policy(), 7, false);
     CHECK(effects(ws.layer, true) == V{"metadata"});

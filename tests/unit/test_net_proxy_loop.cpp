@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
@@ -60,7 +62,7 @@ struct Rig {
     };
     std::vector<Up> ups;
 
-    explicit Rig(const std::string& allow, const char* deny = nullptr) {
+    explicit Rig(const std::string& allow, const char* deny = nullptr, Resolver dns = nullptr) {
         server = listen_on_loopback(server_port);
         const int listener = listen_on_loopback(proxy_port);
         char tmpl[] = "/var/tmp/dsh-unit-hosts-XXXXXX";
@@ -76,6 +78,7 @@ struct Rig {
         REQUIRE(parse_rules(list, o.rules.allow));
         if (deny) REQUIRE(parse_rules(deny, o.rules.deny));
         o.hosts_file = hosts;
+        o.dns = std::move(dns);
         o.record = [this](const nlohmann::ordered_json& j) { records.push_back(j); };
         loop = std::make_unique<ProxyLoop>(listener, std::move(o));
     }
@@ -265,4 +268,68 @@ TEST_CASE("dns answers: A and AAAA records are read, compressed names followed, 
     CHECK(to_string(v6[0]) == "::1");
     CHECK(dns_answers(m.substr(0, 30), false).empty());
     CHECK(dns_answers("", false).empty());
+}
+
+TEST_CASE("proxy loop: a name DNS is slow to answer holds up no other connection") {
+    // The resolver hook stands for DNS (the names are in no hosts file): 2 s
+    // for slow.test, at once for fast.test. The loop must go on meanwhile.
+    std::atomic<int> slow_asked{0};
+    Rig rig("slow.test,fast.test,127.0.0.1:PORT", nullptr, [&slow_asked](const std::string& name) {
+        if (name == "slow.test") {
+            ++slow_asked;
+            std::this_thread::sleep_for(std::chrono::seconds(2));
+        }
+        Resolved r;
+        r.by = "dns";
+        r.addresses.push_back(*parse_address("127.0.0.1"));
+        return r;
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const int slow = connect_to(rig.proxy_port);
+    rig.send(slow, "CONNECT slow.test:" + rig.port() + " HTTP/1.1\r\n\r\n");
+    // The slow name is with a resolver thread before the second client asks.
+    for (int i = 0; i < 200 && slow_asked == 0; ++i) rig.pump();
+    REQUIRE(slow_asked == 1);
+    const int fast = connect_to(rig.proxy_port);
+    rig.send(fast, "CONNECT fast.test:" + rig.port() + " HTTP/1.1\r\n\r\n");
+    CHECK(rig.read(fast, has("\r\n\r\n"), 1500) == "HTTP/1.1 200 Connection established\r\n\r\n");
+    rig.send(fast, "GET /fast HTTP/1.0\r\n\r\n");
+    CHECK(rig.read(fast, has("hello"), 1500).find("hello") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1800));
+    REQUIRE(rig.records.size() == 1);
+    CHECK(rig.records[0]["host"] == "fast.test");
+    CHECK(rig.records[0]["resolvedBy"] == "dns");
+    CHECK(rig.records[0]["verdict"] == "allowed");
+    // The slow one is answered when its name is, and decided the same way.
+    CHECK(rig.read(slow, has("\r\n\r\n"), 4000) == "HTTP/1.1 200 Connection established\r\n\r\n");
+    CHECK(std::chrono::steady_clock::now() - start >= std::chrono::seconds(2));
+    REQUIRE(rig.records.size() == 2);
+    CHECK(rig.records[1]["host"] == "slow.test");
+    CHECK(rig.records[1]["verdict"] == "allowed");
+    ::close(slow);
+    ::close(fast);
+}
+
+TEST_CASE("proxy loop: the loop ends without waiting for a resolver thread still asking") {
+    std::atomic<bool> asked{false};
+    Rig rig("slow.test", nullptr, [&asked](const std::string&) {
+        asked = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        Resolved r;
+        r.by = "dns";
+        r.error = "the name has no address (DNS)";
+        return r;
+    });
+    const int c = connect_to(rig.proxy_port);
+    rig.send(c, "CONNECT slow.test:443 HTTP/1.1\r\n\r\n");
+    for (int i = 0; i < 200 && !asked; ++i) rig.pump();
+    REQUIRE(asked);
+    CHECK(rig.loop->connections() == 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    rig.loop.reset();  // the thread sleeps on: the end does not wait for it, and closes the client
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(250));
+    char b;
+    CHECK(::read(c, &b, 1) == 0);
+    CHECK(rig.records.empty());  // nothing was decided for it
+    ::close(c);
 }

@@ -250,3 +250,28 @@ TEST_CASE("resolve: --escalate-net host from an allow list drops the list with t
     CHECK(res.policy.network_source == NetworkSource::Escalation);
     CHECK_FALSE(res.policy.net_allow);
 }
+
+TEST_CASE("resolve: the session log's allow-list is the policy's when no --net is given") {
+    Scene s;
+    s.write(s.config, R"({"network": {"allow": ["config.test"]}})");
+    s.write(s.session, mode_event_line(Mode::ReadOnly, 1, 1000, Network::Loopback, {"session.test"}, {"evil.test"}));
+    Request req = run_request(s);
+    req.session = s.session;
+    Resolution res;
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.network == Network::Loopback);
+    CHECK(res.policy.network_source == NetworkSource::Session);
+    REQUIRE(res.policy.net_allow);
+    REQUIRE(res.policy.net_allow->allow.size() == 1);
+    CHECK(res.policy.net_allow->allow[0].text == "session.test");
+    REQUIRE(res.policy.net_allow->deny.size() == 1);
+    // --net wins over it.
+    req.net = "allow=flag.test";
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.net_allow->allow[0].text == "flag.test");
+    CHECK(res.policy.net_allow->deny.empty());
+    req.net = "off";
+    REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
+    CHECK(res.policy.network == Network::Off);
+    CHECK_FALSE(res.policy.net_allow);
+}

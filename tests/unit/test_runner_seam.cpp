@@ -253,3 +253,30 @@ TEST_CASE("seam: a layer that fails in the child comes back as a fault, rendered
     CHECK(lines[1]["runnerFailure"] == "landlock_restrict_self: Operation not permitted");
     ::close(rep[0]);
 }
+
+TEST_CASE("seam: --net allow= passes over a runner that cannot hand out a listener; forced, it is the reason") {
+    testrunner::Script cannot, can;
+    can.egress_proxy = true;
+    auto a = testrunner::make(RunnerKind::Custom, cannot, "exit 0");
+    auto b = testrunner::make(RunnerKind::Landlock, can, "exit 0");
+    net::Rules rules;
+    REQUIRE(net::parse_rules("allowed.test", rules.allow));
+    const std::string why = "--net allow= needs the bwrap or Landlock runner: the custom runner cannot hand a "
+                            "listener in the command's network namespace to dsh-confine's proxy; use --runner bwrap "
+                            "or --runner landlock (or auto)";
+    Plan p = ws_plan();
+    p.c.policy.network = Network::Loopback;
+    p.c.policy.net_allow = rules;
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, p, {a.get(), b.get()}));
+    CHECK(p.c.runner == RunnerKind::Landlock);
+    REQUIRE(p.c.skipped.size() == 1);
+    CHECK(p.c.skipped[0].reason == why);
+    CHECK(cannot.probes == 0);
+    Plan q = ws_plan();
+    q.c.policy.network = Network::Loopback;
+    q.c.policy.net_allow = rules;
+    Outcome o = chain::choose(RunnerKind::Custom, RunnerEnv{}, q, {a.get(), b.get()});
+    REQUIRE_FALSE(o);
+    CHECK(o.exit_status() == 125);
+    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: " + why);
+}

@@ -307,7 +307,7 @@ TEST_CASE("session: the network is part of the policy (issue 17)") {
     CHECK_FALSE(s.network);
     // Strict: an unknown or non-string network is an error, never a fallback to a wider one.
     CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"none\"}}\n") ==
-          "session log /s.jsonl line 1: sandbox/mode carries unknown network \"none\" (off, loopback or host)");
+          "session log /s.jsonl line 1: sandbox/mode carries unknown network \"none\" (off, loopback, host or allow)");
     CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":0}}\n").find(
               "unknown network 0") != std::string::npos);
     CHECK(mode_event_line(Mode::ReadOnly, 2, 5, Network::Loopback) ==
@@ -326,4 +326,41 @@ TEST_CASE("session: set-mode carries the log's network over unless it names one"
     REQUIRE(append_mode_event(f.path, Mode::ReadOnly, Network::Host));
     REQUIRE(read_session(f.path, s));
     CHECK(*s.network == Network::Host);
+}
+
+TEST_CASE("session: the allow-list is recorded with its entries and read back (issue 19)") {
+    CHECK(mode_event_line(Mode::ReadOnly, 3, 9, Network::Loopback, {"allowed.test", "10.0.0.0/8:443"}, {"evil.test"}) ==
+          "{\"type\":\"sandbox/mode\",\"seq\":3,\"time\":9,\"data\":{\"mode\":\"read-only\",\"network\":\"allow\","
+          "\"allow\":[\"allowed.test\",\"10.0.0.0/8:443\"],\"deny\":[\"evil.test\"]}}\n");
+    SessionState s;
+    REQUIRE(fold_session_log(mode_event_line(Mode::ReadOnly, 3, 9, Network::Loopback, {"allowed.test"}), "/s", s));
+    REQUIRE(s.network);
+    CHECK(*s.network == Network::Loopback);
+    CHECK(s.net_allow == std::vector<std::string>{"allowed.test"});
+    CHECK(s.net_deny.empty());
+    // Strict: no entries, a bad entry, a non-list: errors, never a wider network.
+    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\"}}\n") ==
+          "session log /s.jsonl line 1: sandbox/mode with network \"allow\" needs \"data.allow\": a non-empty list of entries");
+    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[]}}\n")
+              .find("non-empty list") != std::string::npos);
+    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[\"*\"]}}\n")
+              .find("session log /s.jsonl line 1: sandbox/mode: ") == 0);
+    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[\"a.test\"],"
+              "\"deny\":\"b.test\"}}\n")
+              .find("needs \"data.deny\": a list of entries") != std::string::npos);
+}
+
+TEST_CASE("session: set-mode carries the allow-list over with the network") {
+    TempFile f;
+    REQUIRE(append_mode_event(f.path, Mode::ReadOnly, Network::Loopback, {"allowed.test"}, {"evil.test"}));
+    REQUIRE(append_mode_event(f.path, Mode::WorkspaceWrite));  // names no network: the list stays
+    SessionState s;
+    REQUIRE(read_session(f.path, s));
+    CHECK(*s.mode == Mode::WorkspaceWrite);
+    CHECK(*s.network == Network::Loopback);
+    CHECK(s.net_allow == std::vector<std::string>{"allowed.test"});
+    CHECK(s.net_deny == std::vector<std::string>{"evil.test"});
+    REQUIRE(append_mode_event(f.path, Mode::ReadOnly, Network::Loopback));  // plain loopback: the list goes
+    REQUIRE(read_session(f.path, s));
+    CHECK(s.net_allow.empty());
 }

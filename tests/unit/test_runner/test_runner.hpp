@@ -17,6 +17,7 @@ struct Script {
     bool apply_fails = false;      // the in-process layer fails in the child
     int apply_marker_fd = -1;      // the layer writes one byte here when it applies
     bool private_tmp = false;      // it can give a private /tmp
+    bool egress_proxy = false;     // it can take --net allow=
     std::string ends_descendants;  // its own way of ending them ("" none)
     int probes = 0;                // how often probe() was asked
 };
