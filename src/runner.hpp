@@ -78,11 +78,15 @@ public:
     virtual ~Watch() = default;
     // Before the spawn: pipes, argv, fds to inherit.
     virtual Outcome arm(Plan& p) = 0;
-    // The child leaves the caller's process group: a session of its own
-    // without a terminal, or the pty's when one is interposed (the terminal's
-    // signals then reach the command only through the parent's forwarding,
-    // or the pty's own line discipline).
-    virtual bool own_process_group() const noexcept = 0;
+    // Without a pty the child stays in the caller's process group (issue 15),
+    // so that a signal sent to the group (kill -STOP, Ctrl-C with --no-pty, a
+    // service manager's) reaches the command as it would the bare command.
+    // A runner whose own program must not die of such a signal (bwrap: the
+    // sandbox would go with it) returns true: the forwarded signals that
+    // terminate by default start ignored in the child, and the runner tells
+    // its stage which of them the caller ignored itself (`caller_ignored`,
+    // bit n: signal n), so that the command gets the caller's dispositions back.
+    virtual bool shield(Plan& p, unsigned caller_ignored) = 0;
     // After the spawn, in the parent: close the child's ends.
     virtual void spawned() = 0;
     // An fd to poll (-1: none) and what to do when it is readable.

@@ -34,9 +34,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <memory>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #if defined(__linux__)
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #endif
 #include <sys/wait.h>
@@ -80,6 +83,169 @@ volatile sig_atomic_t g_forwarded = 0;   // bit n: signal n was forwarded
 volatile sig_atomic_t g_winch_from = -1; // with a pty: SIGWINCH copies this terminal's size...
 volatile sig_atomic_t g_winch_to = -1;   // ...to the pty's master (which signals its foreground job)
 volatile sig_atomic_t g_wake = -1;       // with a pty: SIGCONT writes here (the loop re-checks the foreground)
+volatile sig_atomic_t g_sentinel = -1;   // the sentinel's socket (see start_sentinel), -1: none
+volatile sig_atomic_t g_pgrp = 0;        // our process group, the command's too (with a sentinel)
+
+// The sentinel (issue 15). Without a pty the command stays in our process
+// group, so a signal sent to the group (kill(-pgrp), kill(0) from inside,
+// Ctrl-C with --no-pty, a service manager's) reaches it from the kernel: it
+// must not be forwarded once more. The kernel's siginfo for kill(pid) and
+// kill(-pgrp) is the same (SI_USER, the sender's pid), so the group's view
+// is asked of a process of ours that is in the group too and is signalled by
+// nothing else: forked here, no exec, every signal blocked, it only answers,
+// for a signal number, whether that signal is pending for it (and takes it).
+// The kernel queues a group signal to the group's members newest first
+// (attach_pid adds at the head of the group's list; __kill_pgrp_info walks
+// it under tasklist_lock), and the sentinel is younger than we are, so it
+// holds the signal before our handler can run; the handler still asks once
+// more after a short pause rather than trust that order blindly.
+[[maybe_unused]] void sentinel_main(int fd) {
+    for (;;) {
+        unsigned char s = 0;
+        const ssize_t n = ::read(fd, &s, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n != 1) ::_exit(0);
+        sigset_t one;
+        sigemptyset(&one);
+        if (s > 0 && s < 32 && s != SIGKILL && s != SIGSTOP) sigaddset(&one, s);
+        const timespec zero{0, 0};
+        const unsigned char held = ::sigtimedwait(&one, nullptr, &zero) == s ? 1 : 0;
+        if (::write(fd, &held, 1) != 1) ::_exit(0);
+    }
+}
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+// A fork costs about 1.2 ms of CPU here (the page tables of a VM guest), more
+// than issue 15's budget for the whole forwarder: the sentinel shares our
+// memory instead (CLONE_VM, its own small stack, its own descriptor table and
+// signal state). Sharing our memory and our thread pointer, it must not touch
+// errno or anything else of libc's: raw system calls only.
+long raw_syscall(long n, long a, long b, long c, long d) {
+#if defined(__x86_64__)
+    long r;
+    register long r10 asm("r10") = d;
+    asm volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
+    return r;
+#else
+    register long x8 asm("x8") = n;
+    register long x0 asm("x0") = a;
+    register long x1 asm("x1") = b;
+    register long x2 asm("x2") = c;
+    register long x3 asm("x3") = d;
+    asm volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+    return x0;
+#endif
+}
+
+struct SentinelArgs {
+    int fd;
+    pid_t parent;
+};
+alignas(64) unsigned char g_sentinel_stack[16384];
+SentinelArgs g_sentinel_args;
+
+[[gnu::noinline, gnu::no_stack_protector]] int sentinel_thread(void* arg) {
+    const SentinelArgs a = *static_cast<SentinelArgs*>(arg);
+    (void)raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0);
+    if (raw_syscall(SYS_getppid, 0, 0, 0, 0) != a.parent) raw_syscall(SYS_exit, 0, 0, 0, 0);
+    // Nothing of ours held open (a pipe's reader waits for its EOF).
+    if (a.fd > 0) (void)raw_syscall(436 /* close_range */, 0, static_cast<long>(a.fd) - 1, 0, 0);
+    (void)raw_syscall(436 /* close_range */, static_cast<long>(a.fd) + 1, ~0U, 0, 0);
+    for (;;) {
+        unsigned char s = 0;
+        const long n = raw_syscall(SYS_read, a.fd, reinterpret_cast<long>(&s), 1, 0);
+        if (n == -EINTR) continue;
+        if (n != 1) break;
+        unsigned long one = (s > 0 && s < 32 && s != SIGKILL && s != SIGSTOP) ? 1UL << (s - 1) : 0;
+        struct {
+            long sec, nsec;
+        } zero{0, 0};
+        const long got = one ? raw_syscall(SYS_rt_sigtimedwait, reinterpret_cast<long>(&one), 0,
+                                           reinterpret_cast<long>(&zero), 8)
+                             : -1;
+        unsigned char held = got == s ? 1 : 0;
+        if (raw_syscall(SYS_write, a.fd, reinterpret_cast<long>(&held), 1, 0) != 1) break;
+    }
+    raw_syscall(SYS_exit, 0, 0, 0, 0);
+    return 0;
+}
+#endif
+
+// Starts the sentinel; returns its pid (-1: none) and our end of its socket.
+pid_t start_sentinel(int& fd) {
+    fd = -1;
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+    const pid_t parent = ::getpid();
+    sigset_t all, old;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, &old);
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+    g_sentinel_args = {sv[1], parent};
+    const pid_t pid = ::clone(sentinel_thread, g_sentinel_stack + sizeof g_sentinel_stack, CLONE_VM | SIGCHLD,
+                              &g_sentinel_args);
+#else
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+#if defined(__linux__)
+        (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+#endif
+        if (::getppid() != parent || ::dup2(sv[1], 0) != 0) ::_exit(0);
+        for (int f = 1; f < 1024; ++f) ::close(f);
+        sentinel_main(0);
+    }
+#endif
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    ::close(sv[1]);
+    if (pid < 0) {
+        ::close(sv[0]);
+        return -1;
+    }
+    fd = sv[0];
+    return pid;
+}
+
+// Whether `sig` is pending in the sentinel (taken if so).
+bool sentinel_holds(int fd, int sig) {
+    unsigned char s = static_cast<unsigned char>(sig), held = 0;
+    if (::send(fd, &s, 1, MSG_NOSIGNAL) != 1) return false;
+    ssize_t n;
+    while ((n = ::recv(fd, &held, 1, 0)) < 0 && errno == EINTR) {
+    }
+    return n == 1 && held == 1;
+}
+
+// Was this delivery of `sig` sent to our process group? (Called in the
+// handler, with the forwarded signals blocked.)
+bool sent_to_group(int sig, const siginfo_t* si) {
+    const int fd = g_sentinel;
+    if (fd < 0) return false;
+    if (sentinel_holds(fd, sig)) return true;
+    // A sender in our own group (timeout(1) sends kill(child) and then
+    // kill(0)) is given a little time for the group's copy: the command gets
+    // that one from the kernel, and this one is not forwarded on top (sudo
+    // relays nothing from the command's group; a script's `cmd & kill $!`
+    // needs it relayed, so only the pause). Anyone else: one more look.
+    bool in_group = false;
+    if (si != nullptr && si->si_code == SI_USER && si->si_pid > 0) in_group = ::getpgid(si->si_pid) == g_pgrp;
+    const int rounds = in_group ? 20 : 1;
+    for (int i = 0; i < rounds; ++i) {
+        const timespec pause{0, in_group ? 500000L : 200000L};
+        ::nanosleep(&pause, nullptr);
+        if (sentinel_holds(fd, sig)) {
+            // This delivery was the direct one; the group's copy for us is
+            // queued (or about to be, in the same kill): take it too, so it
+            // is not judged on its own once the sentinel no longer holds it.
+            sigset_t one;
+            sigemptyset(&one);
+            sigaddset(&one, sig);
+            const timespec bound{0, 50000000L};
+            (void)::sigtimedwait(&one, nullptr, &bound);
+            return true;
+        }
+    }
+    return false;
+}
 
 int send_to_target(int pidfd, int sig) {
 #if defined(__linux__)
@@ -92,15 +258,24 @@ int send_to_target(int pidfd, int sig) {
 }
 
 void forward(int sig, siginfo_t* si, void*) {
-    // A terminal sends Ctrl-C, Ctrl-\, hang-up and resize to its whole
-    // foreground process group (si_code SI_KERNEL). When the command is in
-    // ours it has the signal already: forwarding would deliver it twice.
-#if defined(SI_KERNEL)
-    if (g_same_group && si != nullptr && si->si_code == SI_KERNEL) return;
-#else
-    (void)si;
-#endif
     const int saved = errno;
+    // Sent to our process group, which the command shares (a terminal's
+    // Ctrl-C, Ctrl-\, hang-up and resize, si_code SI_KERNEL, always is): it
+    // has the signal already, forwarding would deliver it twice. Not found
+    // yet (bwrap starting, the forwarded signals still ignored there): sent
+    // once it is.
+    if (g_same_group) {
+        const bool group = sent_to_group(sig, si)
+#if defined(SI_KERNEL)
+                           || (si != nullptr && si->si_code == SI_KERNEL)
+#endif
+            ;
+        if (group) {
+            if (g_defer && g_target < 0) g_pending = g_pending | (1 << sig);
+            errno = saved;
+            return;
+        }
+    }
     if (sig == SIGWINCH && g_winch_to >= 0) {
         struct winsize ws {};
         if (::ioctl(g_winch_from, TIOCGWINSZ, &ws) == 0) (void)::ioctl(g_winch_to, TIOCSWINSZ, &ws);
@@ -292,6 +467,18 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (!leaf.make(lim, why)) return failed(fail(Err::LimitUnavailable, limit_text(LimitText::LeafFailed, why)));
         for (size_t i = 0; i < limits::kMaxLeaves; ++i) p.cgroup_procs_fds[i] = leaf.procs_fds()[i];
     }
+    // A runner's program in our group (no pty) that must not die of a group
+    // signal starts with those ignored; its stage learns which the caller
+    // ignored itself. Before the entry: it changes the runner's argv.
+    bool shielded = false;
+    if (!tty.active() && watch) {
+        unsigned caller_ignored = 0;
+        for (int s : kForwarded) {
+            struct sigaction a {};
+            if (::sigaction(s, nullptr, &a) == 0 && a.sa_handler == SIG_IGN) caller_ignored |= 1u << s;
+        }
+        shielded = watch->shield(p, caller_ignored);
+    }
     // Everything the child does is made here, before it exists.
     Entry entry;
     if (auto o = prepare_entry(p, report.fd(), nullptr, {exec_pipe[1]}, entry); !o)
@@ -311,8 +498,32 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     struct sigaction reset_act[kN + 1];
     int n_reset = 0;
     bool installed[kN] = {};
-    const bool own_group = tty.active() || (watch && watch->own_process_group());
+    // With a pty the command has the pty's session; without, it stays in
+    // ours, and the sentinel tells a signal sent to the group from one sent
+    // to us alone. Forked before the child, with the forwarded signals
+    // already blocked: a group signal from here on is pending in it too.
+    const bool own_group = tty.active();
     g_same_group = own_group ? 0 : 1;
+    int sentinel_fd = -1;
+    pid_t sentinel = -1;
+    if (!own_group) {
+        sentinel = start_sentinel(sentinel_fd);
+        g_pgrp = ::getpgrp();
+        g_sentinel = sentinel_fd;
+    }
+    auto end_sentinel = [&]() {
+        if (sentinel <= 0) return;
+        sigset_t all, before;
+        sigfillset(&all);
+        ::sigprocmask(SIG_BLOCK, &all, &before);
+        g_sentinel = -1;
+        ::sigprocmask(SIG_SETMASK, &before, nullptr);
+        ::close(sentinel_fd);
+        ::kill(sentinel, SIGKILL);
+        while (::waitpid(sentinel, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        sentinel = -1;
+    };
     if (tty.active()) {
         g_winch_from = tty.user();
         g_winch_to = tty.master();
@@ -346,7 +557,14 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (tty.active()) ::sigaction(SIGCONT, &old_cont, nullptr);
         g_winch_to = -1;
         g_wake = -1;
+        end_sentinel();
     };
+    if (shielded)
+        for (int k = 0; k < n_reset; ++k)
+            if (reset[k] != SIGWINCH) {
+                reset_act[k] = {};
+                reset_act[k].sa_handler = SIG_IGN;
+            }
 
     // The command starts with the caller's mask and dispositions.
     entry.exec_mask = &old_mask;
@@ -357,9 +575,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     child.pdeathsig = SIGKILL;
     child.exec_is_runner = p.exec_is_runner;
     // A pty: the command's session, its controlling terminal on the std fds
-    // that were the user's terminal. Otherwise a runner whose program must
-    // not get the terminal's signals gets a session of its own (no
-    // controlling terminal: bwrap's --new-session, done here).
+    // that were the user's terminal. Otherwise the child stays in our process
+    // group (a runner's program shielded above, the sentinel beside it).
     if (tty.active()) {
         child.terminal_fd = tty.slave();
         child.terminal_on = tty.slave_on();
@@ -367,8 +584,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // monitor leading the pty's session, so Ctrl-Z stops the command;
         // bwrap's init is that process under bwrap.
         child.monitor = watch == nullptr;
-    } else if (watch && watch->own_process_group()) {
-        child.new_session = true;
     }
     if (capture) {
         child.stderr_fd = err_pipe[1];
@@ -495,6 +710,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             double now = spawn::now_ms();
             if (now >= next_at) {
                 timed_out = true;
+                // The timeout signals every process below us: not the sentinel.
+                end_sentinel();
                 if (phase == 0 &&
                     proctree::signal_all(SIGTERM, watch ? watch->runner_depth() : 0) > 0) {
                     phase = 1;
@@ -592,6 +809,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // with a timeout or a leaf, always (issue 21; also what a subreaper does
     // not reach: bwrap's namespace).
     std::optional<int> descendants_killed;
+    end_sentinel();  // ours, not the command's: neither killed with them nor counted
     if (subreaper || lim.timeout_ms || leaf.active()) {
         const int killed = kill_all();
         if (subreaper) descendants_killed = killed;

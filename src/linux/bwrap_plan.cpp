@@ -299,6 +299,11 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
                 return failf(Err::Usage, "stage: bad --rlimit \"{}\"", v);
             r.resource = res;
             out.rlimits.push_back(r);
+        } else if (a == "--caller-signals") {
+            if (auto o = value("--caller-signals", v); !o) return o;
+            int n = 0;
+            if (!parse_int(v, n) || n < 0) return failf(Err::Usage, "stage: bad number \"{}\" for {}", v, a);
+            out.caller_signals = n;
         } else if (a == "--argv-from-record") {
             out.argv_from_record = true;
         } else if (a == "--file") {

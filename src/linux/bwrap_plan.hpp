@@ -122,7 +122,15 @@ struct StageRequest {
     bool argv_from_record = false;  // --argv-from-record: argv is the record's (kArgvInline)
     std::vector<limits::Rlimit> rlimits;  // --rlimit RES:SOFT:HARD
     int relay_fd = -1;                    // --net-relay N (issue 19)
+    // --caller-signals MASK (issue 15): bwrap shares the caller's process group
+    // and was started with kShielded ignored; bit n set: the caller ignored
+    // signal n too. -1: not given (a pty's session, or exec'd in place).
+    long caller_signals = -1;
 };
+// The signals bwrap starts ignored when it shares the caller's process group:
+// the forwarded ones whose default action ends the process.
+inline constexpr int kShielded[] = {1 /* HUP */, 2 /* INT */, 3 /* QUIT */, 10 /* USR1 */, 12 /* USR2 */,
+                                    15 /* TERM */};
 Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out);
 
 // The stage's check that it runs inside the mount view bwrap was asked for:

@@ -207,6 +207,11 @@ void take_foreground() noexcept {
         print_error(o.text());
         return o.exit_status();
     }
+    // bwrap in the caller's process group started with the forwarded signals
+    // ignored: the caller's dispositions back, first, so that from here a
+    // signal to the group does to the stage what it would to the command.
+    if (req.caller_signals >= 0)
+        for (int s : kShielded) ::signal(s, (req.caller_signals >> s) & 1 ? SIG_IGN : SIG_DFL);
     const int mailbox = req.record_fd;
     // Inherited through bwrap: close-on-exec from here, so the command never holds it.
     (void)::fcntl(mailbox, F_SETFD, FD_CLOEXEC);
@@ -285,7 +290,9 @@ void take_foreground() noexcept {
     // Sealed as it is just before exec: from then on nothing (the command
     // included) can leave a record in it.
     e.seal_fd = mailbox;
-    take_foreground();
+    // With a pty the command becomes its foreground job; in the caller's
+    // process group (no pty) the caller's terminal, if any, stays the caller's.
+    if (req.caller_signals < 0) take_foreground();
     Fault f;
     enter(&e, f);
     return stage_failed(report, mailbox, entry_failure(p, f));

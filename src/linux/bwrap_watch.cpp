@@ -97,11 +97,22 @@ public:
         return Outcome::success();
     }
 
-    // bwrap out of the caller's process group (a session of its own, or the
-    // pty's): the terminal's Ctrl-C would otherwise kill bwrap, and with it
-    // the command by SIGKILL, before the command could see the signal, which
-    // the parent forwards.
-    bool own_process_group() const noexcept override { return true; }
+    // bwrap in the caller's process group: a group's SIGINT or SIGTERM would
+    // kill bwrap, and with it the command by SIGKILL, before the command
+    // could see the signal. bwrap starts with them ignored (bwrap sets no
+    // handler; its init, pid 1 of the sandbox, drops what it does not
+    // handle), and the stage puts the caller's dispositions back
+    // (--caller-signals) before it execs the command.
+    bool shield(Plan& p, unsigned caller_ignored) override {
+        for (size_t i = 0; i < p.exec_argv.size(); ++i)
+            if (p.exec_argv[i] == kStageArg) {
+                p.exec_argv.insert(p.exec_argv.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                                   {"--caller-signals", std::to_string(caller_ignored)});
+                p.c.exec_argv = p.exec_argv;
+                return true;
+            }
+        return true;
+    }
     // bwrap and its init (pid 1 of the sandbox) are the runner's; the stage is the command.
     int runner_depth() const noexcept override { return 2; }
 

@@ -403,3 +403,16 @@ TEST_CASE("bwrap stage: --net-relay travels to the stage, with --net loopback on
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--net", "loopback", "--record-fd", "6", "--net-relay", "2",
                                     "--", "/bin/true", "true"}, req));
 }
+
+TEST_CASE("bwrap stage: --caller-signals says which shielded signals the caller ignored (issue 15)") {
+    bwrap::StageRequest req;
+    REQUIRE(bwrap::parse_stage({"--mode", "read-only", "--record-fd", "3", "--", "/bin/sh", "sh"}, req));
+    CHECK(req.caller_signals == -1);  // not in the caller's group: the command's dispositions are bwrap's
+    REQUIRE(bwrap::parse_stage({"--caller-signals", "2", "--mode", "read-only", "--record-fd", "3", "--", "/bin/sh",
+                                "sh"}, req));
+    CHECK(req.caller_signals == 2);  // bit 1: SIGHUP (nohup)
+    CHECK_FALSE(bwrap::parse_stage({"--caller-signals", "-1", "--mode", "read-only", "--record-fd", "3", "--",
+                                    "/bin/sh", "sh"}, req));
+    CHECK_FALSE(bwrap::parse_stage({"--caller-signals", "x", "--mode", "read-only", "--record-fd", "3", "--",
+                                    "/bin/sh", "sh"}, req));
+}
