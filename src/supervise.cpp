@@ -99,6 +99,7 @@ volatile sig_atomic_t g_pgrp = 0;        // our process group, the command's too
 // it under tasklist_lock), and the sentinel is younger than we are, so it
 // holds the signal before our handler can run; the handler still asks once
 // more after a short pause rather than trust that order blindly.
+#if defined(__linux__)
 [[maybe_unused]] void sentinel_main(int fd) {
     for (;;) {
         unsigned char s = 0;
@@ -246,6 +247,17 @@ bool sent_to_group(int sig, const siginfo_t* si) {
     }
     return false;
 }
+
+#else
+// Elsewhere (macOS) no sentinel: sigtimedwait is Linux's. A signal sent to
+// the whole group reaches the command from the kernel and once more
+// forwarded there (docs/PLATFORMS.md).
+pid_t start_sentinel(int& fd) {
+    fd = -1;
+    return -1;
+}
+bool sent_to_group(int, const siginfo_t*) { return false; }
+#endif
 
 int send_to_target(int pidfd, int sig) {
 #if defined(__linux__)
