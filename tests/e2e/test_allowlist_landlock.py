@@ -6,57 +6,15 @@ hands it to dsh-confine over an inherited socketpair, as the bwrap stage does. T
 HTTP server this test runs on the host's 127.0.0.1; `allowed.test` and `other.test` are mapped to it
 by the proxy's hosts hook (DSH_CONFINE_NET_HOSTS), never by a real DNS query.
 """
-import http.server
 import os
-import threading
 
 from harness import SANDBOX_UNAVAILABLE, dsh, is_root, main, need_landlock, skip, tool
-
-PY = "/usr/bin/python3"
-CURL = "/usr/bin/curl"
-
-
-class Server:
-    def __init__(self):
-        seen = self.seen = []
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                seen.append(self.path)
-                body = b"hi"
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from test_allowlist import CURL, PY, Server, need_curl, network_records
+from test_allowlist import run as run_allow
 
 
 def run(s, allow, cmd, extra=(), pre=()):
-    hosts = os.path.join(s.base, "hosts")
-    with open(hosts, "w") as f:
-        f.write("127.0.0.1 allowed.test\n127.0.0.1 other.test\n")
-    os.chmod(hosts, 0o644)
-    return dsh(["--runner", "landlock", "--net", "allow=" + allow] + list(extra) + ["--"] + cmd, s,
-               env={"DSH_CONFINE_NET_HOSTS": hosts}, pre=pre)
-
-
-def network_records(r):
-    return [x for x in r.report if x.get("type") == "network"]
-
-
-def need_curl():
-    if not os.access(CURL, os.X_OK):
-        skip("curl is not installed (.ci/packages installs it)")
+    return run_allow(s, allow, cmd, extra=extra, runner="landlock", pre=pre)
 
 
 def check_reached(r, h, path):
