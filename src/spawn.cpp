@@ -111,8 +111,6 @@ void close_from(int first) noexcept {
             (void)leader;
 #endif
         }
-    } else if (c.new_session && ::setsid() < 0) {
-        child_fails(c, Fault{Step::Ctty, errno, 0});
     }
     if (c.new_group) (void)::setpgid(0, 0);
     const int std_fds[3] = {c.stdin_fd, c.stdout_fd, c.stderr_fd};

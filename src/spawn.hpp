@@ -48,7 +48,6 @@ struct Child {
     // kernel never stops on SIGTSTP. The monitor relays every signal it gets
     // to the command and exits as the command did.
     bool monitor = false;
-    bool new_session = false;  // setsid(): a new session without a controlling terminal
     int pdeathsig = 0;         // PR_SET_PDEATHSIG; the child exits if the parent is already gone
     const char* cwd = nullptr;
     // Dispositions to restore (signals the parent handles go back to what
