@@ -111,7 +111,9 @@ public:
                 p.c.exec_argv = p.exec_argv;
                 return true;
             }
-        return true;
+        // No stage to give the caller's dispositions back: not shielded
+        // (the command must never start with signals the caller did not ignore).
+        return false;
     }
     // bwrap and its init (pid 1 of the sandbox) are the runner's; the stage is the command.
     int runner_depth() const noexcept override { return 2; }
