@@ -772,6 +772,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (tty.active())
             if (const int w = tty.watch_ms(); w >= 0) timeout = timeout < 0 || timeout > w ? w : timeout;
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
+        // Taken now: what follows (/proc reads, tcgetpgrp) may change errno,
+        // and a poll interrupted by a signal (SIGWINCH) must not read as failed.
+        const bool poll_failed = r < 0 && errno != EINTR;
         if (reaper) proctree::reap_orphans(pid);
         if (tty.active() && tty.watch_ms() >= 0) {
             pid_t command = watch ? command_pid : pid;
@@ -782,7 +785,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             }
             if (tty.command_stopped(command)) tty.follow_stop(command);
         }
-        if (r < 0 && errno != EINTR) break;
+        if (poll_failed) break;
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();
 #if defined(__linux__)

@@ -225,7 +225,9 @@ void Relay::finish() {
     char buf[65536];
     while (spawn::now_ms() < until) {
         pollfd pfd{master_, POLLIN, 0};
-        if (::poll(&pfd, 1, 50) <= 0) break;
+        const int r = ::poll(&pfd, 1, 50);
+        if (r < 0 && errno == EINTR) continue;  // a signal (SIGWINCH, SIGCHLD) is not the end
+        if (r <= 0) break;
         ssize_t n = ::read(master_, buf, sizeof buf);
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0) break;

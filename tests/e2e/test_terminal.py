@@ -247,6 +247,26 @@ def test_bash_i_gets_job_control_on_a_pty(s):
             t.close()
 
 
+def test_a_resize_while_the_foreground_group_has_lost_its_leader_keeps_the_terminal(s):
+    # `true | sleep 1`: the pipeline's group leader (true) is gone while the job runs, so the
+    # pty's foreground group names no process. A SIGWINCH then (just after typed input, when the
+    # relay looks for a stopped job) once ended the relay: the poll's EINTR was read after a
+    # failed /proc lookup had changed errno, and the shell was left with nobody relaying.
+    _need_runners()
+    for opts in _combos():
+        t = Term([DSH] + opts + ["--"] + BASH, s)
+        try:
+            t.expect("PROMPT> ")
+            t.send(b"true | sleep 1; echo after-$((2+3))\n")
+            t.settle(0.3)
+            os.killpg(t.p.pid, signal.SIGWINCH)
+            t.expect(r"after-5\r\n", timeout=10)
+            t.send(b"exit 4\n")
+            assert t.wait() == 4, (opts, t.out[-2000:])
+        finally:
+            t.close()
+
+
 # Under landlock a monitor leads the pty's session and the command is its child in a group of its
 # own (a group led by the session leader would be orphaned, and the kernel never stops those on
 # Ctrl-Z); under bwrap, bwrap's init is that parent.
