@@ -269,7 +269,7 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             if (!n) return failf(Err::Usage, "stage: bad network mode \"{}\"", v);
             out.policy.network = *n;
         } else if (a == "--landlock" || a == "--report-fd" || a == "--record-fd" || a == "--keep-fd" ||
-                   a == "--net-relay") {
+                   a == "--net-relay" || a == "--ready-fd") {
             if (auto o = value(a.data(), v); !o) return o;  // a whole std::string: NUL-terminated
             int n = 0;
             if (!parse_int(v, n)) return failf(Err::Usage, "stage: bad number \"{}\" for {}", v, a);
@@ -277,6 +277,7 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             else if (a == "--report-fd") out.report_fd = n;
             else if (a == "--record-fd") out.record_fd = n;
             else if (a == "--net-relay") out.relay_fd = n;
+            else if (a == "--ready-fd") out.ready_fd = n;
             else out.policy.keep_fds.push_back(n);
         } else if (a == "--rlimit") {
             if (auto o = value("--rlimit", v); !o) return o;
@@ -329,6 +330,7 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
     if (out.relay_fd >= 0 && (out.relay_fd < 3 || out.policy.network != Network::Loopback))
         return fail(Err::Usage, "stage: --net-relay needs a descriptor above 2 and --net loopback");
     if (out.record_fd < 3) return fail(Err::Usage, "stage: --record-fd is required");
+    if (out.ready_fd != -1 && out.ready_fd < 3) return fail(Err::Usage, "stage: --ready-fd needs a descriptor above 2");
     if (i >= args.size() || (i + 1 >= args.size() && !out.argv_from_record))
         return fail(Err::Usage, "stage: no command after --");
     out.command_path = args[i];

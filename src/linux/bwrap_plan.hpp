@@ -45,6 +45,11 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
 // so a harness that puts untrusted words first never reaches a stage that
 // might confine less than a normal run (see run_stage, docs/DECISIONS.md).
 inline constexpr const char* kStageArg = "__dsh_confine_stage_v1";
+// What the stage writes on --ready-fd (a duplicate of bwrap's --json-status-fd)
+// once the caller's signal dispositions are back: from then on a signal sent
+// to it is what the command would get. One line, one write (atomic in a pipe).
+inline constexpr const char* kStageReadyLine = "{\"dsh-stage-ready\": true}\n";
+inline constexpr const char* kStageReady = "\"dsh-stage-ready\"";
 inline constexpr const char* kStageFdName = "dsh-confine-stage";
 // The hidden argument of the probe's child: exits 0 only inside the mount
 // view bwrap was asked for (check_mount_view), so a "bwrap" that ignores its
@@ -126,6 +131,7 @@ struct StageRequest {
     // and was started with kShielded ignored; bit n set: the caller ignored
     // signal n too. -1: not given (a pty's session, or exec'd in place).
     long caller_signals = -1;
+    int ready_fd = -1;  // --ready-fd N: written once, then closed (BwrapWatch)
 };
 // The signals bwrap starts ignored when it shares the caller's process group:
 // the forwarded ones whose default action ends the process.

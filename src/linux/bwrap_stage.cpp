@@ -212,6 +212,12 @@ void take_foreground() noexcept {
     // signal to the group does to the stage what it would to the command.
     if (req.caller_signals >= 0)
         for (int s : kShielded) ::signal(s, (req.caller_signals >> s) & 1 ? SIG_IGN : SIG_DFL);
+    // From here a signal does to the stage what it would to the command:
+    // dsh-confine may look it up and forward to it (BwrapWatch::find_command).
+    if (req.ready_fd >= 0) {
+        (void)!::write(req.ready_fd, kStageReadyLine, std::strlen(kStageReadyLine));
+        ::close(req.ready_fd);
+    }
     const int mailbox = req.record_fd;
     // Inherited through bwrap: close-on-exec from here, so the command never holds it.
     (void)::fcntl(mailbox, F_SETFD, FD_CLOEXEC);

@@ -92,8 +92,22 @@ public:
         read_.reset(fds[0]);
         write_.reset(fds[1]);
         add_json_status_fd(p.exec_argv, fds[1]);
-        p.c.exec_argv = p.exec_argv;
         p.inherit_fds.push_back(fds[1]);
+        // The stage says on the same pipe when it is there to be signalled
+        // (its caller's dispositions back): one wake-up instead of looking
+        // in /proc each millisecond while bwrap builds the sandbox.
+        for (size_t i = 0; i < p.exec_argv.size(); ++i)
+            if (p.exec_argv[i] == kStageArg) {
+                const int ready = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 3);
+                if (ready < 0) return failf(Err::Internal, "fcntl(F_DUPFD): {}", std::strerror(errno));
+                ready_.reset(ready);
+                ready_marker_ = true;
+                p.exec_argv.insert(p.exec_argv.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                                   {"--ready-fd", std::to_string(ready)});
+                p.inherit_fds.push_back(ready);
+                break;
+            }
+        p.c.exec_argv = p.exec_argv;
         return Outcome::success();
     }
 
@@ -120,6 +134,7 @@ public:
 
     void spawned() override {
         write_.reset();
+        ready_.reset();
         ::fcntl(read_.get(), F_SETFL, ::fcntl(read_.get(), F_GETFL) | O_NONBLOCK);
     }
 
@@ -140,9 +155,10 @@ public:
     }
 
     int find_command(int& poll_ms, pid_t& pid) override {
-        // Until bwrap reports its child, its status fd wakes the loop: no
-        // timeout. Then the command (init's first child) appears within
-        // microseconds, and nothing signals it: look again each millisecond.
+        // Until bwrap reports its child and the stage says it is ready, the
+        // status fd wakes the loop: no timeout. The stage is then init's
+        // first child. A plan without the stage has no such word: there the
+        // command (init's first child) is looked for each millisecond.
         poll_ms = -1;
         if (!init_) {
             const size_t at = status_.find("\"child-pid\"");
@@ -153,7 +169,11 @@ public:
             if (init_ <= 0) return -2;
             init_fd_ = Fd(spawn::pidfd_open(init_));
         }
-        poll_ms = 1;
+        if (ready_marker_) {
+            if (status_.find(kStageReady) == std::string::npos) return read_ ? -1 : -2;
+        } else {
+            poll_ms = 1;
+        }
         const pid_t cmd = first_child(init_);
         if (cmd <= 0) return -1;
         const int fd = spawn::pidfd_open(cmd);
@@ -211,6 +231,8 @@ private:
     int record_fd_;
     bool probe_cached_;
     Fd read_, write_;  // bwrap's --json-status-fd
+    Fd ready_;         // its duplicate for the stage's --ready-fd, until bwrap has it
+    bool ready_marker_ = false;
     std::string status_;
     pid_t init_ = 0;
     Fd init_fd_;  // init's pidfd: readable once the namespace is empty

@@ -306,6 +306,17 @@ def test_inherited_fds_are_closed_unless_kept(s):
     check_inherited_fds(s, "bwrap")
 
 
+def test_the_command_holds_no_descriptor_of_ours(s):
+    # bwrap's status pipe, the stage's --ready-fd (a duplicate of it), the mailbox and the
+    # report fd reach the stage; none reaches the command: `ls` sees its own 0-2 and the
+    # directory it lists, nothing else, in exec and supervise modes.
+    need_bwrap()
+    for extra in ([], ["--supervise"]):
+        r = sh("exec ls /proc/self/fd", s, mode="workspace-write", root=s.ws, runner="bwrap", extra=extra)
+        assert r.rc == 0, (extra, r)
+        assert sorted(int(x) for x in r.out.split()) == [0, 1, 2, 3], (extra, r)
+
+
 def test_device_nodes_cannot_be_made_in_writable_roots(s):
     need_bwrap()
     r = ws_write("mknod c c 1 3; mknod b b 7 0; mkfifo f; ls", s, cwd=s.ws)
