@@ -4,6 +4,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <climits>
+#include <map>
+#include <optional>
+#include <set>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -31,6 +35,156 @@ const std::vector<std::string>& home_names() {
     return n;
 }
 
+GitConfigKeys git_config_keys(std::string_view text) {
+    // Follows git's config.c (git_parse_source, get_base_var, get_value,
+    // parse_value) closely enough that what git reads as a key is read here.
+    GitConfigKeys out;
+    size_t i = text.compare(0, 3, "\xef\xbb\xbf") == 0 ? 3 : 0;  // a UTF-8 BOM
+    bool end = false;
+    // The next character, "\r\n" as "\n"; "\n" for ever at the end.
+    const auto get = [&]() -> int {
+        if (i >= text.size()) {
+            end = true;
+            return '\n';
+        }
+        if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') {
+            i += 2;
+            return '\n';
+        }
+        return static_cast<unsigned char>(text[i++]);
+    };
+    const auto space = [](int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+    const auto alpha = [](int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+    const auto keychar = [&](int c) { return alpha(c) || (c >= '0' && c <= '9') || c == '-'; };
+    const auto lower = [](int c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); };
+    std::string section;  // "core", "includeif.gitdir:~/w/": lower-case name, subsection as written
+    bool have_section = false, comment = false;
+    int c = 0;
+    // "[name]", "[name "sub"]" (the "[" read): false when malformed, with
+    // `c` the last character read.
+    const auto header = [&]() {
+        std::string name;
+        for (;;) {
+            c = get();
+            if (end) return false;
+            if (c == ']') break;
+            if (space(c)) {
+                for (; space(c); c = get())
+                    if (c == '\n') return false;
+                if (c != '"') return false;
+                name += '.';
+                for (;;) {
+                    c = get();
+                    if (c == '\n') return false;
+                    if (c == '"') break;
+                    if (c == '\\' && (c = get()) == '\n') return false;
+                    name += static_cast<char>(c);
+                }
+                if ((c = get()) != ']') return false;
+                break;
+            }
+            if (!keychar(c) && c != '.') return false;
+            name += lower(c);
+        }
+        section = std::move(name);
+        return true;
+    };
+    // A value after "=": nothing when malformed (`c` the last character read).
+    const auto value = [&]() -> std::optional<std::string> {
+        std::string v;
+        size_t spaces = 0;
+        bool quote = false, rest_is_comment = false;
+        for (;;) {
+            c = get();
+            if (c == '\n') {
+                if (quote) return std::nullopt;
+                return v;
+            }
+            if (rest_is_comment) continue;
+            if (space(c) && !quote) {
+                if (!v.empty()) ++spaces;
+                continue;
+            }
+            if (!quote && (c == ';' || c == '#')) {
+                rest_is_comment = true;
+                continue;
+            }
+            v.append(spaces, ' ');
+            spaces = 0;
+            if (c == '\\') {
+                switch (c = get()) {
+                    case '\n': continue;  // a continued line
+                    case 't': c = '\t'; break;
+                    case 'b': c = '\b'; break;
+                    case 'n': c = '\n'; break;
+                    case '\\':
+                    case '"': break;
+                    default: return std::nullopt;
+                }
+            } else if (c == '"') {
+                quote = !quote;
+                continue;
+            }
+            v += static_cast<char>(c);
+        }
+    };
+    for (;;) {
+        c = get();
+        if (c == '\n') {
+            if (end) break;
+            comment = false;
+            continue;
+        }
+        if (comment || space(c)) continue;
+        if (c == '#' || c == ';') {
+            comment = true;
+            continue;
+        }
+        if (c == '[') {
+            have_section = header();
+            comment = c != '\n' && !have_section;  // git refuses the file: skip the line
+            if (end) break;
+            continue;
+        }
+        if (!alpha(c)) {
+            comment = true;
+            continue;
+        }
+        std::string key(1, lower(c));
+        for (;;) {
+            c = get();
+            if (end || !keychar(c)) break;
+            key += lower(c);
+        }
+        while (c == ' ' || c == '\t') c = get();
+        if (c == '\n') {  // a boolean: no path
+            if (end) break;
+            continue;
+        }
+        if (c != '=') {
+            comment = true;
+            continue;
+        }
+        const auto v = value();
+        if (!v) {
+            comment = c != '\n';
+            if (end) break;
+            continue;
+        }
+        if (have_section && key == "path") {
+            const size_t dot = section.find('.');
+            const std::string base = section.substr(0, dot);
+            if ((base == "include" && dot == std::string::npos) ||
+                (base == "includeif" && dot != std::string::npos))
+                out.includes.push_back(*v);
+        } else if (have_section && key == "hookspath" && section == "core") {
+            out.hooks_paths.push_back(*v);
+        }
+        if (end) break;
+    }
+    return out;
+}
+
 namespace {
 
 bool under(std::string_view path, std::string_view root) {
@@ -53,16 +207,22 @@ const WritableRoot* root_of(const Policy& p, const std::string& path) {
 
 enum class Walk { Found, Absent, Symlink, Error };
 
+constexpr size_t kSmall = 65536;
+// A git config: the whole of any sane one (a longer one is read this far).
+constexpr size_t kConfigLimit = size_t{4} << 20;
+// git's MAX_INCLUDE_DEPTH: includes nested deeper make git refuse the config.
+constexpr int kIncludeDepth = 10;
+
 // A small regular file's text from a descriptor opened for reading (closed
-// here): the first 64 KiB, or "" for anything but a regular file.
-std::string read_open(int r) {
+// here): the first `limit` bytes, or "" for anything but a regular file.
+std::string read_open(int r, size_t limit = kSmall) {
     std::string out;
     if (r < 0) return out;
     struct stat st {};
     if (::fstat(r, &st) == 0 && S_ISREG(st.st_mode)) {
         char buf[8192];
         ssize_t n = 0;
-        while (out.size() < 65536 && (n = ::read(r, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+        while (out.size() < limit && (n = ::read(r, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
     }
     ::close(r);
     return out;
@@ -71,7 +231,9 @@ std::string read_open(int r) {
 constexpr int kReadFlags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
 
 // A small text file read through an O_PATH descriptor (its own inode, reopened).
-std::string read_small(int fd) { return read_open(::open(fmt::format("/proc/self/fd/{}", fd).c_str(), kReadFlags)); }
+std::string read_small(int fd, size_t limit = kSmall) {
+    return read_open(::open(fmt::format("/proc/self/fd/{}", fd).c_str(), kReadFlags), limit);
+}
 
 std::string trim(std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
@@ -216,6 +378,10 @@ struct Builder {
     std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
     Walker w;
     std::string home;  // for core.hooksPath "~/..."
+    // core.hooksPath values of the global and system configs that are
+    // relative: git takes them from each working tree's top.
+    std::vector<std::string> global_hooks;
+    std::set<std::string> real_dirs;  // outside the roots, not links (follow())
 
     Builder(Policy& p_) : p(p_) { w.known = &out; }
 
@@ -334,9 +500,7 @@ struct Builder {
         // lie (a linked worktree's main repository is often outside every
         // root, and its relative hooksPath then names a directory inside
         // this one).
-        const std::string top = dir_of(file);
-        hooks_path(top, c + "/config");
-        hooks_path(top, g + "/config.worktree");
+        repo_configs(dir_of(file), {c + "/config", g + "/config.worktree"});
     }
 
     void repo(const std::string& r) {
@@ -347,8 +511,7 @@ struct Builder {
         if (fd < 0 || it == out.end()) return;
         if (it->directory) {
             gitdir(dotgit, 0);
-            hooks_path(r, dotgit + "/config");
-            hooks_path(r, dotgit + "/config.worktree");
+            repo_configs(r, {dotgit + "/config", dotgit + "/config.worktree"});
         } else {
             gitfile(dotgit, fd);
         }
@@ -374,36 +537,152 @@ struct Builder {
         }
     }
 
-    // core.hooksPath in the repository's config (read as it is now; the
-    // config itself is protected): its target, when inside a root, is
-    // protected like .git/hooks. Relative paths are git's: from the top of
-    // the working tree; "~/" is $HOME's (a root may hold $HOME).
-    // Called for configs inside and outside the roots alike.
-    void hooks_path(const std::string& top, const std::string& config) {
-        const std::string text = read_file(config);
-        bool in_core = false;
-        size_t i = 0;
-        while (i < text.size()) {
-            size_t j = text.find('\n', i);
-            if (j == std::string::npos) j = text.size();
-            std::string line = trim(text.substr(i, j - i));
-            i = j + 1;
-            if (!line.empty() && line[0] == '[') {
-                std::string name = line.substr(1, line.find(']') == std::string::npos ? 0 : line.find(']') - 1);
-                for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-                in_core = trim(name) == "core";
+    // A path from a git config: "~/" is $HOME's (a root may hold $HOME), a
+    // relative one is from `base`; "" for "~user/..." (not looked up) and "".
+    std::string expand(std::string v, const std::string& base) const {
+        if (v == "~" || v.rfind("~/", 0) == 0) {
+            if (home.empty()) return {};
+            v = home + v.substr(1);
+        }
+        if (v.empty() || v[0] == '~') return {};
+        return absolute(v, base);
+    }
+
+    // Where git's open() of `path` (absolute, normal) lands, as far as that
+    // is settled before the run: outside every root (read-only for the
+    // command) symlinks are followed (a ~/.gitconfig linked into a dotfiles
+    // checkout inside a root); from the first name inside a root on, names
+    // are kept as written for add()'s walk, which refuses a link, and a ".."
+    // there steps back only over directories walked without following links.
+    // "" when git would find nothing there (a name absent outside the roots,
+    // a loop), and for a path --unprotect'ed.
+    std::string follow(const std::string& path) {
+        if (path.empty()) return {};
+        for (const auto& d : drop)
+            if (under(path, d)) return {};
+        if (root_of(p, path)) return path;
+        std::vector<std::string> rest;  // the names still to walk, the next one last
+        for (const auto n : path_names(path)) rest.emplace_back(n);
+        std::reverse(rest.begin(), rest.end());
+        std::string cur = "/";
+        int links = 0;
+        while (!rest.empty()) {
+            const std::string name = std::move(rest.back());
+            rest.pop_back();
+            if (name == ".") continue;
+            const WritableRoot* root = root_of(p, cur);
+            if (name == "..") {
+                if (root && cur != root->path) {
+                    int fd = -1, error = 0;
+                    std::string at;
+                    const Walk found = w.dir(*root, cur, fd, at, error);
+                    if (found == Walk::Symlink) {
+                        failure = fail(Err::StateUnsafe, protected_symlink_text(path, at));
+                        return {};
+                    }
+                    if (found != Walk::Found) return {};
+                }
+                cur = dir_of(cur);
                 continue;
             }
-            const auto eq = line.find('=');
-            if (!in_core || eq == std::string::npos) continue;
-            std::string key = trim(line.substr(0, eq));
-            for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-            if (key != "hookspath") continue;
-            std::string v = trim(line.substr(eq + 1));
-            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-            if (v.rfind("~/", 0) == 0 && !home.empty()) v = home + v.substr(1);
-            if (v.empty() || v[0] == '~') continue;  // ~user: not looked up
-            add(absolute(v, top), "default", "git");
+            const std::string next = (cur == "/" ? "" : cur) + "/" + name;
+            if (root || root_of(p, next) || real_dirs.count(next)) {
+                cur = next;
+                continue;
+            }
+            char buf[PATH_MAX];
+            const ssize_t n = ::readlink(next.c_str(), buf, sizeof buf);
+            if (n < 0) {
+                if (errno != EINVAL) return {};  // absent (or unreadable): git reads nothing there
+                if (!rest.empty()) real_dirs.insert(next);
+                cur = next;
+                continue;
+            }
+            if (n == 0 || static_cast<size_t>(n) >= sizeof buf || ++links > 40) return {};
+            const std::string target(buf, static_cast<size_t>(n));
+            if (target[0] == '/') cur = "/";
+            const auto names = path_names(target);
+            for (auto it = names.rbegin(); it != names.rend(); ++it) rest.emplace_back(*it);
+        }
+        return cur;
+    }
+
+    // A git config file and the files it includes (include.path and every
+    // includeIf.*.path, whatever the condition), as git reads them: each
+    // included file inside a root is protected (a command that edits it
+    // could set core.fsmonitor, core.pager, core.hooksPath), and each
+    // core.hooksPath value goes to `hooks`. `file` is the path git opens
+    // (its relative includes are from its directory), `real` where that
+    // lands (follow()). git refuses a config whose includes nest deeper than
+    // 10, so that is the bound here; `seen` holds each file read with the
+    // depth it was read at: it is read again only when reached less deep,
+    // so a cycle ends and a file included twice costs one read.
+    void git_config(const std::string& file, const std::string& real, int depth, std::vector<std::string>& hooks,
+                    std::map<std::string, int>& seen) {
+        if (!failure || real.empty()) return;
+        const auto [it, fresh] = seen.emplace(real, depth);
+        if (!fresh) {
+            if (it->second <= depth) return;
+            it->second = depth;
+        }
+        const GitConfigKeys keys = git_config_keys(read_file(real, kConfigLimit));
+        hooks.insert(hooks.end(), keys.hooks_paths.begin(), keys.hooks_paths.end());
+        if (depth >= kIncludeDepth) return;
+        for (const auto& v : keys.includes) {
+            const std::string named = expand(v, dir_of(file));
+            const std::string to = follow(named);
+            if (to.empty()) continue;
+            if (root_of(p, to)) add(to, "default", "git");
+            git_config(named, to, depth + 1, hooks, seen);
+        }
+    }
+
+    // core.hooksPath values for the working tree at `top` (git takes a
+    // relative one from there): a target inside a root is protected like
+    // .git/hooks.
+    void hooks_at(const std::string& top, const std::vector<std::string>& values) {
+        for (const auto& v : values) {
+            const std::string t = follow(expand(v, top));
+            if (!t.empty() && root_of(p, t)) add(t, "default", "git");
+        }
+    }
+
+    // The configs git reads for the working tree at `top` (read as they are
+    // now; inside a root they are protected themselves), wherever they lie,
+    // with their includes; then their core.hooksPath and the global ones.
+    void repo_configs(const std::string& top, const std::vector<std::string>& configs) {
+        std::vector<std::string> hooks;
+        std::map<std::string, int> seen;
+        for (const auto& c : configs) git_config(c, follow(c), 0, hooks, seen);
+        hooks.insert(hooks.end(), global_hooks.begin(), global_hooks.end());
+        hooks_at(top, hooks);
+    }
+
+    // The global and system configs (any of them: the next git run's
+    // environment may differ from this one's), read once: each that lies
+    // inside a root, and each file they include that does, is protected; an
+    // absolute core.hooksPath there is protected now, a relative one for
+    // each working tree found (repo_configs()).
+    void globals(const Input& in, const std::string& cwd) {
+        std::vector<std::string> files;
+        if (!home.empty()) files = {home + "/.gitconfig", home + "/.config/git/config"};
+        if (!in.xdg_config_home.empty() && in.xdg_config_home[0] == '/')
+            files.push_back(lexically_normal(in.xdg_config_home) + "/git/config");
+        if (!in.git_config_global.empty()) files.push_back(absolute(in.git_config_global, cwd));
+        if (!in.system_gitconfig.empty()) files.push_back(absolute(in.system_gitconfig, cwd));
+        if (!in.git_config_system.empty()) files.push_back(absolute(in.git_config_system, cwd));
+        std::vector<std::string> hooks;
+        std::map<std::string, int> seen;
+        for (const auto& f : files) {
+            const std::string real = follow(f);
+            if (real.empty()) continue;
+            if (root_of(p, real)) add(real, "default", "git");
+            git_config(f, real, 0, hooks, seen);
+        }
+        for (const auto& v : hooks) {
+            if (v.empty()) continue;
+            if (v[0] == '/' || v[0] == '~') hooks_at("/", {v});
+            else global_hooks.push_back(v);
         }
     }
 
@@ -482,16 +761,17 @@ struct Builder {
     // The text of a small file, or "": inside a root looked up without
     // following links (through the protected entry's descriptor when it is
     // one); outside every root (read-only for the command) by its path.
-    std::string read_file(const std::string& path) {
+    std::string read_file(const std::string& path, size_t limit = kSmall) {
         const WritableRoot* root = root_of(p, path);
-        if (!root) return read_open(::open(path.c_str(), kReadFlags));
+        if (!root) return read_open(::open(path.c_str(), kReadFlags), limit);
+        if (root->path == path) return {};
         for (const auto& e : out)
-            if (e.path == path) return e.fd >= 0 && !e.directory ? read_small(e.fd) : std::string();
+            if (e.path == path) return e.fd >= 0 && !e.directory ? read_small(e.fd, limit) : std::string();
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
         if (w.lookup(*root, path, fd, st, at, error) != Walk::Found) return {};
-        std::string text = S_ISREG(st.st_mode) ? read_small(fd) : std::string();
+        std::string text = S_ISREG(st.st_mode) ? read_small(fd, limit) : std::string();
         ::close(fd);
         return text;
     }
@@ -529,6 +809,7 @@ Outcome protect(Policy& p, const Input& in) {
     for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));
     b.drop = drop;
     if (!in.home.empty() && in.home[0] == '/') b.home = lexically_normal(in.home);
+    b.globals(in, in.cwd);
     std::vector<std::string> named;
     for (const auto& r : p.writable_roots)
         if (caller_named(r.source) && r.persists) named.push_back(r.path);

@@ -12,7 +12,11 @@
 //        each submodule listed in R/.gitmodules; the core.hooksPath of
 //        R/.git/config and config.worktree (for a .git file: of the common
 //        dir's config and the gitdir's config.worktree, wherever they lie)
-//        when it lies inside a root;
+//        and of the global and system configs (~/.gitconfig,
+//        $XDG_CONFIG_HOME/git/config, ~/.config/git/config,
+//        $GIT_CONFIG_GLOBAL, /etc/gitconfig, $GIT_CONFIG_SYSTEM) when it lies
+//        inside a root; every file those configs include (include.path,
+//        includeIf.*.path, followed 10 deep as git does) inside a root;
 //   agent and editor control files: .codex .claude .agents .mcp.json
 //        .vscode .idea .envrc .devcontainer;
 //   the same git and agent lists for each repository directly below R
@@ -29,6 +33,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +62,10 @@ struct Input {
     std::vector<std::string> deny_flag, deny_config;  // --deny-read, config "denyRead"
     bool hide_secrets = false;  // --hide-secrets or config hideSecrets: secrets(home, ssh_auth_sock)
     std::string ssh_auth_sock;  // $SSH_AUTH_SOCK as found
+    // Where git finds its global and system configs (core.hooksPath and
+    // includes there can name files inside a root): as found; empty: unset.
+    std::string xdg_config_home, git_config_global, git_config_system;
+    std::string system_gitconfig = "/etc/gitconfig";
 
     std::string cwd;
 };
@@ -67,6 +76,18 @@ struct Input {
 // ssh agent socket.
 std::vector<std::string> secrets(const std::string& home, const std::string& ssh_auth_sock);
 
+
+// What one git config file's text says about what git runs and reads next,
+// parsed as git parses it (sections case-insensitive, subsections not;
+// quotes, escapes, comments, continued lines, a key after "[section]" on the
+// same line): the values of core.hooksPath and of include.path and every
+// includeIf.<condition>.path whatever the condition, as written, in order.
+// A malformed line is skipped (git would refuse the whole file).
+struct GitConfigKeys {
+    std::vector<std::string> hooks_paths;
+    std::vector<std::string> includes;
+};
+GitConfigKeys git_config_keys(std::string_view text);
 
 // The names protected in every caller-named root, and below $HOME.
 const std::vector<std::string>& agent_names();

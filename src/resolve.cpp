@@ -173,6 +173,9 @@ Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const Re
     in.hide_secrets = req.hide_secrets || r.settings.hide_secrets.value_or(false);
     if (const char* a = std::getenv("SSH_AUTH_SOCK")) in.ssh_auth_sock = a;
     if (const char* h = std::getenv("HOME")) in.home = h;
+    if (const char* x = std::getenv("XDG_CONFIG_HOME")) in.xdg_config_home = x;
+    if (const char* g = std::getenv("GIT_CONFIG_GLOBAL")) in.git_config_global = g;
+    if (const char* g = std::getenv("GIT_CONFIG_SYSTEM")) in.git_config_system = g;
     in.cwd = env.cwd;
     return carveouts::protect(p, in);
 #else

@@ -379,6 +379,154 @@ def test_hooks_path_from_a_worktree__landlock(s):
     hooks_path_from_a_worktree(s, "landlock")
 
 
+def write(p, body):
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "w") as f:
+        f.write(body)
+
+
+def refused_or_landed(r, runner, files, before):
+    """bwrap: each file is as it was (checked from outside); landlock: the write landed, as reported."""
+    for p in files:
+        if runner == "bwrap":
+            assert read(p) == before[p], (p, r)
+        else:
+            assert read(p) != before[p], (p, r)
+
+
+def global_hooks_path(s, runner):
+    """core.hooksPath in the user's global configs (~/.gitconfig, $XDG_CONFIG_HOME/git/config), absolute
+    or relative (from each working tree's top) into the root: protected like .git/hooks. The runs' own
+    GIT_CONFIG_GLOBAL is /dev/null: the next git run's environment may differ, so every place is read."""
+    need_runner(runner)
+    make_repo(s, s.ws)
+    xdg = os.path.join(s.base, "xdg")
+    write(os.path.join(s.home, ".gitconfig"), "[core]\n\thooksPath = %s/hooks\n" % s.ws)
+    write(os.path.join(xdg, "git", "config"), "[core] hooksPath = .husky ; husky's\n")
+    hooks = [os.path.join(s.ws, "hooks", "pre-commit"), os.path.join(s.ws, ".husky", "pre-commit")]
+    for h in hooks:
+        write(h, "#!/bin/sh\n")
+    before = {h: read(h) for h in hooks}
+    r = run(s, runner, s.ws, "for h in hooks .husky; do echo 'touch /tmp/pwned' >> $h/pre-commit; done; true",
+            env={"XDG_CONFIG_HOME": xdg})
+    assert r.rc == 0, r
+    check_reported(r, runner, [s.ws + "/hooks", s.ws + "/.husky"])
+    refused_or_landed(r, runner, hooks, before)
+
+
+def include_in_repo_config(s, runner):
+    """[include] path = ../inc.cfg in .git/config (relative to the including file's directory): the
+    included file inside the root is protected, so the command cannot set core.fsmonitor there."""
+    need_runner(runner)
+    make_repo(s, s.ws)
+    with open(os.path.join(s.ws, ".git", "config"), "a") as f:
+        f.write("[include]\n\tpath = ../inc.cfg\n")
+    inc = os.path.join(s.ws, "inc.cfg")
+    write(inc, "[user]\n\tname = t\n")
+    before = {inc: read(inc)}
+    r = run(s, runner, s.ws, "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> inc.cfg; true")
+    assert r.rc == 0, r
+    check_reported(r, runner, [inc])
+    assert entries(r)[inc]["what"] == "git", r
+    refused_or_landed(r, runner, [inc], before)
+
+
+def include_if_chain(s, runner):
+    """includeIf, two deep: protected whatever the condition (the first one here matches nothing)."""
+    need_runner(runner)
+    make_repo(s, s.ws)
+    with open(os.path.join(s.ws, ".git", "config"), "a") as f:
+        f.write('[includeIf "gitdir:/nowhere/"]\n\tpath = ../a.cfg\n')
+    a, b = os.path.join(s.ws, "a.cfg"), os.path.join(s.ws, "conf", "b.cfg")
+    write(a, '[includeIf "onbranch:main"]\n  path = "conf/b.cfg"\n')
+    write(b, "[user]\n\temail = t@example.invalid\n")
+    before = {a: read(a), b: read(b)}
+    r = run(s, runner, s.ws, "echo '[core] pager = touch /tmp/pwned' | tee -a a.cfg >> conf/b.cfg; true")
+    assert r.rc == 0, r
+    check_reported(r, runner, [a, b])
+    refused_or_landed(r, runner, [a, b], before)
+
+
+def global_include(s, runner):
+    """The global config includes a file inside the root (no repository in it at all): protected; so is
+    the target of a ~/.gitconfig that is a symlink into the root (a dotfiles checkout), and what that
+    includes by a path relative to the link's directory, as git resolves it."""
+    need_runner(runner)
+    shared = os.path.join(s.ws, "shared.gitconfig")
+    dots = os.path.join(s.ws, "dots", "gitconfig")
+    local = os.path.join(s.home, "local.gitconfig")
+    xdg = os.path.join(s.base, "xdg")
+    write(os.path.join(xdg, "git", "config"), "[include]\n\tpath = %s\n" % shared)
+    write(shared, "[user]\n\tname = t\n")
+    # ~/.gitconfig -> ws/dots/gitconfig, which includes "local.gitconfig": ~/local.gitconfig (git takes
+    # the directory of the path it opened), itself a link to ws/dots/local.
+    write(dots, "[include]\n\tpath = local.gitconfig\n")
+    write(os.path.join(s.ws, "dots", "local"), "[user]\n\temail = t@example.invalid\n")
+    os.symlink(dots, os.path.join(s.home, ".gitconfig"))
+    os.symlink(os.path.join(s.ws, "dots", "local"), local)
+    files = [shared, dots, os.path.join(s.ws, "dots", "local")]
+    before = {p: read(p) for p in files}
+    r = run(s, runner, s.ws, "for f in shared.gitconfig dots/gitconfig dots/local; do "
+            "printf '[core]\\n\\thooksPath = /tmp/evil\\n' >> $f; done; true", env={"XDG_CONFIG_HOME": xdg})
+    assert r.rc == 0, r
+    check_reported(r, runner, files)
+    refused_or_landed(r, runner, files, before)
+
+
+def include_cycle(s, runner):
+    """a includes b includes a (git itself refuses that config at depth 10): the run terminates, and
+    both files are protected."""
+    need_runner(runner)
+    make_repo(s, s.ws)
+    with open(os.path.join(s.ws, ".git", "config"), "a") as f:
+        f.write("[include]\n\tpath = ../a.cfg\n")
+    a, b = os.path.join(s.ws, "a.cfg"), os.path.join(s.ws, "b.cfg")
+    write(a, "[include]\n\tpath = b.cfg\n")
+    write(b, "[include]\n\tpath = ./a.cfg\n[include]\n\tpath = b.cfg\n")
+    before = {a: read(a), b: read(b)}
+    r = run(s, runner, s.ws, "echo '[core] fsmonitor = x' | tee -a a.cfg >> b.cfg; true")
+    assert r.rc == 0, r
+    check_reported(r, runner, [a, b])
+    refused_or_landed(r, runner, [a, b], before)
+
+
+for _runner in RUNNERS:
+    for _f in (global_hooks_path, include_in_repo_config, include_if_chain, global_include, include_cycle):
+        def _t(s, runner=_runner, f=_f):
+            f(s, runner)
+        globals()["test_%s__%s" % (_f.__name__, _runner)] = _t
+
+
+def test_include_absent_and_linked(s):
+    """An absent included file is detected, not created (no mount point on the host), and its creation
+    is reported; an included file reached through a link inside the root refuses the run, with
+    --unprotect as the way out."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    with open(os.path.join(s.ws, ".git", "config"), "a") as f:
+        f.write("[include]\n\tpath = ../later.cfg\n")
+    later = os.path.join(s.ws, "later.cfg")
+    names = listing(s.ws)
+    r = run(s, "bwrap", s.ws, "test -e later.cfg && echo placeholder; true")
+    assert r.rc == 0 and r.out == "", r
+    assert entries(r)[later]["exists"] is False and entries(r)[later]["whyNot"] == ABSENT_TEXT, r
+    assert listing(s.ws) == names, r
+    r = run(s, "bwrap", s.ws, "echo '[core] pager = x' > later.cfg", extra=["--supervise"])
+    assert r.rec("result")["violations"] == [{"type": "protected-path-changed", "path": later}], r
+    os.unlink(later)
+    # A link on the way to an included file.
+    with open(os.path.join(s.ws, ".git", "config"), "a") as f:
+        f.write("[include]\n\tpath = ../lnk/inc.cfg\n")
+    os.makedirs(os.path.join(s.outside, "real"))
+    os.symlink(os.path.join(s.outside, "real"), os.path.join(s.ws, "lnk"))
+    r = run(s, "bwrap", s.ws, "echo ran")
+    assert r.rc == 125 and "ran" not in r.out, r
+    inc = s.ws + "/lnk/inc.cfg"
+    assert r.err == SYMLINK_TEXT.format(path=inc, link=s.ws + "/lnk"), r
+    r = run(s, "bwrap", s.ws, "echo ran", extra=["--unprotect", inc])
+    assert r.rc == 0 and r.out == "ran\n", r
+
+
 def test_nested_repository_one_level_down(s):
     """A root that is a directory of checkouts: a repository directly below it is protected like the
     root's own; one two levels down is not looked for (the documented bound)."""

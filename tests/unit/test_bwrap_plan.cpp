@@ -379,6 +379,91 @@ TEST_CASE("carve-outs: the home list applies when a root contains $HOME; a plant
     ::rmdir(h.c_str());
 }
 
+TEST_CASE("carve-outs: git config parsing finds hooksPath and includes as git reads them") {
+    using carveouts::git_config_keys;
+    const auto k = git_config_keys(
+        "\xef\xbb\xbf# comment\n"
+        "[Core]\n\tHooksPath = \"my hooks\" ; trailing comment\n"
+        "[core] hookspath = one\\\n-line\r\n"
+        "[core \"sub\"]\n\thooksPath = not-core\n"
+        "[INCLUDE]\n  path=a.cfg\n"
+        "[includeIf \"gitdir:~/w/\"]\n\tpath = b.cfg # comment\n"
+        "[includeIf \"onbranch:x\"] PATH = \"c\\\"q.cfg\"\n"
+        "[include \"sub\"]\n\tpath = not-an-include\n"
+        "[includeif]\n\tpath = not-either\n"
+        "[include]\n\tpath\n"                  // a boolean: no path
+        "\tpath = \"unclosed\n"                // malformed: skipped
+        "\tpath = bad\\escape\n"               // malformed: skipped
+        "\tpath = after   the  bad ones\n"
+        "[bad section\n\tpath = in-no-section\n"
+        "[include]\n\tpath = last");
+    CHECK(k.hooks_paths == std::vector<std::string>{"my hooks", "one-line"});
+    CHECK(k.includes == std::vector<std::string>{"a.cfg", "b.cfg", "c\"q.cfg", "after   the  bad ones", "last"});
+    CHECK(git_config_keys("").includes.empty());
+    CHECK(git_config_keys("[include]\npath = x\\").includes == std::vector<std::string>{"x"});
+}
+
+TEST_CASE("carve-outs: included configs and the global hooksPath inside a root, 10 deep, cycles end") {
+    char tmpl[] = "/var/tmp/dsh-unit-gitinc-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    const std::string t = tmpl, ws = t + "/ws", home = t + "/home";
+    std::vector<std::string> made;
+    const auto write = [&](const std::string& path, const std::string& body) {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        REQUIRE(f);
+        std::fputs(body.c_str(), f);
+        std::fclose(f);
+        made.push_back(path);
+    };
+    for (const auto& d : {ws, home, ws + "/.git", ws + "/inc"}) REQUIRE(::mkdir(d.c_str(), 0700) == 0);
+    // .git/config -> ../inc/f1 -> f2 -> ... -> f12: git reads 10 nested includes, then refuses.
+    write(ws + "/.git/config", "[include]\n\tpath = ../inc/f1\n");
+    for (int i = 1; i <= 12; ++i) write(ws + "/inc/f" + std::to_string(i), "[include]\npath = f" + std::to_string(i + 1) + "\n");
+    // A cycle: cyc-a includes cyc-b includes cyc-a; included from the global config by "~/".
+    write(home + "/.gitconfig", "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ~/cyc-a\n");
+    write(home + "/cyc-a", "[include]\n\tpath = " + ws + "/cyc-b\n");
+    write(ws + "/cyc-b", "[include]\n\tpath = " + home + "/cyc-a\n[core]\n\thooksPath = " + ws + "/abs-hooks\n");
+    write(t + "/system", "[includeIf \"hasconfig:remote.*.url:x\"]\n\tpath = " + ws + "/sys.cfg\n");
+    Policy p = ww({{ws, Grant::Workspace, true, -1}});
+    carveouts::Input in;
+    in.home = home;
+    in.cwd = ws;
+    in.system_gitconfig = t + "/system";
+    REQUIRE(carveouts::protect(p, in));
+    auto find = [&](const std::string& path) -> const ProtectedPath* {
+        for (const auto& e : p.protected_paths)
+            if (e.path == path) return &e;
+        return nullptr;
+    };
+    for (int i = 1; i <= 10; ++i) {
+        const auto* e = find(ws + "/inc/f" + std::to_string(i));
+        REQUIRE(e);
+        CHECK(e->exists);
+        CHECK(e->what == "git");
+    }
+    CHECK_FALSE(find(ws + "/inc/f11"));
+    REQUIRE(find(ws + "/cyc-b"));
+    CHECK(find(ws + "/cyc-b")->exists);
+    CHECK_FALSE(find(home + "/cyc-a"));         // outside the root: read-only already, not listed
+    REQUIRE(find(ws + "/.githooks"));           // the global, relative hooksPath, from the top
+    CHECK_FALSE(find(ws + "/.githooks")->exists);
+    REQUIRE(find(ws + "/abs-hooks"));           // an absolute one from an included file
+    REQUIRE(find(ws + "/sys.cfg"));             // the system config's, whatever the condition
+    CHECK_FALSE(find(ws + "/sys.cfg")->exists);
+    for (const auto& e : p.protected_paths)
+        if (e.fd >= 0) ::close(e.fd);
+    // --unprotect drops an included file (and what only it includes).
+    in.unprotect_flag = {ws + "/inc/f5"};
+    REQUIRE(carveouts::protect(p, in));
+    CHECK(find(ws + "/inc/f4"));
+    CHECK_FALSE(find(ws + "/inc/f5"));
+    CHECK_FALSE(find(ws + "/inc/f6"));
+    for (const auto& e : p.protected_paths)
+        if (e.fd >= 0) ::close(e.fd);
+    for (auto it = made.rbegin(); it != made.rend(); ++it) ::unlink(it->c_str());
+    for (const auto& d : {ws + "/inc", ws + "/.git", home, ws, t}) ::rmdir(d.c_str());
+}
+
 TEST_CASE("bwrap stage: --net-relay travels to the stage, with --net loopback only (issue 19)") {
     Policy pol;
     pol.mode = Mode::ReadOnly;
