@@ -431,20 +431,29 @@ def include_in_repo_config(s, runner):
     refused_or_landed(r, runner, [inc], before)
 
 
-def include_if_chain(s, runner):
-    """includeIf, two deep: protected whatever the condition (the first one here matches nothing)."""
+def _included_pair(s, runner, include, a_text, b, b_text, script):
+    """The repository's config includes ../a.cfg (`include`: the section line), a.cfg leads to
+    `b` (relative to the root): both are protected, the write `script` tries is refused (bwrap)
+    or lands and is reported (Landlock)."""
     need_runner(runner)
     make_repo(s, s.ws)
     with open(os.path.join(s.ws, ".git", "config"), "a") as f:
-        f.write('[includeIf "gitdir:/nowhere/"]\n\tpath = ../a.cfg\n')
-    a, b = os.path.join(s.ws, "a.cfg"), os.path.join(s.ws, "conf", "b.cfg")
-    write(a, '[includeIf "onbranch:main"]\n  path = "conf/b.cfg"\n')
-    write(b, "[user]\n\temail = t@example.invalid\n")
+        f.write(include + "\n\tpath = ../a.cfg\n")
+    a, b = os.path.join(s.ws, "a.cfg"), os.path.join(s.ws, b)
+    write(a, a_text)
+    write(b, b_text)
     before = {a: read(a), b: read(b)}
-    r = run(s, runner, s.ws, "echo '[core] pager = touch /tmp/pwned' | tee -a a.cfg >> conf/b.cfg; true")
+    r = run(s, runner, s.ws, script)
     assert r.rc == 0, r
     check_reported(r, runner, [a, b])
     refused_or_landed(r, runner, [a, b], before)
+
+
+def include_if_chain(s, runner):
+    """includeIf, two deep: protected whatever the condition (the first one here matches nothing)."""
+    _included_pair(s, runner, '[includeIf "gitdir:/nowhere/"]', '[includeIf "onbranch:main"]\n  path = "conf/b.cfg"\n',
+                   os.path.join("conf", "b.cfg"), "[user]\n\temail = t@example.invalid\n",
+                   "echo '[core] pager = touch /tmp/pwned' | tee -a a.cfg >> conf/b.cfg; true")
 
 
 def global_include(s, runner):
@@ -476,18 +485,9 @@ def global_include(s, runner):
 def include_cycle(s, runner):
     """a includes b includes a (git itself refuses that config at depth 10): the run terminates, and
     both files are protected."""
-    need_runner(runner)
-    make_repo(s, s.ws)
-    with open(os.path.join(s.ws, ".git", "config"), "a") as f:
-        f.write("[include]\n\tpath = ../a.cfg\n")
-    a, b = os.path.join(s.ws, "a.cfg"), os.path.join(s.ws, "b.cfg")
-    write(a, "[include]\n\tpath = b.cfg\n")
-    write(b, "[include]\n\tpath = ./a.cfg\n[include]\n\tpath = b.cfg\n")
-    before = {a: read(a), b: read(b)}
-    r = run(s, runner, s.ws, "echo '[core] fsmonitor = x' | tee -a a.cfg >> b.cfg; true")
-    assert r.rc == 0, r
-    check_reported(r, runner, [a, b])
-    refused_or_landed(r, runner, [a, b], before)
+    _included_pair(s, runner, "[include]", "[include]\n\tpath = b.cfg\n", "b.cfg",
+                   "[include]\n\tpath = ./a.cfg\n[include]\n\tpath = b.cfg\n",
+                   "echo '[core] fsmonitor = x' | tee -a a.cfg >> b.cfg; true")
 
 
 for _runner in RUNNERS:
