@@ -138,6 +138,12 @@ void close_from(int first) noexcept {
 
 long ms_since(double t0) { return static_cast<long>(now_ms() - t0); }
 
+pid_t fork_child(const Child& c, pid_t parent) {
+    const pid_t pid = ::fork();
+    if (pid == 0) run_child(c, parent);
+    return pid;
+}
+
 #if defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define DSH_SPAWN_SHARES_MEMORY 1
 // fork copies our page tables, about 1.2 ms of CPU on a VM guest, for a child
@@ -161,11 +167,7 @@ int clone_entry(void* arg) {
 pid_t start_in_shared_memory(const Child& c, pid_t parent) {
     constexpr size_t kStack = 256 * 1024;
     void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED) {
-        const pid_t pid = ::fork();
-        if (pid == 0) run_child(c, parent);
-        return pid;
-    }
+    if (stack == MAP_FAILED) return fork_child(c, parent);
     CloneStart a{&c, parent};
     const pid_t pid = ::clone(clone_entry, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
     const int e = errno;
@@ -220,16 +222,11 @@ pid_t start(const Child& c) {
     sigset_t all, old;
     sigfillset(&all);
     ::sigprocmask(SIG_BLOCK, &all, &old);
-    pid_t pid;
 #if defined(DSH_SPAWN_SHARES_MEMORY)
-    if (!c.monitor) {
-        pid = start_in_shared_memory(c, parent);
-    } else
+    const pid_t pid = c.monitor ? fork_child(c, parent) : start_in_shared_memory(c, parent);
+#else
+    const pid_t pid = fork_child(c, parent);
 #endif
-    {
-        pid = ::fork();
-        if (pid == 0) run_child(c, parent);
-    }
     const int e = errno;
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     errno = e;

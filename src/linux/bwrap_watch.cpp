@@ -14,6 +14,7 @@
 // 2. bwrap's status: no {"exit-code":..} means bwrap never exec'd the stage,
 //    so bwrap itself failed (its own `bwrap: ` line says why);
 // 3. otherwise the command ran, and only denials are read from stderr.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -96,17 +97,14 @@ public:
         // The stage says on the same pipe when it is there to be signalled
         // (its caller's dispositions back): one wake-up instead of looking
         // in /proc each millisecond while bwrap builds the sandbox.
-        for (size_t i = 0; i < p.exec_argv.size(); ++i)
-            if (p.exec_argv[i] == kStageArg) {
-                const int ready = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 3);
-                if (ready < 0) return failf(Err::Internal, "fcntl(F_DUPFD): {}", std::strerror(errno));
-                ready_.reset(ready);
-                ready_marker_ = true;
-                p.exec_argv.insert(p.exec_argv.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                                   {"--ready-fd", std::to_string(ready)});
-                p.inherit_fds.push_back(ready);
-                break;
-            }
+        if (has_stage(p)) {
+            const int ready = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 3);
+            if (ready < 0) return failf(Err::Internal, "fcntl(F_DUPFD): {}", std::strerror(errno));
+            ready_.reset(ready);
+            ready_marker_ = true;
+            to_stage(p, {"--ready-fd", std::to_string(ready)});
+            p.inherit_fds.push_back(ready);
+        }
         p.c.exec_argv = p.exec_argv;
         return Outcome::success();
     }
@@ -118,16 +116,12 @@ public:
     // handle), and the stage puts the caller's dispositions back
     // (--caller-signals) before it execs the command.
     bool shield(Plan& p, unsigned caller_ignored) override {
-        for (size_t i = 0; i < p.exec_argv.size(); ++i)
-            if (p.exec_argv[i] == kStageArg) {
-                p.exec_argv.insert(p.exec_argv.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                                   {"--caller-signals", std::to_string(caller_ignored)});
-                p.c.exec_argv = p.exec_argv;
-                return true;
-            }
         // No stage to give the caller's dispositions back: not shielded
         // (the command must never start with signals the caller did not ignore).
-        return false;
+        if (!has_stage(p)) return false;
+        to_stage(p, {"--caller-signals", std::to_string(caller_ignored)});
+        p.c.exec_argv = p.exec_argv;
+        return true;
     }
     // bwrap and its init (pid 1 of the sandbox) are the runner's; the stage is the command.
     int runner_depth() const noexcept override { return 2; }
@@ -228,6 +222,16 @@ public:
     }
 
 private:
+    // The stage's words in bwrap's argv (kStageArg, then its own options).
+    static bool has_stage(const Plan& p) {
+        return std::find(p.exec_argv.begin(), p.exec_argv.end(), kStageArg) != p.exec_argv.end();
+    }
+    // `args` as the stage's first options (has_stage(p) holds).
+    static void to_stage(Plan& p, std::initializer_list<std::string> args) {
+        const auto at = std::find(p.exec_argv.begin(), p.exec_argv.end(), kStageArg);
+        p.exec_argv.insert(at + 1, args);
+    }
+
     int record_fd_;
     bool probe_cached_;
     Fd read_, write_;  // bwrap's --json-status-fd
