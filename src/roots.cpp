@@ -198,39 +198,49 @@ std::string unescape(const char* s, size_t n) {
     return out;
 }
 
+struct KernelMount {
+    std::string type, point;
+};
+
+// The kernel interfaces in our mount table, read once for every root.
+const std::vector<KernelMount>& kernel_mounts() {
+    static const std::vector<KernelMount> mounts = [] {
+        std::vector<KernelMount> out;
+        FILE* f = std::fopen("/proc/self/mountinfo", "re");
+        if (!f) return out;
+        char* line = nullptr;
+        size_t cap = 0;
+        while (::getline(&line, &cap, f) > 0) {
+            // id parent major:minor root mountpoint options... - fstype source super
+            const char* p = line;
+            const char* fields[5] = {};
+            size_t lens[5] = {};
+            for (int k = 0; k < 5 && *p; ++k) {
+                fields[k] = p;
+                while (*p && *p != ' ') ++p;
+                lens[k] = static_cast<size_t>(p - fields[k]);
+                while (*p == ' ') ++p;
+            }
+            const char* dash = std::strstr(p, " - ");
+            if (!fields[4] || !dash) continue;
+            const char* fs = dash + 3;
+            const std::string type(fs, std::strcspn(fs, " \n"));
+            bool kernel = false;
+            for (const char* k : kKernelFsNames) kernel = kernel || type == k;
+            if (kernel) out.push_back({type, unescape(fields[4], lens[4])});
+        }
+        std::free(line);
+        std::fclose(f);
+        return out;
+    }();
+    return mounts;
+}
+
 // A kernel interface mounted at or under `root`, or empty.
 std::string kernel_mount_under(const std::string& root) {
-    FILE* f = std::fopen("/proc/self/mountinfo", "re");
-    if (!f) return {};
-    std::string found;
-    char* line = nullptr;
-    size_t cap = 0;
-    while (found.empty() && ::getline(&line, &cap, f) > 0) {
-        // id parent major:minor root mountpoint options... - fstype source super
-        const char* p = line;
-        const char* fields[5] = {};
-        size_t lens[5] = {};
-        for (int k = 0; k < 5 && *p; ++k) {
-            fields[k] = p;
-            while (*p && *p != ' ') ++p;
-            lens[k] = static_cast<size_t>(p - fields[k]);
-            while (*p == ' ') ++p;
-        }
-        const char* dash = std::strstr(p, " - ");
-        if (!fields[4] || !dash) continue;
-        const char* fs = dash + 3;
-        const size_t fslen = std::strcspn(fs, " \n");
-        const std::string type(fs, fslen);
-        bool kernel = false;
-        for (const char* k : kKernelFsNames) kernel = kernel || type == k;
-        if (!kernel) continue;
-        const std::string point = unescape(fields[4], lens[4]);
-        if (has_prefix(point, root))
-            found = fmt::format("{} file system is mounted at {}", type, point);
-    }
-    std::free(line);
-    std::fclose(f);
-    return found;
+    for (const auto& m : kernel_mounts())
+        if (has_prefix(m.point, root)) return fmt::format("{} file system is mounted at {}", m.type, m.point);
+    return {};
 }
 
 }  // namespace

@@ -97,6 +97,12 @@ public:
     // be found (signals go to the child instead). `poll_ms`: how soon to
     // look again.
     virtual int find_command(int& poll_ms, pid_t& pid) = 0;
+    // Whether the run is over before the child itself is: the runner has
+    // reported the command's end and nothing it started is left, so that its
+    // own exit (bwrap's: hundreds of microseconds) is not waited for. Sets
+    // `status` to the child's coming wait status. Only asked when nothing
+    // else needs the child reaped (no timeout, leaf or subreaper).
+    virtual bool over(int& status) { (void)status; return false; }
     // The child is reaped: the command's own wait status where it can be
     // known better than the child's, and the run's classification from the
     // runner's evidence. `evidence` names it for the result record.

@@ -523,7 +523,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         g_pgrp = ::getpgrp();
         g_sentinel = sentinel_fd;
     }
-    auto end_sentinel = [&]() {
+    // `reap`: wait for it to be gone (not when nothing here waits for
+    // children any more: it ends with its socket, or with us by PDEATHSIG).
+    auto end_sentinel = [&](bool reap = true) {
         if (sentinel <= 0) return;
         sigset_t all, before;
         sigfillset(&all);
@@ -532,7 +534,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         ::sigprocmask(SIG_SETMASK, &before, nullptr);
         ::close(sentinel_fd);
         ::kill(sentinel, SIGKILL);
-        while (::waitpid(sentinel, nullptr, 0) < 0 && errno == EINTR) {
+        while (reap && ::waitpid(sentinel, nullptr, 0) < 0 && errno == EINTR) {
         }
         sentinel = -1;
     };
@@ -705,6 +707,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
 
     int status = 0;
     bool reaped = false;
+    bool over = false;  // the runner's word that the run is over (Watch::over)
     // The timeout: SIGTERM to the command's processes at the deadline, then
     // SIGKILL to everything it started after --kill-after.
     int phase = 0;  // 0: running; 1: SIGTERM sent; 2: SIGKILL sent
@@ -807,8 +810,15 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             pid_t w = ::waitpid(pid, &status, pidfd >= 0 ? 0 : WNOHANG);
             if (w == pid) reaped = true;
         }
+        // The runner said the command ended and left nothing: its own exit
+        // is not waited for (an orphan for the moment it takes to exit).
+        if (!reaped && watch && !looking && !reaper && !leaf.active() && !lim.timeout_ms && !tty.active() &&
+            r > 0 && i_watch >= 0 && fds[i_watch].revents && watch->over(status)) {
+            over = true;
+            break;
+        }
     }
-    if (!reaped)
+    if (!reaped && !over)
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
     const double duration = spawn::now_ms() - start;
@@ -824,7 +834,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // with a timeout or a leaf, always (issue 21; also what a subreaper does
     // not reach: bwrap's namespace).
     std::optional<int> descendants_killed;
-    end_sentinel();  // ours, not the command's: neither killed with them nor counted
+    // Ours, not the command's: neither killed with them nor counted (so
+    // reaped first where the command's orphans are reaped and counted).
+    end_sentinel(reaper || leaf.active() || lim.timeout_ms.has_value());
     if (subreaper || lim.timeout_ms || leaf.active()) {
         const int killed = kill_all();
         if (subreaper) descendants_killed = killed;

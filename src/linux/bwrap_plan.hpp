@@ -45,9 +45,10 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
 // so a harness that puts untrusted words first never reaches a stage that
 // might confine less than a normal run (see run_stage, docs/DECISIONS.md).
 inline constexpr const char* kStageArg = "__dsh_confine_stage_v1";
-// What the stage writes on --ready-fd (a duplicate of bwrap's --json-status-fd)
-// once the caller's signal dispositions are back: from then on a signal sent
-// to it is what the command would get. One line, one write (atomic in a pipe).
+// What the stage writes on --ready-fd (a pipe of the watch's own, so that
+// bwrap's status lines wake nobody while it builds the sandbox) once the
+// caller's signal dispositions are back: from then on a signal sent to it is
+// what the command would get. One line, one write (atomic in a pipe).
 inline constexpr const char* kStageReadyLine = "{\"dsh-stage-ready\": true}\n";
 inline constexpr const char* kStageReady = "\"dsh-stage-ready\"";
 inline constexpr const char* kStageFdName = "dsh-confine-stage";

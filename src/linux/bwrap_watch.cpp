@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -55,6 +56,23 @@ std::optional<int> exit_status_of(int pidfd) {
     return info.exit_code;
 }
 
+// Whether `pid` may still have a child: true unless its children's list was
+// read and was empty. The list's first entry is taken under the kernel's
+// tasklist lock, and an orphan joins init's list before its parent leaves
+// it, so an empty list means no process but init is left in its namespace.
+bool may_have_children(pid_t pid) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
+    char c;
+    ssize_t n;
+    while ((n = ::read(fd, &c, 1)) < 0 && errno == EINTR) {
+    }
+    ::close(fd);
+    return n != 0;
+}
+
 // The first child of `pid` (its main thread's), or 0.
 pid_t first_child(pid_t pid) {
     char path[64];
@@ -77,6 +95,14 @@ std::optional<nlohmann::json> mailbox_error(int fd) {
     if (seals < 0 || (static_cast<unsigned>(seals) & kMailboxSeals) != kMailboxSeals) return std::nullopt;
     struct stat st {};
     if (::fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size > 65536) return std::nullopt;
+    // Left as it was (the launcher's record, sealed at the command's exec)
+    // unless the stage wrote its error record there, which begins so: the
+    // record is only parsed then.
+    static constexpr char kHead[] = R"({"type":"error")";
+    char head[sizeof kHead - 1];
+    if (::pread(fd, head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) ||
+        std::memcmp(head, kHead, sizeof head) != 0)
+        return std::nullopt;
     std::string text(static_cast<size_t>(st.st_size), '\0');
     if (::pread(fd, text.data(), text.size(), 0) != st.st_size) return std::nullopt;
     auto j = nlohmann::json::parse(text, nullptr, false);
@@ -94,16 +120,17 @@ public:
         write_.reset(fds[1]);
         add_json_status_fd(p.exec_argv, fds[1]);
         p.inherit_fds.push_back(fds[1]);
-        // The stage says on the same pipe when it is there to be signalled
-        // (its caller's dispositions back): one wake-up instead of looking
-        // in /proc each millisecond while bwrap builds the sandbox.
+        // The stage says on a pipe of its own when it is there to be
+        // signalled (its caller's dispositions back): until then that pipe
+        // alone is watched, one wake-up instead of one for each of bwrap's
+        // status lines or a look in /proc each millisecond.
         if (has_stage(p)) {
-            const int ready = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 3);
-            if (ready < 0) return failf(Err::Internal, "fcntl(F_DUPFD): {}", std::strerror(errno));
-            ready_.reset(ready);
-            ready_marker_ = true;
-            to_stage(p, {"--ready-fd", std::to_string(ready)});
-            p.inherit_fds.push_back(ready);
+            if (::pipe2(fds, O_CLOEXEC) != 0) return failf(Err::Internal, "pipe2: {}", std::strerror(errno));
+            ready_read_.reset(fds[0]);
+            ready_write_.reset(fds[1]);
+            has_ready_pipe_ = true;
+            to_stage(p, {"--ready-fd", std::to_string(fds[1])});
+            p.inherit_fds.push_back(fds[1]);
         }
         p.c.exec_argv = p.exec_argv;
         return Outcome::success();
@@ -128,14 +155,27 @@ public:
 
     void spawned() override {
         write_.reset();
-        ready_.reset();
-        ::fcntl(read_.get(), F_SETFL, ::fcntl(read_.get(), F_GETFL) | O_NONBLOCK);
+        ready_write_.reset();
+        for (const Fd* f : {&read_, &ready_read_})
+            if (*f) ::fcntl(f->get(), F_SETFL, ::fcntl(f->get(), F_GETFL) | O_NONBLOCK);
     }
 
-    int fd() const noexcept override { return read_.get(); }
+    // The ready pipe until the stage has spoken (or is gone), then bwrap's status.
+    int fd() const noexcept override { return ready_read_ ? ready_read_.get() : read_.get(); }
 
     void readable() override {
         char buf[4096];
+        if (ready_read_) {
+            // One line, one write: whatever a read returns is all the stage says.
+            ssize_t n;
+            while ((n = ::read(ready_read_.get(), buf, sizeof buf - 1)) < 0 && errno == EINTR) {
+            }
+            if (n > 0) {
+                buf[n] = '\0';
+                ready_ = std::strstr(buf, kStageReady) != nullptr;
+            }
+            if (n >= 0 || errno != EAGAIN) ready_read_.reset();
+        }
         while (read_) {
             ssize_t n = ::read(read_.get(), buf, sizeof buf);
             if (n < 0 && errno == EINTR) continue;
@@ -149,11 +189,13 @@ public:
     }
 
     int find_command(int& poll_ms, pid_t& pid) override {
-        // Until bwrap reports its child and the stage says it is ready, the
-        // status fd wakes the loop: no timeout. The stage is then init's
-        // first child. A plan without the stage has no such word: there the
-        // command (init's first child) is looked for each millisecond.
+        // Until the stage says it is ready (its pipe) and bwrap has reported
+        // its child (the status pipe), those wake the loop: no timeout. The
+        // stage is then init's first child. A plan without the stage has no
+        // such word: there the command (init's first child) is looked for
+        // each millisecond.
         poll_ms = -1;
+        if (ready_read_) return -1;
         if (!init_) {
             const size_t at = status_.find("\"child-pid\"");
             if (at == std::string::npos) return -1;
@@ -163,10 +205,10 @@ public:
             if (init_ <= 0) return -2;
             init_fd_ = Fd(spawn::pidfd_open(init_));
         }
-        if (ready_marker_) {
-            if (status_.find(kStageReady) == std::string::npos) return read_ ? -1 : -2;
-        } else {
+        if (!has_ready_pipe_) {
             poll_ms = 1;
+        } else if (!ready_) {
+            return -2;  // the stage ended (or never started) before it was ready
         }
         const pid_t cmd = first_child(init_);
         if (cmd <= 0) return -1;
@@ -176,13 +218,30 @@ public:
         return fd;
     }
 
+    // bwrap's last words, {"exit-code": N}, come once its init has reaped
+    // the command and right before bwrap exits: with nothing else left in
+    // the namespace (init, bwrap's own, ends on its own), that is the end.
+    bool over(int& status) override {
+        readable();
+        const size_t at = status_.find("\"exit-code\"");
+        if (at == std::string::npos || !init_ || status_.find('\n', at) == std::string::npos) return false;
+        const size_t colon = status_.find(':', at);
+        if (colon == std::string::npos) return false;
+        const int code = std::atoi(status_.c_str() + colon + 1);
+        if (code < 0 || code > 255 || may_have_children(init_)) return false;
+        status = (code & 0xff) << 8;
+        empty_ = true;
+        return true;
+    }
+
     void ended(int command_pidfd, int& status) override {
         readable();
         // bwrap reports the command's end (and exits) while its init is still
         // ending the namespace's other processes: the run is over when init
         // is, and with it every process the command left (a bound, in case
-        // one is stuck in the kernel).
-        if (init_fd_) {
+        // one is stuck in the kernel). Not waited for when init was seen
+        // with no process left to end.
+        if (init_fd_ && !empty_ && may_have_children(init_)) {
             pollfd pfd{init_fd_.get(), POLLIN, 0};
             while (::poll(&pfd, 1, 5000) < 0 && errno == EINTR) {
             }
@@ -234,11 +293,13 @@ private:
 
     int record_fd_;
     bool probe_cached_;
-    Fd read_, write_;  // bwrap's --json-status-fd
-    Fd ready_;         // its duplicate for the stage's --ready-fd, until bwrap has it
-    bool ready_marker_ = false;
+    Fd read_, write_;              // bwrap's --json-status-fd
+    Fd ready_read_, ready_write_;  // the stage's --ready-fd (write end: until bwrap has it)
+    bool has_ready_pipe_ = false;  // the plan has the stage, and so the ready pipe
+    bool ready_ = false;           // the stage said it is ready
     std::string status_;
     pid_t init_ = 0;
+    bool empty_ = false;  // init was seen with no child left (over())
     Fd init_fd_;  // init's pidfd: readable once the namespace is empty
 };
 
