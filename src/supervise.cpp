@@ -708,6 +708,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     int status = 0;
     bool reaped = false;
     bool over = false;  // the runner's word that the run is over (Watch::over)
+    // ...asked only when nothing else needs the child reaped.
+    const bool may_end_early = watch && !reaper && !leaf.active() && !lim.timeout_ms && !tty.active();
+    bool target_ended = false;  // the command's pidfd said it exited (polled no more)
     // The timeout: SIGTERM to the command's processes at the deadline, then
     // SIGKILL to everything it started after --kill-after.
     int phase = 0;  // 0: running; 1: SIGTERM sent; 2: SIGKILL sent
@@ -759,6 +762,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             fds[i_wake = n++] = {wake_pipe[0], POLLIN, 0};
         }
         if (watch && watch->fd() >= 0) fds[i_watch = n++] = {watch->fd(), POLLIN, 0};
+        // The command's pidfd: readable (for good) once it has exited.
+        int i_target = -1;
+        if (may_end_early && !target_ended && g_target >= 0) fds[i_target = n++] = {g_target, POLLIN, 0};
         if (pidfd >= 0) fds[i_pid = n++] = {pidfd, POLLIN, 0};
         if (n == 0) {
             // Nothing left to watch but the child itself (no pidfd: kernel < 5.3).
@@ -810,10 +816,13 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             pid_t w = ::waitpid(pid, &status, pidfd >= 0 ? 0 : WNOHANG);
             if (w == pid) reaped = true;
         }
-        // The runner said the command ended and left nothing: its own exit
-        // is not waited for (an orphan for the moment it takes to exit).
-        if (!reaped && watch && !looking && !reaper && !leaf.active() && !lim.timeout_ms && !tty.active() &&
-            r > 0 && i_watch >= 0 && fds[i_watch].revents && watch->over(status)) {
+        // The runner says the command ended and left nothing: the runner's
+        // own exit is not waited for (an orphan for the moment it takes).
+        // Asked when the command's pidfd or the runner's fd speaks.
+        const bool command_ended = i_target >= 0 && r > 0 && fds[i_target].revents;
+        if (command_ended) target_ended = true;
+        if (!reaped && may_end_early && r > 0 &&
+            (command_ended || (i_watch >= 0 && fds[i_watch].revents)) && watch->over(g_target, status)) {
             over = true;
             break;
         }

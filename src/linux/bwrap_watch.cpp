@@ -218,18 +218,26 @@ public:
         return fd;
     }
 
-    // bwrap's last words, {"exit-code": N}, come once its init has reaped
-    // the command and right before bwrap exits: with nothing else left in
-    // the namespace (init, bwrap's own, ends on its own), that is the end.
-    bool over(int& status) override {
+    // The command is over once its parent, bwrap's init, has reaped it
+    // (PIDFD_INFO_EXIT has its status from then on, 6.15) or, without that,
+    // once bwrap has said so ({"exit-code": N}, written after init reaped
+    // it, right before bwrap exits). The run is over with it when nothing
+    // else is left in the namespace: init (bwrap's own) then ends on its own.
+    bool over(int command_pidfd, int& status) override {
         readable();
-        const size_t at = status_.find("\"exit-code\"");
-        if (at == std::string::npos || !init_ || status_.find('\n', at) == std::string::npos) return false;
-        const size_t colon = status_.find(':', at);
-        if (colon == std::string::npos) return false;
-        const int code = std::atoi(status_.c_str() + colon + 1);
-        if (code < 0 || code > 255 || may_have_children(init_)) return false;
-        status = (code & 0xff) << 8;
+        if (!init_) return false;
+        std::optional<int> st = command_pidfd >= 0 ? exit_status_of(command_pidfd) : std::nullopt;
+        if (!st) {
+            const size_t at = status_.find("\"exit-code\"");
+            if (at == std::string::npos || status_.find('\n', at) == std::string::npos) return false;
+            const size_t colon = status_.find(':', at);
+            if (colon == std::string::npos) return false;
+            const int code = std::atoi(status_.c_str() + colon + 1);
+            if (code < 0 || code > 255) return false;
+            st = (code & 0xff) << 8;
+        }
+        if (may_have_children(init_)) return false;
+        status = *st;
         empty_ = true;
         return true;
     }
@@ -260,7 +268,8 @@ public:
             c.reported = true;
             const auto& detail = rec->contains("runnerFailure") ? (*rec)["runnerFailure"] : (*rec)["message"];
             c.runner_failure = detail.is_string() ? detail.get<std::string>() : std::string("the bwrap stage failed");
-        } else if (status_.find("\"exit-code\"") == std::string::npos && exit_code && *exit_code != 0) {
+        } else if (!ready_ && !empty_ && status_.find("\"exit-code\"") == std::string::npos && exit_code &&
+                   *exit_code != 0) {
             // bwrap never exec'd the stage: its setup (or exec) failed, and its
             // own line on stderr says why.
             FailureRule own;
