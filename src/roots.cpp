@@ -16,7 +16,21 @@
 #include <fmt/format.h>
 
 #ifdef __linux__
+#include <sys/syscall.h>
 #include <sys/vfs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+// The record getdents64 fills (the kernel's struct linux_dirent64).
+struct linux_dirent64_view {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[1];
+};
 #endif
 
 namespace dsh::roots {
@@ -287,7 +301,56 @@ constexpr int kFdHeadroom = 32;
 
 }  // namespace
 
+namespace {
+#ifdef __linux__
+// How many descriptors below `limit` are open, from one listing of
+// /proc/self/fd (its own descriptor not counted), or -1 when it cannot be
+// listed.
+long open_below(unsigned long long limit) {
+    const int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return -1;
+    long used = 0;
+    alignas(8) char buf[4096];
+    for (;;) {
+        const long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+        if (n < 0) {
+            used = -1;
+            break;
+        }
+        if (n == 0) break;
+        for (long at = 0; at < n;) {
+            const auto* d = reinterpret_cast<const struct linux_dirent64_view*>(buf + at);
+            const char* name = buf + at + offsetof(linux_dirent64_view, d_name);
+            at += d->d_reclen;
+            if (name[0] < '0' || name[0] > '9') continue;
+            const unsigned long long fd = std::strtoull(name, nullptr, 10);
+            if (fd < limit && static_cast<int>(fd) != dir) ++used;
+        }
+    }
+    ::close(dir);
+    return used;
+}
+#endif
+}  // namespace
+
 Outcome check_fd_headroom() {
+    struct rlimit rl {};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    auto too_few = [&](unsigned long long free) {
+        return failf(Err::SandboxUnavailable,
+                     "{} of the {} file descriptors the open-file limit allows are free, and setting up the "
+                     "sandbox needs {}; raise the limit (ulimit -n 1024) or close inherited descriptors",
+                     free, static_cast<unsigned long long>(rl.rlim_cur), kFdHeadroom);
+    };
+#ifdef __linux__
+    // Counted in one listing where /proc is there (32 dup and close calls otherwise).
+    if (const long used = open_below(rl.rlim_cur); used >= 0) {
+        const unsigned long long free = rl.rlim_cur > static_cast<unsigned long long>(used)
+                                            ? rl.rlim_cur - static_cast<unsigned long long>(used)
+                                            : 0;
+        return free >= kFdHeadroom ? Outcome::success() : too_few(free);
+    }
+#endif
     std::vector<int> fds;
     fds.reserve(kFdHeadroom);
     int e = 0;
@@ -301,13 +364,7 @@ Outcome check_fd_headroom() {
     }
     for (int fd : fds) ::close(fd);
     if (e == 0) return Outcome::success();
-    struct rlimit rl {};
-    ::getrlimit(RLIMIT_NOFILE, &rl);
-    if (e == EMFILE || e == ENFILE)
-        return failf(Err::SandboxUnavailable,
-                     "{} of the {} file descriptors the open-file limit allows are free, and setting up the "
-                     "sandbox needs {}; raise the limit (ulimit -n 1024) or close inherited descriptors",
-                     fds.size(), static_cast<unsigned long long>(rl.rlim_cur), kFdHeadroom);
+    if (e == EMFILE || e == ENFILE) return too_few(fds.size());
     return failf(Err::Internal, "cannot check the free file descriptors: {}", std::strerror(e));
 }
 
