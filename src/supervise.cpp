@@ -748,7 +748,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // The exec pipe is not watched: its EOF at exec would cost a wake-up
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
-        pollfd fds[8];
+        pollfd fds[10];  // at most 9: relay, proxy, stderr, pty input, master, wake, watch, command, child
         int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1;
 #if defined(__linux__)
         int i_relay = -1, i_proxy = -1;  // the allow-list's relay and proxy (Linux only)
