@@ -312,8 +312,10 @@ def _killed_mid_run(s, supervise):
         # bwrap is dsh-confine's child in both modes (exec mode forwards signals).
         bwrap_pid = _wait_for(lambda: [c for c in _children(p.pid) if _comm(c) == "bwrap"], "bwrap")[0]
         assert _comm(bwrap_pid) == "bwrap", _comm(bwrap_pid)
-        tree = _descendants(bwrap_pid)
-        assert len(tree) >= 4, tree  # namespace init, the command, its two sleeps
+        # Namespace init, the command, its two sleeps: the second is forked
+        # just after the marker, so it is waited for, not assumed.
+        tree = _wait_for(lambda: (lambda t: t if len(t) >= 4 else None)(_descendants(bwrap_pid)),
+                         "the command's two sleeps")
         pidfds = [os.pidfd_open(pid) for pid in tree]
         os.kill(bwrap_pid, signal.SIGKILL)
         out, err = p.communicate(timeout=60)
