@@ -16,21 +16,10 @@
 #include <fmt/format.h>
 
 #ifdef __linux__
-#include <sys/syscall.h>
+#include <dirent.h>
 #include <sys/vfs.h>
 
-#include <cstddef>
-#include <cstdint>
 #include <cstdlib>
-
-// The record getdents64 fills (the kernel's struct linux_dirent64).
-struct linux_dirent64_view {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[1];
-};
 #endif
 
 namespace dsh::roots {
@@ -299,38 +288,27 @@ namespace {
 // before anything starts. 32 is several times what was seen to be needed.
 constexpr int kFdHeadroom = 32;
 
-}  // namespace
-
-namespace {
 #ifdef __linux__
 // How many descriptors below `limit` are open, from one listing of
-// /proc/self/fd (its own descriptor not counted), or -1 when it cannot be
-// listed.
+// /proc/self/fd (the listing's own descriptor not counted), or -1 when it
+// cannot be listed.
 long open_below(unsigned long long limit) {
-    const int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) return -1;
+    DIR* d = ::opendir("/proc/self/fd");
+    if (!d) return -1;
+    const int own = ::dirfd(d);
     long used = 0;
-    alignas(8) char buf[4096];
-    for (;;) {
-        const long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
-        if (n < 0) {
-            used = -1;
-            break;
-        }
-        if (n == 0) break;
-        for (long at = 0; at < n;) {
-            const auto* d = reinterpret_cast<const struct linux_dirent64_view*>(buf + at);
-            const char* name = buf + at + offsetof(linux_dirent64_view, d_name);
-            at += d->d_reclen;
-            if (name[0] < '0' || name[0] > '9') continue;
-            const unsigned long long fd = std::strtoull(name, nullptr, 10);
-            if (fd < limit && static_cast<int>(fd) != dir) ++used;
-        }
+    errno = 0;
+    while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        const unsigned long long fd = std::strtoull(e->d_name, nullptr, 10);
+        if (fd < limit && static_cast<int>(fd) != own) ++used;
     }
-    ::close(dir);
+    if (errno != 0) used = -1;
+    ::closedir(d);
     return used;
 }
 #endif
+
 }  // namespace
 
 Outcome check_fd_headroom() {
