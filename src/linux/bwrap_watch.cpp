@@ -56,33 +56,33 @@ std::optional<int> exit_status_of(int pidfd) {
     return info.exit_code;
 }
 
+// The start of `pid`'s children list (its main thread's): the bytes read
+// into `buf`, or -1 when the list cannot be read.
+ssize_t read_children(pid_t pid, char* buf, size_t cap) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n;
+    while ((n = ::read(fd, buf, cap)) < 0 && errno == EINTR) {
+    }
+    ::close(fd);
+    return n;
+}
+
 // Whether `pid` may still have a child: true unless its children's list was
 // read and was empty. The list's first entry is taken under the kernel's
 // tasklist lock, and an orphan joins init's list before its parent leaves
 // it, so an empty list means no process but init is left in its namespace.
 bool may_have_children(pid_t pid) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return true;
     char c;
-    ssize_t n;
-    while ((n = ::read(fd, &c, 1)) < 0 && errno == EINTR) {
-    }
-    ::close(fd);
-    return n != 0;
+    return read_children(pid, &c, 1) != 0;
 }
 
-// The first child of `pid` (its main thread's), or 0.
+// The first child of `pid`, or 0.
 pid_t first_child(pid_t pid) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char buf[64] = {};
-    ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    return n > 0 ? static_cast<pid_t>(std::atoi(buf)) : 0;
+    return read_children(pid, buf, sizeof buf - 1) > 0 ? static_cast<pid_t>(std::atoi(buf)) : 0;
 }
 
 // The stage's own failure (exit status 125: it could not confine itself), when
@@ -197,11 +197,9 @@ public:
         poll_ms = -1;
         if (ready_read_) return -1;
         if (!init_) {
-            const size_t at = status_.find("\"child-pid\"");
-            if (at == std::string::npos) return -1;
-            const size_t colon = status_.find(':', at);
-            if (colon == std::string::npos) return -1;
-            init_ = static_cast<pid_t>(std::atoi(status_.c_str() + colon + 1));
+            const auto child = status_value("child-pid");
+            if (!child) return -1;
+            init_ = static_cast<pid_t>(*child);
             if (init_ <= 0) return -2;
             init_fd_ = Fd(spawn::pidfd_open(init_));
         }
@@ -228,13 +226,9 @@ public:
         if (!init_) return false;
         std::optional<int> st = command_pidfd >= 0 ? exit_status_of(command_pidfd) : std::nullopt;
         if (!st) {
-            const size_t at = status_.find("\"exit-code\"");
-            if (at == std::string::npos || status_.find('\n', at) == std::string::npos) return false;
-            const size_t colon = status_.find(':', at);
-            if (colon == std::string::npos) return false;
-            const int code = std::atoi(status_.c_str() + colon + 1);
-            if (code < 0 || code > 255) return false;
-            st = (code & 0xff) << 8;
+            const auto code = status_value("exit-code");
+            if (!code || *code < 0 || *code > 255) return false;
+            st = static_cast<int>(*code) << 8;
         }
         if (may_have_children(init_)) return false;
         status = *st;
@@ -290,6 +284,16 @@ public:
     }
 
 private:
+    // The number bwrap's status gives for `key` ("child-pid", "exit-code")
+    // once its line is complete (each line is one write of bwrap's).
+    std::optional<long> status_value(const char* key) const {
+        const size_t at = status_.find(fmt::format("\"{}\"", key));
+        if (at == std::string::npos || status_.find('\n', at) == std::string::npos) return std::nullopt;
+        const size_t colon = status_.find(':', at);
+        if (colon == std::string::npos) return std::nullopt;
+        return std::atol(status_.c_str() + colon + 1);
+    }
+
     // The stage's words in bwrap's argv (kStageArg, then its own options).
     static bool has_stage(const Plan& p) {
         return std::find(p.exec_argv.begin(), p.exec_argv.end(), kStageArg) != p.exec_argv.end();
