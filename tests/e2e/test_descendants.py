@@ -15,7 +15,7 @@ import os
 import signal
 import time
 
-from harness import SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock
+from harness import SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock, processes_naming
 
 RUNNERS = ("bwrap", "landlock")
 MODES = (("exec", []), ("supervise", ["--supervise"]))
@@ -203,6 +203,39 @@ i=0; while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 30 ]; do i=$((i+1)); [ 
                         os.kill(int(line), signal.SIGKILL)
             except (OSError, ValueError):
                 pass
+
+
+def _bwrap_tree_still_forking(s, mode_args):
+    # The run may end before bwrap does only when init is alone in its namespace (Watch::over):
+    # thirty double-forked sleepers (init's children once their subshells exit), the last ones
+    # started as the command exits, must all be gone the moment dsh-confine returns, not a
+    # moment later when bwrap's exit takes the namespace down. Each sleeps a number no other
+    # process on the host sleeps, so the host's process list shows whether any is left.
+    need_bwrap()
+    mark = "300.%06d" % (os.getpid() % 1000000)
+    script = r"""
+for i in $(seq 30); do ( sh -c 'echo $$ >> pids; exec sleep %s' </dev/null >/dev/null 2>&1 & ) ; done
+i=0; while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 25 ]; do i=$((i+1)); [ $i -lt 600 ] || exit 9; sleep 0.01; done
+""" % mark
+    try:
+        r = run(s, "bwrap", mode_args, script=script)
+        left = processes_naming("sleep\x00" + mark)
+        assert r.rc == 0, r
+        assert left == [], "still running when dsh-confine returned: %r" % left
+    finally:
+        for pid in processes_naming("sleep\x00" + mark):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def test_a_bwrap_tree_still_forking_at_exit_is_gone_when_dsh_confine_returns__exec(s):
+    _bwrap_tree_still_forking(s, [])
+
+
+def test_a_bwrap_tree_still_forking_at_exit_is_gone_when_dsh_confine_returns__supervise(s):
+    _bwrap_tree_still_forking(s, ["--supervise"])
 
 
 # A command that makes itself a subreaper: its orphans go to it, not to dsh-confine. When it exits
