@@ -88,21 +88,34 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // opened), not whatever the path names by the time it gets there.
     for (const auto* r : binds)
         a.insert(a.end(), {"--bind", r->fd >= 0 ? "/proc/self/fd/" + std::to_string(r->fd) : r->path, r->path});
-    // The carve-outs (issue 18), after every root, ancestors first: the
-    // pinned .git (a mount point of its own: no rename, no rmdir) before the
-    // read-only hooks/ and config inside it. Only what existed when the
-    // policy was built, bound from the descriptor opened without following
-    // a link: an absent one gets no mount point, so nothing is created on
-    // the host (docs/DECISIONS.md "Carve-outs (issue 18)").
+    // The carve-outs (issue 18), after every root (carve_binds), unless the
+    // stage binds them.
+    if (!opts.stage_binds)
+        for (const auto* e : carve_binds(policy))
+            a.insert(a.end(), {e->pin ? "--bind" : "--ro-bind", "/proc/self/fd/" + std::to_string(e->fd), e->path});
+    hide();
+    return a;
+}
+
+std::vector<const ProtectedPath*> carve_binds(const Policy& policy) {
     std::vector<const ProtectedPath*> carve;
+    if (policy.mode != Mode::WorkspaceWrite) return carve;
     for (const auto& e : policy.protected_paths)
         if (e.exists && e.fd >= 0 && !e.watched) carve.push_back(&e);
     std::stable_sort(carve.begin(), carve.end(),
                      [](const ProtectedPath* x, const ProtectedPath* y) { return depth(x->path) < depth(y->path); });
-    for (const auto* e : carve)
-        a.insert(a.end(), {e->pin ? "--bind" : "--ro-bind", "/proc/self/fd/" + std::to_string(e->fd), e->path});
-    hide();
-    return a;
+    return carve;
+}
+
+bool stage_may_bind(const Policy& policy) {
+    const auto within = [](const std::string& inner, const std::string& outer) {
+        return inner == outer || outer == "/" ||
+               (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '/');
+    };
+    for (const auto* e : carve_binds(policy))
+        for (const auto& h : policy.hidden_paths)
+            if (h.exists && (within(e->path, h.path) || within(h.path, e->path))) return false;
+    return true;
 }
 
 std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec) {
@@ -118,6 +131,9 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
     for (const auto& r : policy.writable_roots)
         a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
+    if (spec.stage_binds)
+        for (const auto* e : carve_binds(policy))
+            a.insert(a.end(), {"--carve", e->pin ? "pin" : "ro", e->path, std::to_string(e->fd)});
     const bool inline_argv = spec.argv.size() <= kArgvInline;
     if (!inline_argv) a.push_back("--argv-from-record");
     a.push_back("--");
@@ -322,6 +338,17 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             // -1: no descriptor (a root granted by path; the stage opens it).
             if (std::string_view(fd) != "-1" && !parse_int(fd, r.fd)) return failf(Err::Usage, "stage: bad fd \"{}\" for --rw", fd);
             out.policy.writable_roots.push_back(std::move(r));
+        } else if (a == "--carve") {
+            std::string kind, path, fd;
+            if (auto o = value("--carve", kind); !o) return o;
+            if (auto o = value("--carve", path); !o) return o;
+            if (auto o = value("--carve", fd); !o) return o;
+            StageRequest::Carve c;
+            c.path = path;
+            c.pin = kind == "pin";
+            if ((kind != "pin" && kind != "ro") || path.empty() || path[0] != '/' || !parse_int(fd, c.fd) || c.fd < 3)
+                return failf(Err::Usage, "stage: bad --carve {} {} {}", kind, path, fd);
+            out.carves.push_back(std::move(c));
         } else {
             return failf(Err::Usage, "stage: unknown argument \"{}\"", a);
         }

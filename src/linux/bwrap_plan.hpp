@@ -24,7 +24,25 @@ struct ProfileOptions {
     // /dev/null); the stage drops it with every other capability.
     // Unprivileged callers get nothing added.
     bool stage_keeps_setpcap = false;
+    // The stage binds the carve-outs itself (stage_binds_carve_outs), so the
+    // profile has none of them. Only a stage that holds CAP_SYS_ADMIN over
+    // bwrap's mount namespace can (a root caller's), where the kernel offers
+    // the new mount API and no hidden path overlaps a carve-out.
+    bool stage_binds = false;
 };
+
+// The carve-outs that get a bind (issue 18), ancestors first: the pinned
+// .git (a mount point of its own: no rename, no rmdir) before the read-only
+// hooks/ and config inside it. Only what existed when the policy was built,
+// bound from the descriptor opened without following a link: an absent one
+// gets no mount point, so nothing is created on the host
+// (docs/DECISIONS.md "Carve-outs (issue 18)").
+std::vector<const ProtectedPath*> carve_binds(const Policy& policy);
+
+// Whether the stage may bind the carve-outs rather than bwrap: bwrap hides
+// the hidden paths after its own binds, so a carve-out at, above or below a
+// hidden path keeps the order bwrap gives it (all of them stay bwrap's).
+bool stage_may_bind(const Policy& policy);
 
 // The profile, without the bwrap path and without "--":
 //   --ro-bind / / --dev /dev --unshare-pid --proc /proc --die-with-parent   (the seed)
@@ -78,10 +96,12 @@ struct StageSpec {
     // --net allow= (issue 19): the inherited socketpair end the stage sends
     // the namespace's listener over (src/linux/net_relay.hpp); -1: none.
     int relay_fd = -1;
+    bool stage_binds = false;  // the carve-outs ride on the stage's argv (ProfileOptions::stage_binds)
 };
 
 // <self> __dsh_confine_stage_v1 --mode M [--landlock ABI] [--report-fd N]
-//        --record-fd N [--keep-fd N]... [--rlimit RES:SOFT:HARD]... [--file PATH]... [--rw SOURCE PATH]...
+//        --record-fd N [--keep-fd N]... [--rlimit RES:SOFT:HARD]... [--file PATH]... [--rw SOURCE PATH FD]...
+//        [--carve ro|pin PATH FD]...
 //        -- COMMAND_PATH ARGV...
 std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec);
 
@@ -133,6 +153,14 @@ struct StageRequest {
     // signal n too. -1: not given (a pty's session, or exec'd in place).
     long caller_signals = -1;
     int ready_fd = -1;  // --ready-fd N: written once, then closed (BwrapWatch)
+    // --carve ro|pin PATH FD: a carve-out for the stage to bind, in order
+    // (carve_binds); FD is the launcher's descriptor of it.
+    struct Carve {
+        std::string path;
+        int fd = -1;
+        bool pin = false;
+    };
+    std::vector<Carve> carves;
 };
 // The signals bwrap starts ignored when it shares the caller's process group:
 // the forwarded ones whose default action ends the process.

@@ -12,10 +12,13 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
 #include "bwrap_plan.hpp"
 #include "../bytes.hpp"
+#include "../fd.hpp"
 #include "../launch.hpp"
 #include "../report.hpp"
 #include "landlock_runner.hpp"
@@ -113,6 +116,47 @@ constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/ful
             if (st.f_flag & st_flag) flags |= ms_flag;
         if (::mount(nullptr, node, nullptr, flags, nullptr) != 0)
             return failf(Err::SandboxUnavailable, "cannot make {} read-only: {}", node, std::strerror(errno));
+    }
+    return Outcome::success();
+}
+
+// The carve-outs bound by the stage (ProfileOptions::stage_binds) rather than
+// by bwrap, whose --ro-bind reads the whole mountinfo again for every bind:
+// here each is three calls (open_tree, mount_setattr, move_mount). Each
+// target is opened inside the sandbox without following any link and must be
+// the very inode the launcher opened (its descriptor crossed bwrap): a path
+// swapped since then is refused, never bound in its place. The clone is of
+// that same place and goes back onto it, read-only (or, for the pinned .git,
+// writable: a mount point, which cannot be renamed or removed), nosuid and
+// nodev as bwrap's binds are; in order, so the .git is pinned before its
+// hooks/ are bound. The clone is private and the sandbox's mounts are
+// bwrap's slaves: nothing propagates to the host.
+[[gnu::hot]] Outcome bind_carve_outs(const std::vector<StageRequest::Carve>& carves) {
+    for (const auto& c : carves) {
+        auto failed = [&](const char* what) {
+            return failf(Err::SandboxUnavailable, "cannot make {} {} inside the sandbox ({}: {})", c.path,
+                         c.pin ? "a mount point" : "read-only", what, std::strerror(errno));
+        };
+        struct open_how how {};
+        how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        const Fd at(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, c.path.c_str(), &how, sizeof how)));
+        if (!at) return failed("openat2");
+        struct stat want {}, got {};
+        if (::fstat(c.fd, &want) != 0 || ::fstat(at.get(), &got) != 0) return failed("fstat");
+        if (want.st_dev != got.st_dev || want.st_ino != got.st_ino)
+            return failf(Err::SandboxUnavailable,
+                         "{} was replaced after dsh-confine opened it; nothing was run: run the command again",
+                         c.path);
+        const Fd tree(static_cast<int>(::syscall(SYS_open_tree, at.get(), "",
+                                                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
+        if (!tree) return failed("open_tree");
+        struct mount_attr attr {};
+        attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (c.pin ? 0 : MOUNT_ATTR_RDONLY);
+        if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+            return failed("mount_setattr");
+        if (::syscall(SYS_move_mount, tree.get(), "", at.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+            return failed("move_mount");
     }
     return Outcome::success();
 }
@@ -253,6 +297,7 @@ void take_foreground() noexcept {
                             : failf(Err::SandboxUnavailable, "Landlock ABI {} is below the planned {}", have,
                                     req.landlock_abi);
     if (entered) entered = seal_device_nodes();
+    if (entered) entered = bind_carve_outs(req.carves);
     // --net allow= (issue 19): the namespace's way out, made before the
     // command exists, so its first connection is queued, never refused.
     if (entered && req.relay_fd >= 0) {

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 
-from harness import DSH, STD_PATH, dsh, main, need_runner
+from harness import DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_runner
 
 RUNNERS = ("bwrap", "landlock")
 
@@ -551,6 +551,51 @@ def test_no_descriptor_of_ours_reaches_the_command(s):
         r = run(s, "bwrap", s.ws, "ls /proc/$$/fd", extra=extra)
         assert r.rc == 0 and r.out.split() == ["0", "1", "2"], r
         assert sum(1 for e in entries(r).values() if e["enforced"]) >= 3, r
+
+
+def test_who_binds_the_carve_outs(s):
+    """A root caller's stage binds them itself (the new mount API, no mountinfo read per bind); anyone
+    else's bwrap does. The report says which, and the binds hold either way (the attacks above)."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    r = run(s, "bwrap", s.ws, "true")
+    binds = r.rec("confinement")["layers"][0]["carveOutBinds"]
+    assert binds == ("stage" if is_root() else "bwrap"), r
+    # In bwrap's profile when bwrap binds them, on the stage's command line when the stage does.
+    argv = r.rec("confinement")["execArgv"]
+    profile, stage = argv[:argv.index("--")], argv[argv.index("--"):]
+    assert (s.ws + "/.git/hooks" in profile) == (binds == "bwrap"), argv
+    assert ("--carve" in stage) == (binds == "stage"), argv
+
+
+def test_a_carve_out_swapped_before_the_stage_binds_it(s):
+    """The launcher opens .git/hooks; a bwrap that swaps it for a fresh directory before the sandbox is
+    built (a racing host process would do the same). A root caller's stage finds another inode at the
+    path and refuses the run (nothing runs); bwrap's own bind mounts the descriptor the launcher opened,
+    so there the original stays in view, read-only."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    hooks = os.path.join(s.ws, ".git/hooks")
+    stub = s.script("swapping-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
+                    "if [ \"$last\" != __dsh_confine_probe_v1 ]; then mv '%s' '%s.old' && mkdir '%s' || exit 9; fi\n"
+                    "exec /usr/bin/bwrap \"$@\"\n" % (hooks, hooks, hooks))
+    with open(s.p("base", "config.json"), "w") as f:
+        f.write('{"bwrapPath": "%s"}' % stub)
+    cache = s.p("base", "cache")
+    os.makedirs(cache, mode=0o700, exist_ok=True)
+    marker = os.path.join(s.ws, "ran")
+    r = run(s, "bwrap", s.ws, "touch ran; ls .git/hooks; echo x > .git/hooks/pre-commit",
+            extra=["--config", s.p("base", "config.json")],
+            env={"XDG_RUNTIME_DIR": None, "XDG_CACHE_HOME": cache})
+    if is_root():
+        message = (SANDBOX_UNAVAILABLE.format(mode="workspace-write") + " Runner failure: " + hooks +
+                   " was replaced after dsh-confine opened it; nothing was run: run the command again")
+        assert r.rc == 125 and r.err.endswith("dsh-confine: " + message + "\n"), r
+        assert not os.path.exists(marker), r
+    else:
+        assert r.rc != 0 and os.path.exists(marker) and "Read-only file system" in r.err, r
+    assert not os.path.exists(os.path.join(hooks, "pre-commit")), r
+    assert not os.path.exists(os.path.join(hooks + ".old", "pre-commit")), r
 
 
 def test_auto_prefers_bwrap_when_protected_paths_exist(s):

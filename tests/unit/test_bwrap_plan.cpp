@@ -340,6 +340,63 @@ TEST_CASE("bwrap carve-outs (issue 18): after every root, ancestors first, only 
     CHECK(std::find(custom.begin(), custom.end(), "/ws/.git/hooks") == custom.end());
 }
 
+TEST_CASE("bwrap carve-outs bound by the stage: none in the profile, all on the stage's argv, in order") {
+    Policy p = ww({{"/ws", Grant::Workspace, true, 7}});
+    ProtectedPath hooks{"/ws/.git/hooks", "default", "git", true, true, false, false, 11};
+    ProtectedPath dotgit{"/ws/.git", "default", "git", true, true, true, false, 10};
+    ProtectedPath absent{"/ws/.vscode", "default", "agent", false, false, false, false, -1};
+    p.protected_paths = {hooks, absent, dotgit};
+    bwrap::ProfileOptions opts;
+    opts.stage_binds = true;
+    CHECK(bwrap::profile_args(p, opts) == cat({kBase, kProc, {"--bind", "/proc/self/fd/7", "/ws"}}));
+    bwrap::StageSpec spec;
+    spec.self = "/proc/self/fd/5";
+    spec.record_fd = 6;
+    spec.command_path = "/bin/true";
+    spec.argv = {"true"};
+    spec.stage_binds = true;
+    const Args a = bwrap::stage_args(p, spec);
+    const Args want = {"--carve", "pin", "/ws/.git", "10", "--carve", "ro", "/ws/.git/hooks", "11"};
+    CHECK(std::search(a.begin(), a.end(), want.begin(), want.end()) != a.end());
+    bwrap::StageRequest req;
+    REQUIRE(bwrap::parse_stage(Args(a.begin() + 2, a.end()), req));
+    REQUIRE(req.carves.size() == 2);
+    CHECK((req.carves[0].path == "/ws/.git" && req.carves[0].fd == 10 && req.carves[0].pin));
+    CHECK((req.carves[1].path == "/ws/.git/hooks" && req.carves[1].fd == 11 && !req.carves[1].pin));
+    // Without stage_binds the stage is told nothing of them.
+    spec.stage_binds = false;
+    const Args b = bwrap::stage_args(p, spec);
+    CHECK(std::find(b.begin(), b.end(), "--carve") == b.end());
+    // A malformed one is refused.
+    for (const Args& bad : {Args{"--carve", "rw", "/ws/x", "9"}, Args{"--carve", "ro", "ws/x", "9"},
+                            Args{"--carve", "ro", "/ws/x", "2"}, Args{"--carve", "ro", "/ws/x"}}) {
+        Args line = {"--mode", "workspace-write", "--record-fd", "6"};
+        line.insert(line.end(), bad.begin(), bad.end());
+        line.insert(line.end(), {"--", "/bin/true", "true"});
+        CHECK_FALSE(bwrap::parse_stage(line, req));
+    }
+}
+
+TEST_CASE("bwrap carve-outs: a hidden path at, above or below a carve-out keeps every bind bwrap's") {
+    Policy p = ww({{"/ws", Grant::Workspace, true, 7}});
+    p.protected_paths = {{"/ws/.git/hooks", "default", "git", true, true, false, false, 11}};
+    CHECK(bwrap::stage_may_bind(p));
+    for (const char* hidden : {"/ws/.git/hooks", "/ws/.git", "/ws/.git/hooks/secret", "/"}) {
+        p.hidden_paths = {{hidden, "flag", "named", true, true, false, false, -1}};
+        CHECK_FALSE(bwrap::stage_may_bind(p));
+    }
+    // Beside it, or absent: no overlap.
+    for (const char* hidden : {"/ws/.git/hooksx", "/ws/.gi", "/home/u/.ssh"}) {
+        p.hidden_paths = {{hidden, "flag", "named", true, true, false, false, -1}};
+        CHECK(bwrap::stage_may_bind(p));
+    }
+    p.hidden_paths = {{"/ws/.git", "flag", "named", false, false, false, false, -1}};
+    CHECK(bwrap::stage_may_bind(p));
+    // read-only mode binds no carve-outs at all.
+    p.mode = Mode::ReadOnly;
+    CHECK(bwrap::carve_binds(p).empty());
+}
+
 TEST_CASE("carve-outs: the home list applies when a root contains $HOME; a planted link fails closed") {
     char tmpl[] = "/var/tmp/dsh-unit-carve-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
