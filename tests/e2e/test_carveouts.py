@@ -566,6 +566,13 @@ def test_who_binds_the_carve_outs(s):
     profile, stage = argv[:argv.index("--")], argv[argv.index("--"):]
     assert (s.ws + "/.git/hooks" in profile) == (binds == "bwrap"), argv
     assert ("--carve" in stage) == (binds == "stage"), argv
+    # A hidden path over a carve-out: bwrap hides after its own binds, so they all stay bwrap's, and
+    # the hooks stay hidden (an empty read-only directory) either way.
+    r = run(s, "bwrap", s.ws, "ls -A .git/hooks | wc -l; touch .git/hooks/x",
+            extra=["--deny-read", s.ws + "/.git/hooks"])
+    assert r.rec("confinement")["layers"][0]["carveOutBinds"] == "bwrap", r
+    assert r.out == "0\n" and r.rc != 0, r
+    assert not os.path.exists(os.path.join(s.ws, ".git/hooks/x")), r
 
 
 def test_a_carve_out_swapped_before_the_stage_binds_it(s):
