@@ -142,6 +142,9 @@ struct Plan {
     // stage reads it and writes it to the report once it has confined
     // itself. -1: the record goes to the report from this process.
     int record_fd = -1;
+    // The reader of record_fd needs the record even without a report: the
+    // command's words ride in it (bwrap's kArgvInline).
+    bool record_carries_argv = false;
     // What the plan opened (bwrap: our own binary, the record's memfd):
     // closed with it, in whichever process it ends.
     std::vector<Fd> owned;

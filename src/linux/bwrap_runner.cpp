@@ -316,6 +316,7 @@ public:
         if (env.report_fd >= 0) p.inherit_fds.push_back(env.report_fd);
         if (relay[1] >= 0) p.inherit_fds.push_back(relay[1]);
         p.record_fd = record;
+        p.record_carries_argv = c.argv.size() > kArgvInline;
         p.owned.emplace_back(self);
         p.owned.emplace_back(record);
         std::vector<std::string> current;
