@@ -222,7 +222,11 @@ std::string read_open(int r, size_t limit = kSmall) {
     if (::fstat(r, &st) == 0 && S_ISREG(st.st_mode)) {
         char buf[8192];
         ssize_t n = 0;
-        while (out.size() < limit && (n = ::read(r, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+        // A regular file's short read is its end: no read that returns 0.
+        while (out.size() < limit && (n = ::read(r, buf, sizeof buf)) > 0) {
+            out.append(buf, static_cast<size_t>(n));
+            if (static_cast<size_t>(n) < sizeof buf) break;
+        }
     }
     ::close(r);
     return out;
