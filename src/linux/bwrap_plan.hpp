@@ -24,10 +24,11 @@ struct ProfileOptions {
     // /dev/null); the stage drops it with every other capability.
     // Unprivileged callers get nothing added.
     bool stage_keeps_setpcap = false;
-    // The stage binds the carve-outs itself (stage_binds_carve_outs), so the
-    // profile has none of them. Only a stage that holds CAP_SYS_ADMIN over
-    // bwrap's mount namespace can (a root caller's), where the kernel offers
-    // the new mount API and no hidden path overlaps a carve-out.
+    // The stage binds the carve-outs itself (bind_carve_outs in
+    // bwrap_stage.cpp), so the profile has none of them. Only a stage that
+    // holds CAP_SYS_ADMIN over bwrap's mount namespace can (a root caller's),
+    // where the kernel offers the new mount API and no hidden path overlaps a
+    // carve-out.
     bool stage_binds = false;
 };
 
