@@ -382,6 +382,7 @@ struct Builder {
     std::vector<std::string> drop;  // --unprotect: never looked at, nor anything below
     Walker w;
     std::string home;  // for core.hooksPath "~/..."
+    std::string passwd;  // for "~user/..."
     // core.hooksPath values of the global and system configs that are
     // relative: git takes them from each working tree's top.
     std::vector<std::string> global_hooks;
@@ -541,15 +542,46 @@ struct Builder {
         }
     }
 
-    // A path from a git config: "~/" is $HOME's (a root may hold $HOME), a
-    // relative one is from `base`; "" for "~user/..." (not looked up) and "".
-    std::string expand(std::string v, const std::string& base) const {
+    // A path from a git config: "~/" is $HOME's (a root may hold
+    // $HOME), "~user/" that user's home as /etc/passwd gives it (a user it
+    // does not hold fails the run: git may find one elsewhere), a relative
+    // one is from `base`; "" for "".
+    std::string expand(std::string v, const std::string& base) {
         if (v == "~" || v.rfind("~/", 0) == 0) {
             if (home.empty()) return {};
             v = home + v.substr(1);
+        } else if (!v.empty() && v[0] == '~') {
+            const std::string user = v.substr(1, v.find('/') == std::string::npos ? std::string::npos : v.find('/') - 1);
+            const std::string dir = passwd_home(user);
+            if (dir.empty() || dir[0] != '/') {
+                failure = fail(Err::StateUnsafe, git_config_user_text(v, user));
+                return {};
+            }
+            v = dir + v.substr(1 + user.size());
         }
-        if (v.empty() || v[0] == '~') return {};
+        if (v.empty()) return {};
         return absolute(v, base);
+    }
+
+    // `user`'s home directory from the passwd file ("name:pw:uid:gid:gecos:home:shell"), or "".
+    std::string passwd_home(const std::string& user) const {
+        if (user.empty()) return {};
+        const std::string text = read_open(::open(passwd.c_str(), kReadFlags), kConfigLimit);
+        size_t i = 0;
+        while (i < text.size()) {
+            size_t j = text.find('\n', i);
+            if (j == std::string::npos) j = text.size();
+            const std::string_view line(text.data() + i, j - i);
+            i = j + 1;
+            if (line.size() <= user.size() || line.compare(0, user.size(), user) != 0 || line[user.size()] != ':')
+                continue;
+            size_t at = 0;
+            for (int field = 0; field < 5 && at != std::string_view::npos; ++field) at = line.find(':', at + (field ? 1 : 0));
+            if (at == std::string_view::npos) return {};
+            const size_t end = line.find(':', at + 1);
+            return std::string(line.substr(at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1));
+        }
+        return {};
     }
 
     // Where git's open() of `path` (absolute, normal) lands, as far as that
@@ -629,7 +661,14 @@ struct Builder {
             if (it->second <= depth) return;
             it->second = depth;
         }
-        const GitConfigKeys keys = git_config_keys(read_file(real, kConfigLimit));
+        // One byte more than is parsed: a longer file fails the run rather
+        // than having what lies past the bound go unseen.
+        const std::string text = read_file(real, kConfigLimit + 1);
+        if (text.size() > kConfigLimit) {
+            failure = fail(Err::StateUnsafe, git_config_too_large_text(real, kConfigLimit));
+            return;
+        }
+        const GitConfigKeys keys = git_config_keys(text);
         hooks.insert(hooks.end(), keys.hooks_paths.begin(), keys.hooks_paths.end());
         if (depth >= kIncludeDepth) return;
         for (const auto& v : keys.includes) {
@@ -813,6 +852,7 @@ Outcome protect(Policy& p, const Input& in) {
     for (const auto& s : in.unprotect_flag) drop.push_back(absolute(s, in.cwd));
     b.drop = drop;
     if (!in.home.empty() && in.home[0] == '/') b.home = lexically_normal(in.home);
+    b.passwd = in.passwd;
     b.globals(in, in.cwd);
     std::vector<std::string> named;
     for (const auto& r : p.writable_roots)

@@ -66,6 +66,7 @@ struct Input {
     // includes there can name files inside a root): as found; empty: unset.
     std::string xdg_config_home, git_config_global, git_config_system;
     std::string system_gitconfig = "/etc/gitconfig";
+    std::string passwd = "/etc/passwd";  // where "~user/" in a git config is looked up
 
     std::string cwd;
 };

@@ -112,6 +112,18 @@ std::string protected_unreadable_text(std::string_view path, std::string_view wh
                        why, path);
 }
 
+std::string git_config_user_text(std::string_view value, std::string_view user) {
+    return fmt::format("a git config names {} (an include or core.hooksPath), and the user {} is not in /etc/passwd, "
+                       "so what git would read there cannot be checked; write that path out in full",
+                       value, user);
+}
+
+std::string git_config_too_large_text(std::string_view config, size_t limit) {
+    return fmt::format("the git config {} is larger than {} MiB, too large to check for includes and core.hooksPath; "
+                       "shorten it",
+                       config, limit >> 20);
+}
+
 std::string protected_changed_text(size_t n) {
     return fmt::format("{} protected path{} changed during the run (see the result record's violations); check them before the next "
                        "git or editor run",

@@ -94,6 +94,12 @@ std::string private_tmp_unavailable_text(std::string_view runner);
 std::string protected_symlink_text(std::string_view path, std::string_view link);
 // A protected path that could not be looked at (errno text `why`).
 std::string protected_unreadable_text(std::string_view path, std::string_view why);
+// A git config that names a path as "~user/..." for a user /etc/passwd does
+// not hold (git would look the user up elsewhere, where we cannot follow).
+std::string git_config_user_text(std::string_view value, std::string_view user);
+// A git config larger than what is read of it (its includes and
+// core.hooksPath past that point would go unseen).
+std::string git_config_too_large_text(std::string_view config, size_t limit);
 // The per-entry reasons a protected path is not enforced (the record's whyNot).
 inline constexpr const char* kProtectedAbsentText =
     "absent when the run started: nothing is mounted for it (no placeholder is left on the host); its creation is "

@@ -521,6 +521,63 @@ TEST_CASE("carve-outs: included configs and the global hooksPath inside a root, 
     for (const auto& d : {ws + "/inc", ws + "/.git", home, ws, t}) ::rmdir(d.c_str());
 }
 
+TEST_CASE("carve-outs: ~user/ in a git config is that user's home from passwd; an unknown user and an oversized config fail closed") {
+    char tmpl[] = "/var/tmp/dsh-unit-gituser-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    const std::string t = tmpl, ws = t + "/ws", home = t + "/home";
+    std::vector<std::string> made;
+    const auto write = [&](const std::string& path, const std::string& body) {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        REQUIRE(f);
+        std::fputs(body.c_str(), f);
+        std::fclose(f);
+        made.push_back(path);
+    };
+    for (const auto& d : {ws, home, ws + "/bob", ws + "/.git"}) REQUIRE(::mkdir(d.c_str(), 0700) == 0);
+    write(t + "/passwd", "root:x:0:0:root:/root:/bin/sh\nbo:x:1:1::/nowhere:/bin/sh\nbob:x:1000:1000:Bob,,,:" + ws +
+                             "/bob:/bin/bash\n");
+    write(ws + "/.git/config", "[include]\n\tpath = ~bob/inc.cfg\n[core]\n\thooksPath = ~bob/hooks\n");
+    write(ws + "/bob/inc.cfg", "[core]\n\tbare = false\n");
+    Policy p = ww({{ws, Grant::Workspace, true, -1}});
+    carveouts::Input in;
+    in.home = home;
+    in.cwd = ws;
+    in.system_gitconfig = "";
+    in.passwd = t + "/passwd";
+    REQUIRE(carveouts::protect(p, in));
+    auto find = [&](const std::string& path) -> const ProtectedPath* {
+        for (const auto& e : p.protected_paths)
+            if (e.path == path) return &e;
+        return nullptr;
+    };
+    REQUIRE(find(ws + "/bob/inc.cfg"));  // bob's, not "bo"'s (a prefix of the name)
+    CHECK(find(ws + "/bob/inc.cfg")->exists);
+    REQUIRE(find(ws + "/bob/hooks"));
+    CHECK_FALSE(find(ws + "/bob/hooks")->exists);
+    for (const auto& e : p.protected_paths)
+        if (e.fd >= 0) ::close(e.fd);
+    // A user the passwd file does not hold: git might find one elsewhere; refused.
+    write(ws + "/.git/config", "[include]\n\tpath = ~carol/inc.cfg\n");
+    Outcome o = carveouts::protect(p, in);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::StateUnsafe);
+    CHECK(o.message == "a git config names ~carol/inc.cfg (an include or core.hooksPath), and the user carol is not in "
+                       "/etc/passwd, so what git would read there cannot be checked; write that path out in full");
+    // A config longer than what is parsed of it: refused, nothing past the bound goes unseen.
+    write(ws + "/.git/config", std::string((4u << 20) + 1, '#'));
+    o = carveouts::protect(p, in);
+    REQUIRE_FALSE(o);
+    CHECK(o.message == "the git config " + ws + "/.git/config is larger than 4 MiB, too large to check for includes and "
+                       "core.hooksPath; shorten it");
+    // Exactly at the bound: read whole, accepted.
+    write(ws + "/.git/config", std::string(4u << 20, '#'));
+    REQUIRE(carveouts::protect(p, in));
+    for (const auto& e : p.protected_paths)
+        if (e.fd >= 0) ::close(e.fd);
+    for (auto it = made.rbegin(); it != made.rend(); ++it) ::unlink(it->c_str());
+    for (const auto& d : {ws + "/bob", ws + "/.git", home, ws, t}) ::rmdir(d.c_str());
+}
+
 TEST_CASE("bwrap stage: --net-relay travels to the stage, with --net loopback only (issue 19)") {
     Policy pol;
     pol.mode = Mode::ReadOnly;
