@@ -527,6 +527,38 @@ def test_include_absent_and_linked(s):
     assert r.rc == 0 and r.out == "ran\n", r
 
 
+def test_include_of_an_unknown_users_home_and_an_oversized_config_refuse_the_run(s):
+    """`~user/` in an include is that user's home in /etc/passwd; one not there (git may find it in
+    another database) refuses the run under every runner, as does a config too large to be read whole:
+    nothing runs, nothing is left."""
+    make_repo(s, s.ws)
+    config = os.path.join(s.ws, ".git", "config")
+    original = read(config)
+    user = "dsh_no_such_user_q7"
+    with open(config, "a") as f:
+        f.write("[include]\n\tpath = ~%s/inc.cfg\n" % user)
+    names = listing(s.ws)
+    for runner in RUNNERS:
+        need_runner(runner)
+        r = run(s, runner, s.ws, "touch ran")
+        assert r.rc == 125 and not os.path.exists(os.path.join(s.ws, "ran")), (runner, r)
+        assert r.err == ("dsh-confine: a git config names ~%s/inc.cfg (an include or core.hooksPath), and the user "
+                         "%s is not in /etc/passwd, so what git would read there cannot be checked; write that path "
+                         "out in full\n" % (user, user)), (runner, r)
+        assert listing(s.ws) == names, r
+    with open(config, "wb") as f:
+        f.write(original + b"#" * (4 << 20))
+    for runner in RUNNERS:
+        r = run(s, runner, s.ws, "touch ran")
+        assert r.rc == 125 and not os.path.exists(os.path.join(s.ws, "ran")), (runner, r)
+        assert r.err == ("dsh-confine: the git config %s is larger than 4 MiB, too large to check for includes and "
+                         "core.hooksPath; shorten it\n" % config), (runner, r)
+    with open(config, "wb") as f:
+        f.write(original)
+    r = run(s, "landlock", s.ws, "touch ran")
+    assert r.rc == 0 and os.path.exists(os.path.join(s.ws, "ran")), r
+
+
 def test_nested_repository_one_level_down(s):
     """A root that is a directory of checkouts: a repository directly below it is protected like the
     root's own; one two levels down is not looked for (the documented bound)."""
