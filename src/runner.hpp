@@ -97,16 +97,6 @@ public:
     // be found (signals go to the child instead). `poll_ms`: how soon to
     // look again.
     virtual int find_command(int& poll_ms, pid_t& pid) = 0;
-    // Whether the run is over before the child itself is: the command has
-    // ended and nothing it started is left, so that the runner's own exit
-    // (bwrap's: its wake-up, its report, its exit; a millisecond or more) is
-    // not waited for. `command_pidfd`: the command's (found), or -1. Sets
-    // `status` to the command's wait status. Only asked when nothing else
-    // needs the child reaped (no timeout, leaf, subreaper or pty).
-    virtual bool over(int command_pidfd, int& status) {
-        (void)command_pidfd, (void)status;
-        return false;
-    }
     // The child is reaped: the command's own wait status where it can be
     // known better than the child's, and the run's classification from the
     // runner's evidence. `evidence` names it for the result record.

@@ -523,9 +523,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         g_pgrp = ::getpgrp();
         g_sentinel = sentinel_fd;
     }
-    // `reap`: wait for it to be gone (not when nothing here waits for
-    // children any more: it ends with its socket, or with us by PDEATHSIG).
-    auto end_sentinel = [&](bool reap = true) {
+    // Killed and reaped: it shares our memory (and so our command line), and
+    // nothing of the run may outlive us.
+    auto end_sentinel = [&]() {
         if (sentinel <= 0) return;
         sigset_t all, before;
         sigfillset(&all);
@@ -534,7 +534,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         ::sigprocmask(SIG_SETMASK, &before, nullptr);
         ::close(sentinel_fd);
         ::kill(sentinel, SIGKILL);
-        while (reap && ::waitpid(sentinel, nullptr, 0) < 0 && errno == EINTR) {
+        while (::waitpid(sentinel, nullptr, 0) < 0 && errno == EINTR) {
         }
         sentinel = -1;
     };
@@ -707,10 +707,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
 
     int status = 0;
     bool reaped = false;
-    bool over = false;  // the runner's word that the run is over (Watch::over)
-    // ...asked only when nothing else needs the child reaped.
-    const bool may_end_early = watch && !reaper && !leaf.active() && !lim.timeout_ms && !tty.active();
-    bool target_ended = false;  // the command's pidfd said it exited (polled no more)
     // The timeout: SIGTERM to the command's processes at the deadline, then
     // SIGKILL to everything it started after --kill-after.
     int phase = 0;  // 0: running; 1: SIGTERM sent; 2: SIGKILL sent
@@ -748,7 +744,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // The exec pipe is not watched: its EOF at exec would cost a wake-up
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
-        pollfd fds[10];  // at most 9: relay, proxy, stderr, pty input, master, wake, watch, command, child
+        pollfd fds[8];  // relay, proxy, stderr, pty input, master, wake, watch, child
         int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1;
 #if defined(__linux__)
         int i_relay = -1, i_proxy = -1;  // the allow-list's relay and proxy (Linux only)
@@ -762,9 +758,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             fds[i_wake = n++] = {wake_pipe[0], POLLIN, 0};
         }
         if (watch && watch->fd() >= 0) fds[i_watch = n++] = {watch->fd(), POLLIN, 0};
-        // The command's pidfd: readable (for good) once it has exited.
-        int i_target = -1;
-        if (may_end_early && !target_ended && g_target >= 0) fds[i_target = n++] = {g_target, POLLIN, 0};
         if (pidfd >= 0) fds[i_pid = n++] = {pidfd, POLLIN, 0};
         if (n == 0) {
             // Nothing left to watch but the child itself (no pidfd: kernel < 5.3).
@@ -816,18 +809,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             pid_t w = ::waitpid(pid, &status, pidfd >= 0 ? 0 : WNOHANG);
             if (w == pid) reaped = true;
         }
-        // The runner says the command ended and left nothing: the runner's
-        // own exit is not waited for (an orphan for the moment it takes).
-        // Asked when the command's pidfd or the runner's fd speaks.
-        const bool command_ended = i_target >= 0 && r > 0 && fds[i_target].revents;
-        if (command_ended) target_ended = true;
-        if (!reaped && may_end_early && r > 0 &&
-            (command_ended || (i_watch >= 0 && fds[i_watch].revents)) && watch->over(g_target, status)) {
-            over = true;
-            break;
-        }
     }
-    if (!reaped && !over)
+    if (!reaped)
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
     const double duration = spawn::now_ms() - start;
@@ -845,7 +828,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     std::optional<int> descendants_killed;
     // Ours, not the command's: neither killed with them nor counted (so
     // reaped first where the command's orphans are reaped and counted).
-    end_sentinel(reaper || leaf.active() || lim.timeout_ms.has_value());
+    end_sentinel();
     if (subreaper || lim.timeout_ms || leaf.active()) {
         const int killed = kill_all();
         if (subreaper) descendants_killed = killed;

@@ -70,15 +70,6 @@ ssize_t read_children(pid_t pid, char* buf, size_t cap) {
     return n;
 }
 
-// Whether `pid` may still have a child: true unless its children's list was
-// read and was empty. The list's first entry is taken under the kernel's
-// tasklist lock, and an orphan joins init's list before its parent leaves
-// it, so an empty list means no process but init is left in its namespace.
-bool may_have_children(pid_t pid) {
-    char c;
-    return read_children(pid, &c, 1) != 0;
-}
-
 // The first child of `pid`, or 0.
 pid_t first_child(pid_t pid) {
     char buf[64] = {};
@@ -216,34 +207,14 @@ public:
         return fd;
     }
 
-    // The command is over once its parent, bwrap's init, has reaped it
-    // (PIDFD_INFO_EXIT has its status from then on, 6.15) or, without that,
-    // once bwrap has said so ({"exit-code": N}, written after init reaped
-    // it, right before bwrap exits). The run is over with it when nothing
-    // else is left in the namespace: init (bwrap's own) then ends on its own.
-    bool over(int command_pidfd, int& status) override {
-        readable();
-        if (!init_) return false;
-        std::optional<int> st = command_pidfd >= 0 ? exit_status_of(command_pidfd) : std::nullopt;
-        if (!st) {
-            const auto code = status_value("exit-code");
-            if (!code || *code < 0 || *code > 255) return false;
-            st = static_cast<int>(*code) << 8;
-        }
-        if (may_have_children(init_)) return false;
-        status = *st;
-        empty_ = true;
-        return true;
-    }
-
     void ended(int command_pidfd, int& status) override {
         readable();
         // bwrap reports the command's end (and exits) while its init is still
-        // ending the namespace's other processes: the run is over when init
-        // is, and with it every process the command left (a bound, in case
-        // one is stuck in the kernel). Not waited for when init was seen
-        // with no process left to end.
-        if (init_fd_ && !empty_ && may_have_children(init_)) {
+        // ending the namespace's other processes, and before init itself has
+        // exited: the run is over when init is, and with it every process the
+        // command left and the sandbox's namespaces (a bound, in case one is
+        // stuck in the kernel). Nothing of the run outlives dsh-confine.
+        if (init_fd_) {
             pollfd pfd{init_fd_.get(), POLLIN, 0};
             while (::poll(&pfd, 1, 5000) < 0 && errno == EINTR) {
             }
@@ -262,7 +233,7 @@ public:
             c.reported = true;
             const auto& detail = rec->contains("runnerFailure") ? (*rec)["runnerFailure"] : (*rec)["message"];
             c.runner_failure = detail.is_string() ? detail.get<std::string>() : std::string("the bwrap stage failed");
-        } else if (!ready_ && !empty_ && status_.find("\"exit-code\"") == std::string::npos && exit_code &&
+        } else if (!ready_ && status_.find("\"exit-code\"") == std::string::npos && exit_code &&
                    *exit_code != 0) {
             // bwrap never exec'd the stage: its setup (or exec) failed, and its
             // own line on stderr says why.
@@ -312,7 +283,6 @@ private:
     bool ready_ = false;           // the stage said it is ready
     std::string status_;
     pid_t init_ = 0;
-    bool empty_ = false;  // init was seen with no child left (over())
     Fd init_fd_;  // init's pidfd: readable once the namespace is empty
 };
 

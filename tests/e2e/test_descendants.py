@@ -13,9 +13,10 @@ still runs. Whatever a case leaves running is killed by the test (their pids are
 import json
 import os
 import signal
+import subprocess
 import time
 
-from harness import SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock, processes_naming
+from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock, processes_naming
 
 RUNNERS = ("bwrap", "landlock")
 MODES = (("exec", []), ("supervise", ["--supervise"]))
@@ -206,8 +207,7 @@ i=0; while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 30 ]; do i=$((i+1)); [ 
 
 
 def _bwrap_tree_still_forking(s, mode_args):
-    # The run may end before bwrap does only when init is alone in its namespace (Watch::over):
-    # thirty double-forked sleepers (init's children once their subshells exit), the last ones
+    # Thirty double-forked sleepers (init's children once their subshells exit), the last ones
     # started as the command exits, must all be gone the moment dsh-confine returns, not a
     # moment later when bwrap's exit takes the namespace down. Each sleeps a number no other
     # process on the host sleeps, so the host's process list shows whether any is left.
@@ -236,6 +236,40 @@ def test_a_bwrap_tree_still_forking_at_exit_is_gone_when_dsh_confine_returns__ex
 
 def test_a_bwrap_tree_still_forking_at_exit_is_gone_when_dsh_confine_returns__supervise(s):
     _bwrap_tree_still_forking(s, ["--supervise"])
+
+
+def _nothing_of_the_run_outlives_it(s, runner, mode_args):
+    # bwrap, its init (pid 1 of the sandbox, which holds its namespaces) and our own sentinel carry
+    # the command's words in their command lines; none may be there once dsh-confine has returned
+    # (a namespace still held would keep the roots' file systems busy). Fifty runs, each checked at
+    # once: a process that ends "a moment later" is seen.
+    # Only the pids handed out since dsh-confine started are read (not the whole /proc), so the
+    # look comes within a millisecond or so of its return.
+    need(runner)
+    for i in range(50):
+        mark = ("outlive-%d-%d-%s" % (os.getpid(), i, "-".join(mode_args) or "exec")).encode()
+        p = subprocess.Popen([DSH, "--mode", "workspace-write", "--root", s.ws, "--runner", runner] + mode_args +
+                             ["--", "sh", "-c", "true", mark], cwd=s.ws, env=s.env(), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rc = p.wait()
+        left = []
+        for n in os.listdir("/proc"):
+            if n.isdigit() and int(n) >= p.pid:
+                try:
+                    with open("/proc/%s/cmdline" % n, "rb") as f:
+                        if mark in f.read():
+                            left.append(int(n))
+                except OSError:
+                    pass
+        assert rc == 0, (i, rc)
+        assert left == [], "run %d: still there when dsh-confine returned: %r" % (i, left)
+
+
+for _runner in ("bwrap", "landlock"):
+    for _mode, _args in (("exec", []), ("supervise", ["--supervise"])):
+        def _t(s, runner=_runner, args=_args):
+            _nothing_of_the_run_outlives_it(s, runner, args)
+        globals()["test_nothing_of_the_run_outlives_dsh_confine__%s_%s" % (_runner, _mode)] = _t
 
 
 # A command that makes itself a subreaper: its orphans go to it, not to dsh-confine. When it exits
