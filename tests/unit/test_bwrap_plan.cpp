@@ -26,6 +26,31 @@ Args cat(std::initializer_list<Args> parts) {
     return out;
 }
 
+// A scratch directory under /var/tmp with the files a test writes there,
+// removed again by clean() (files last written first, then the directories
+// named, then the scratch itself).
+struct Scratch {
+    std::string dir;
+    std::vector<std::string> made;
+    explicit Scratch(const std::string& name) {
+        std::string tmpl = "/var/tmp/dsh-unit-" + name + "-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+        dir = tmpl;
+    }
+    void write(const std::string& path, const std::string& body) {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        REQUIRE(f);
+        std::fputs(body.c_str(), f);
+        std::fclose(f);
+        made.push_back(path);
+    }
+    void clean(std::initializer_list<std::string> dirs) {
+        for (auto it = made.rbegin(); it != made.rend(); ++it) ::unlink(it->c_str());
+        for (const auto& d : dirs) ::rmdir(d.c_str());
+        ::rmdir(dir.c_str());
+    }
+};
+
 Policy ww(std::vector<WritableRoot> roots) {
     Policy p;
     p.mode = Mode::WorkspaceWrite;
@@ -461,17 +486,9 @@ TEST_CASE("carve-outs: git config parsing finds hooksPath and includes as git re
 }
 
 TEST_CASE("carve-outs: included configs and the global hooksPath inside a root, 10 deep, cycles end") {
-    char tmpl[] = "/var/tmp/dsh-unit-gitinc-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    const std::string t = tmpl, ws = t + "/ws", home = t + "/home";
-    std::vector<std::string> made;
-    const auto write = [&](const std::string& path, const std::string& body) {
-        std::FILE* f = std::fopen(path.c_str(), "w");
-        REQUIRE(f);
-        std::fputs(body.c_str(), f);
-        std::fclose(f);
-        made.push_back(path);
-    };
+    Scratch sc("gitinc");
+    const std::string &t = sc.dir, ws = t + "/ws", home = t + "/home";
+    const auto write = [&](const std::string& path, const std::string& body) { sc.write(path, body); };
     for (const auto& d : {ws, home, ws + "/.git", ws + "/inc"}) REQUIRE(::mkdir(d.c_str(), 0700) == 0);
     // .git/config -> ../inc/f1 -> f2 -> ... -> f12: git reads 10 nested includes, then refuses.
     write(ws + "/.git/config", "[include]\n\tpath = ../inc/f1\n");
@@ -517,22 +534,13 @@ TEST_CASE("carve-outs: included configs and the global hooksPath inside a root, 
     CHECK_FALSE(find(ws + "/inc/f6"));
     for (const auto& e : p.protected_paths)
         if (e.fd >= 0) ::close(e.fd);
-    for (auto it = made.rbegin(); it != made.rend(); ++it) ::unlink(it->c_str());
-    for (const auto& d : {ws + "/inc", ws + "/.git", home, ws, t}) ::rmdir(d.c_str());
+    sc.clean({ws + "/inc", ws + "/.git", home, ws});
 }
 
 TEST_CASE("carve-outs: ~user/ in a git config is that user's home from passwd; an unknown user and an oversized config fail closed") {
-    char tmpl[] = "/var/tmp/dsh-unit-gituser-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    const std::string t = tmpl, ws = t + "/ws", home = t + "/home";
-    std::vector<std::string> made;
-    const auto write = [&](const std::string& path, const std::string& body) {
-        std::FILE* f = std::fopen(path.c_str(), "w");
-        REQUIRE(f);
-        std::fputs(body.c_str(), f);
-        std::fclose(f);
-        made.push_back(path);
-    };
+    Scratch sc("gituser");
+    const std::string &t = sc.dir, ws = t + "/ws", home = t + "/home";
+    const auto write = [&](const std::string& path, const std::string& body) { sc.write(path, body); };
     for (const auto& d : {ws, home, ws + "/bob", ws + "/.git"}) REQUIRE(::mkdir(d.c_str(), 0700) == 0);
     write(t + "/passwd", "root:x:0:0:root:/root:/bin/sh\nbo:x:1:1::/nowhere:/bin/sh\nbob:x:1000:1000:Bob,,,:" + ws +
                              "/bob:/bin/bash\n");
@@ -574,8 +582,7 @@ TEST_CASE("carve-outs: ~user/ in a git config is that user's home from passwd; a
     REQUIRE(carveouts::protect(p, in));
     for (const auto& e : p.protected_paths)
         if (e.fd >= 0) ::close(e.fd);
-    for (auto it = made.rbegin(); it != made.rend(); ++it) ::unlink(it->c_str());
-    for (const auto& d : {ws + "/bob", ws + "/.git", home, ws, t}) ::rmdir(d.c_str());
+    sc.clean({ws + "/bob", ws + "/.git", home, ws});
 }
 
 TEST_CASE("bwrap stage: --net-relay travels to the stage, with --net loopback only (issue 19)") {
