@@ -132,13 +132,20 @@ class Shell:
                                + lines, capture_output=True, text=True, timeout=120)
                 groups = []
                 # Under load the first TAB can reach zle before it is ready: ask
-                # again, once, for any line that got no answer at all.
+                # again, up to three times, for any line that got no answer at all
+                # (seen once in CI with a single retry, while a build was killed).
+                def answered(i):
+                    return os.path.exists("%s.%d" % (out, i)) and os.path.getsize("%s.%d" % (out, i)) > 0
                 for i in range(1, len(lines) + 1):
-                    if not os.path.exists("%s.%d" % (out, i)) or os.path.getsize("%s.%d" % (out, i)) == 0:
+                    for attempt in range(3):
+                        if answered(i):
+                            break
+                        time.sleep(0.2 * attempt)
+                        retry = "%s.retry%d.%d" % (out, i, attempt)
                         subprocess.run(["zsh", "-f", "-c", ZSH_DRIVER, "drift", os.path.join(self.compdir, "zsh"),
-                                        "%s.retry%d" % (out, i), lines[i - 1]], capture_output=True, timeout=60)
-                        if os.path.exists("%s.retry%d.1" % (out, i)):
-                            os.replace("%s.retry%d.1" % (out, i), "%s.%d" % (out, i))
+                                        retry, lines[i - 1]], capture_output=True, timeout=60)
+                        if os.path.exists(retry + ".1"):
+                            os.replace(retry + ".1", "%s.%d" % (out, i))
                 for i in range(1, len(lines) + 1):
                     try:
                         groups.append([w for w in open("%s.%d" % (out, i)).read().split("\n") if w])
