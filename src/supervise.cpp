@@ -622,6 +622,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
         return internal("prctl(PR_SET_CHILD_SUBREAPER)");
     }
+    tty.go_raw();
     const double start = spawn::now_ms();
     const pid_t pid = spawn::start(child);
     if (pid < 0) {
@@ -646,7 +647,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         ::fcntl(err.fd, F_SETFL, ::fcntl(err.fd, F_GETFL) | O_NONBLOCK);
     }
     if (watch) watch->spawned();
-    tty.spawned();
+    tty.spawned(pid);
     // --net allow= (issue 19): the stage's end of the relay is its alone now,
     // so that a stage that fails before handing the listener out is an EOF here.
     if (p.relay_child_fd >= 0) {
@@ -778,6 +779,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // and a poll interrupted by a signal (SIGWINCH) must not read as failed.
         const bool poll_failed = r < 0 && errno != EINTR;
         if (reaper) proctree::reap_orphans(pid);
+        if (tty.active()) tty.tick();
         if (tty.active() && tty.watch_ms() >= 0) {
             pid_t command = watch ? command_pid : pid;
             if (child.monitor) {

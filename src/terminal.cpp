@@ -51,6 +51,7 @@ bool same_termios(const struct termios& a, const struct termios& b) {
 bool any_std_terminal() noexcept { return ::isatty(0) || ::isatty(1) || ::isatty(2); }
 
 Relay::~Relay() {
+    if (raw_) restore();  // a failure between going raw and the child's start
     if (slave_ >= 0) ::close(slave_);
     if (master_ >= 0) ::close(master_);
     if (own_in_ && in_ >= 0) ::close(in_);
@@ -119,10 +120,23 @@ void Relay::go_raw() {
     if (::tcsetattr(user_, TCSADRAIN, &raw) == 0) raw_ = true;
 }
 
-void Relay::spawned() {
+void Relay::spawned(pid_t leader) {
     if (slave_ >= 0) ::close(slave_);
     slave_ = -1;
-    go_raw();
+    leader_ = leader;
+}
+
+bool Relay::command_in_front() {
+    if (!in_front_) {
+        // 0: no session on the pty yet (the child has not taken it).
+        const pid_t fg = ::tcgetpgrp(master_);
+        in_front_ = leader_ > 0 && fg > 0 && fg != leader_;
+    }
+    return in_front_;
+}
+
+void Relay::tick() {
+    if (held_ && command_in_front()) held_ = false;
 }
 
 void Relay::resume() { go_raw(); }
@@ -130,7 +144,7 @@ void Relay::resume() { go_raw(); }
 int Relay::input_fd() const noexcept {
     // In the background the terminal is not ours to read (SIGTTIN); and
     // input waits while the pty has not taken what came before.
-    if (in_ < 0 || input_done_ || !raw_ || !to_master_.empty()) return -1;
+    if (in_ < 0 || input_done_ || !raw_ || held_ || !to_master_.empty()) return -1;
     return in_;
 }
 
@@ -140,6 +154,10 @@ short Relay::master_events() const noexcept {
 }
 
 void Relay::input_readable() {
+    if (!command_in_front()) {
+        held_ = true;
+        return;
+    }
     char buf[4096];
     ssize_t n = ::read(in_, buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
@@ -153,6 +171,7 @@ void Relay::input_readable() {
 }
 
 int Relay::watch_ms() const noexcept {
+    if (held_) return 2;
     if (master_ < 0 || spawn::now_ms() >= watch_until_) return -1;
     return 25;
 }

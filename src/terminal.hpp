@@ -38,9 +38,14 @@ public:
     int user() const noexcept { return user_; }
     const std::string& slave_path() const noexcept { return slave_path_; }  // the user's terminal (window size, modes)
 
-    // In the parent once the child exists: closes the slave here, and puts the
-    // user's terminal in raw mode if dsh-confine is in its foreground.
-    void spawned();
+    // Just before the child is started: the user's terminal in raw mode if
+    // dsh-confine is in its foreground, so that from then on a key typed
+    // (Ctrl-Z, Ctrl-C) is the pty's to act on, never a signal to dsh-confine
+    // while the command is already running.
+    void go_raw();
+    // In the parent once the child (`leader`, the pty's session leader)
+    // exists: closes the slave here.
+    void spawned(pid_t leader);
     // After SIGCONT: raw mode now if dsh-confine came to the foreground.
     void resume();
 
@@ -61,6 +66,14 @@ public:
     // Stops as the command did, and on SIGCONT continues its group.
     void follow_stop(pid_t command);
 
+    // Typed input waits until the command is in front of the pty. Before,
+    // the pty's foreground group is its session leader's (bwrap, the
+    // monitor): an orphaned group, on which the kernel discards a Ctrl-Z, and
+    // a Ctrl-C there would end bwrap instead of the command. The bare command
+    // would have had both. Input that came meanwhile is left in the user's
+    // terminal and looked at again every 2 ms (`watch_ms`); `tick` after each
+    // poll lets it through once the command is in front.
+    void tick();
     // For poll: the fd typed input is read from (-1: not now) and the events
     // wanted on the master.
     int input_fd() const noexcept;
@@ -74,7 +87,7 @@ public:
 
 private:
     bool foreground() const noexcept;
-    void go_raw();
+    bool command_in_front();
     void restore();
     void flush_to_master();
 
@@ -85,6 +98,9 @@ private:
     int master_ = -1, slave_ = -1;
     unsigned on_ = 0;
     bool saved_ = false, raw_ = false, input_done_ = false, master_done_ = false;
+    pid_t leader_ = 0;       // the pty's session leader: its group in front is not the command
+    bool in_front_ = false;  // the command (or a group of its) has been in front of the pty
+    bool held_ = false;      // typed input waits for that
     struct termios orig_ {};
     int ldisc_ = -1;
     double watch_until_ = 0;  // spawn::now_ms() until which a stop is looked for
