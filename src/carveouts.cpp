@@ -551,7 +551,8 @@ struct Builder {
             if (home.empty()) return {};
             v = home + v.substr(1);
         } else if (!v.empty() && v[0] == '~') {
-            const std::string user = v.substr(1, v.find('/') == std::string::npos ? std::string::npos : v.find('/') - 1);
+            const size_t slash = v.find('/');
+            const std::string user = v.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
             const std::string dir = passwd_home(user);
             if (dir.empty() || dir[0] != '/') {
                 failure = fail(Err::StateUnsafe, git_config_user_text(v, user));

@@ -56,24 +56,18 @@ std::optional<int> exit_status_of(int pidfd) {
     return info.exit_code;
 }
 
-// The start of `pid`'s children list (its main thread's): the bytes read
-// into `buf`, or -1 when the list cannot be read.
-ssize_t read_children(pid_t pid, char* buf, size_t cap) {
-    char path[64];
+// The first child of `pid` (the first in its main thread's children list), or
+// 0 when there is none or the list cannot be read.
+pid_t first_child(pid_t pid) {
+    char path[64], buf[64] = {};
     std::snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
     const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0) return 0;
     ssize_t n;
-    while ((n = ::read(fd, buf, cap)) < 0 && errno == EINTR) {
+    while ((n = ::read(fd, buf, sizeof buf - 1)) < 0 && errno == EINTR) {
     }
     ::close(fd);
-    return n;
-}
-
-// The first child of `pid`, or 0.
-pid_t first_child(pid_t pid) {
-    char buf[64] = {};
-    return read_children(pid, buf, sizeof buf - 1) > 0 ? static_cast<pid_t>(std::atoi(buf)) : 0;
+    return n > 0 ? static_cast<pid_t>(std::atoi(buf)) : 0;
 }
 
 // The stage's own failure (exit status 125: it could not confine itself), when

@@ -126,6 +126,14 @@ ATTACKS = {
                       lambda ws: os.path.exists(os.path.join(ws, ".git.old"))),
     "vscode-settings": ("echo '{\"terminal.integrated.shell.linux\": \"/tmp/x\"}' > .vscode/settings.json",
                         lambda ws: read(os.path.join(ws, ".vscode/settings.json")) != b"{}\n"),
+    # The mounts themselves: unmounted (lazily too) or remounted writable, then written. The command
+    # holds no capability (the stage's binds as root, bwrap's otherwise), so each call fails.
+    "unmount-or-remount": ("python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True)\n"
+                           "for p in (b\".git/hooks\", b\".git/config\", b\".vscode\"):\n"
+                           "    c.umount2(p, 0); c.umount2(p, 2); c.mount(None, p, None, 4096 | 32, None)'; "
+                           "printf x > .git/hooks/pre-commit; echo '[core]' >> .git/config",
+                           lambda ws: os.path.exists(os.path.join(ws, ".git/hooks/pre-commit")) or
+                           read(os.path.join(ws, ".git/config")).endswith(b"[core]\n")),
     "vscode-replace": ("rm -rf .vscode; mkdir .vscode; echo evil > .vscode/tasks.json",
                        lambda ws: os.path.exists(os.path.join(ws, ".vscode/tasks.json"))),
 }
