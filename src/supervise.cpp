@@ -771,7 +771,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (pidfd < 0) timeout = timeout < 0 ? 10 : timeout;
         // Orphans that ended are reaped at least once a second.
         if (reaper) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
-        // Just after typed input: is the pty's job stopping (Ctrl-Z)?
+        // Is the pty's job stopping (Ctrl-Z just typed, or a stop from elsewhere)?
         if (tty.active())
             if (const int w = tty.watch_ms(); w >= 0) timeout = timeout < 0 || timeout > w ? w : timeout;
         int r = ::poll(fds, static_cast<nfds_t>(n), timeout);
@@ -779,8 +779,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // and a poll interrupted by a signal (SIGWINCH) must not read as failed.
         const bool poll_failed = r < 0 && errno != EINTR;
         if (reaper) proctree::reap_orphans(pid);
-        if (tty.active()) tty.tick();
-        if (tty.active() && tty.watch_ms() >= 0) {
+        if (tty.active() && tty.tick()) {
             pid_t command = watch ? command_pid : pid;
             if (child.monitor) {
                 // The command is the monitor's child, in front of the pty.

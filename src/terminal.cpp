@@ -21,6 +21,9 @@ namespace dsh::terminal {
 
 namespace {
 
+// How often a stop of the command is looked for when nothing was typed.
+constexpr double kLookMs = 200;
+
 // The same terminal device?
 bool same_tty(int a, int b) {
     struct stat sa {}, sb {};
@@ -124,6 +127,7 @@ void Relay::spawned(pid_t leader) {
     if (slave_ >= 0) ::close(slave_);
     slave_ = -1;
     leader_ = leader;
+    next_look_ = spawn::now_ms() + kLookMs;
 }
 
 bool Relay::command_in_front() {
@@ -135,8 +139,14 @@ bool Relay::command_in_front() {
     return in_front_;
 }
 
-void Relay::tick() {
+bool Relay::tick() {
+    if (master_ < 0) return false;
     if (held_ && command_in_front()) held_ = false;
+    const double now = spawn::now_ms();
+    if (now < watch_until_) return true;
+    if (now < next_look_) return false;
+    next_look_ = now + kLookMs;
+    return true;
 }
 
 void Relay::resume() { go_raw(); }
@@ -171,9 +181,11 @@ void Relay::input_readable() {
 }
 
 int Relay::watch_ms() const noexcept {
+    if (master_ < 0) return -1;
     if (held_) return 2;
-    if (master_ < 0 || spawn::now_ms() >= watch_until_) return -1;
-    return 25;
+    const double now = spawn::now_ms();
+    if (now < watch_until_) return 25;
+    return now >= next_look_ ? 0 : static_cast<int>(next_look_ - now) + 1;
 }
 
 bool Relay::command_stopped(pid_t command) const noexcept {

@@ -54,9 +54,11 @@ public:
     // on: when that job is seen stopped, dsh-confine stops its own process
     // group as the terminal would have stopped the bare command's, with the
     // user's terminal restored, and continues the job when it is continued
-    // itself (fg or bg). A stop is looked for while typed input was relayed
-    // in the last half second (Ctrl-Z, or a program that stops itself on a
-    // key, as vi does): `watch_ms` bounds the next poll (-1: not watching).
+    // itself (fg or bg). A stop is looked for every 25 ms while typed input
+    // was relayed in the last half second (Ctrl-Z, or a program that stops
+    // itself on a key, as vi does), and every 200 ms otherwise (a command
+    // that stops itself, `kill -STOP` from elsewhere): `watch_ms` bounds the
+    // next poll (-1: no pty).
     int watch_ms() const noexcept;
     // Whether the pty's foreground job is the command's own process group
     // (`command`: its pid, which leads it) and is stopped. A job of a shell
@@ -71,9 +73,10 @@ public:
     // monitor): an orphaned group, on which the kernel discards a Ctrl-Z, and
     // a Ctrl-C there would end bwrap instead of the command. The bare command
     // would have had both. Input that came meanwhile is left in the user's
-    // terminal and looked at again every 2 ms (`watch_ms`); `tick` after each
-    // poll lets it through once the command is in front.
-    void tick();
+    // terminal and looked at again every 2 ms (`watch_ms`).
+    // After each poll: lets held input through once the command is in front,
+    // and says whether a stop is to be looked for now.
+    bool tick();
     // For poll: the fd typed input is read from (-1: not now) and the events
     // wanted on the master.
     int input_fd() const noexcept;
@@ -103,7 +106,8 @@ private:
     bool held_ = false;      // typed input waits for that
     struct termios orig_ {};
     int ldisc_ = -1;
-    double watch_until_ = 0;  // spawn::now_ms() until which a stop is looked for
+    double watch_until_ = 0;  // spawn::now_ms() until which a stop is looked for at once
+    double next_look_ = 0;    // ...and after which it is looked for again otherwise
     std::string to_master_;
     std::string slave_path_;
 };

@@ -323,6 +323,38 @@ def test_ctrl_z_typed_while_bwrap_starts_stops_the_command(s):
                                        lambda t: t.expect("wrapper-25"))
 
 
+def _self_stop(s, prefix, sig):
+    # A command that stops itself, nothing typed: the user's shell says so, `fg` continues it.
+    t = Term(BASH, s)
+    try:
+        t.expect("PROMPT> ")
+        t.send(("%ssh -c 'kill -%s $$; echo resumed-$((3+4))'\n" % (prefix, sig)).encode())
+        t.expect("Stopped", timeout=10)
+        t.send(b"echo waiting-$((2*3))\n")
+        t.expect("waiting-6")
+        assert b"resumed-7" not in t.out, (prefix, t.out[-2000:])
+        t.send(b"fg\n")
+        t.expect("resumed-7")
+        t.expect("PROMPT> ")
+        t.send(b"echo rc=$?\n")
+        t.expect(r"rc=0\r\n")
+        t.send(b"exit\n")
+        t.wait()
+    finally:
+        t.close()
+
+
+def test_a_command_that_stops_itself_stops_the_job_in_the_users_shell(s):
+    # The relay once looked for a stop only just after typed input: a command stopped by a
+    # signal from elsewhere (itself here, `kill -STOP` from another terminal alike) left the
+    # user's shell waiting on dsh-confine, with no prompt and no job to `fg`.
+    _need_runners()
+    for sig in ("TSTP", "STOP"):
+        _self_stop(s, "", sig)  # the bare command, as the reference
+        for opts in _combos():
+            _self_stop(s, "%s --mode workspace-write %s -- " % (DSH, " ".join(opts)), sig)
+
+
 def test_less_in_raw_mode_works_and_the_terminal_is_restored(s):
     _need_runners()
     path = s.p("ws", "pages.txt")
