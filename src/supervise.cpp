@@ -648,6 +648,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
     if (watch) watch->spawned();
     tty.spawned(pid);
+    if (!watch) tty.command_known();
     // --net allow= (issue 19): the stage's end of the relay is its alone now,
     // so that a stage that fails before handing the listener out is an EOF here.
     if (p.relay_child_fd >= 0) {
@@ -684,6 +685,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         const int fd = watch->find_command(poll_ms, command_pid);
         if (fd == -1) return;
         looking = false;
+        tty.command_known();
         if (fd < 0) {
             // Not found: signals go to our child, the ones that waited too.
             ::sigprocmask(SIG_BLOCK, &block, nullptr);

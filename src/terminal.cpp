@@ -131,7 +131,7 @@ void Relay::spawned(pid_t leader) {
 }
 
 bool Relay::command_in_front() {
-    if (!in_front_) {
+    if (!in_front_ && known_) {
         // 0: no session on the pty yet (the child has not taken it).
         const pid_t fg = ::tcgetpgrp(master_);
         in_front_ = leader_ > 0 && fg > 0 && fg != leader_;

@@ -74,6 +74,11 @@ public:
     // a Ctrl-C there would end bwrap instead of the command. The bare command
     // would have had both. Input that came meanwhile is left in the user's
     // terminal and looked at again every 2 ms (`watch_ms`).
+    // Under bwrap the command is found after it took the pty (its stage's
+    // ready line): keys wait for that too, or a Ctrl-Z could stop the stage
+    // before dsh-confine knows whose stop to follow. `command_known` says the
+    // looking is over (found or not); without a runner's watch, at the spawn.
+    void command_known() noexcept { known_ = true; }
     // After each poll: lets held input through once the command is in front,
     // and says whether a stop is to be looked for now.
     bool tick();
@@ -104,6 +109,7 @@ private:
     pid_t leader_ = 0;       // the pty's session leader: its group in front is not the command
     bool in_front_ = false;  // the command (or a group of its) has been in front of the pty
     bool held_ = false;      // typed input waits for that
+    bool known_ = false;     // and for the command to be known (command_known)
     struct termios orig_ {};
     int ldisc_ = -1;
     double watch_until_ = 0;  // spawn::now_ms() until which a stop is looked for at once
