@@ -719,6 +719,13 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (leaf.active()) (void)leaf.kill();
         return proctree::end_all(pid);
     };
+    // The pty's job: the command, whose group is in front of its pty.
+    auto pty_job = [&]() -> pid_t {
+        if (!child.monitor) return watch ? command_pid : pid;
+        // The command is the monitor's child, in front of the pty.
+        const pid_t fg = ::tcgetpgrp(tty.master());
+        return fg > 0 && proctree::stat_of(fg).ppid == pid ? fg : 0;
+    };
     while (!reaped) {
         int timeout = -1;
         if (looking) find_command(timeout);
@@ -781,15 +788,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // and a poll interrupted by a signal (SIGWINCH) must not read as failed.
         const bool poll_failed = r < 0 && errno != EINTR;
         if (reaper) proctree::reap_orphans(pid);
-        if (tty.active() && tty.tick()) {
-            pid_t command = watch ? command_pid : pid;
-            if (child.monitor) {
-                // The command is the monitor's child, in front of the pty.
-                const pid_t fg = ::tcgetpgrp(tty.master());
-                command = fg > 0 && proctree::stat_of(fg).ppid == pid ? fg : 0;
-            }
-            if (tty.command_stopped(command)) tty.follow_stop(command);
-        }
+        if (tty.active() && tty.tick())
+            if (const pid_t command = pty_job(); tty.command_stopped(command)) tty.follow_stop(command);
         if (poll_failed) break;
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();
@@ -805,6 +805,11 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
                 while (::read(wake_pipe[0], b, sizeof b) > 0) {
                 }
                 tty.resume();
+                // A SIGCONT to our job continues a stopped command too, as it
+                // would the bare command in that job: one stopped while we
+                // were not in front (kill -STOP from elsewhere) did not stop
+                // us, and the caller's shell continues its job as it ends.
+                if (const pid_t command = pty_job(); tty.command_stopped(command)) (void)::kill(-command, SIGCONT);
             }
         }
         const bool exited = (i_pid >= 0 && r > 0 && fds[i_pid].revents) || pidfd < 0;

@@ -353,6 +353,37 @@ def test_a_command_that_stops_itself_stops_the_job_in_the_users_shell(s):
             _self_stop(s, "%s --mode workspace-write %s -- " % (DSH, " ".join(opts)), sig)
 
 
+def _continued_in_the_background(s, prefix):
+    # A background job whose command stops itself, continued by `kill -CONT %1`: it goes on to
+    # its end and the job ends.
+    t = Term(BASH, s)
+    try:
+        t.expect("PROMPT> ")
+        t.send(("%ssh -c 'kill -STOP $$; echo resumed-$((3+4))' &\n" % prefix).encode())
+        t.expect("PROMPT> ")
+        t.settle(1.5)  # stopped, and looked at by dsh-confine (every 200 ms)
+        assert b"resumed-7" not in t.out, (prefix, t.out[-2000:])
+        t.send(b"kill -CONT %1\n")
+        t.expect("resumed-7", timeout=20)
+        t.send(b"wait; echo waited-$((4*4))\n")
+        t.expect(r"waited-16\r\n", timeout=20)
+        t.send(b"exit\n")
+        t.wait()
+    finally:
+        t.close()
+
+
+def test_a_sigcont_to_the_job_continues_a_stopped_command(s):
+    # Stopped while dsh-confine was not in front of the terminal (a background job, or
+    # `kill -STOP` from elsewhere), the command did not stop dsh-confine, and a SIGCONT to the
+    # job (`kill -CONT %1`, or the caller's shell continuing its jobs as it exits) reached
+    # dsh-confine alone: the command stayed stopped for ever.
+    _need_runners()
+    _continued_in_the_background(s, "")  # the bare command, as the reference
+    for opts in _combos():
+        _continued_in_the_background(s, "%s --mode workspace-write %s -- " % (DSH, " ".join(opts)))
+
+
 def test_less_in_raw_mode_works_and_the_terminal_is_restored(s):
     _need_runners()
     path = s.p("ws", "pages.txt")
