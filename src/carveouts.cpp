@@ -215,11 +215,20 @@ constexpr int kIncludeDepth = 10;
 
 // A small regular file's text from a descriptor opened for reading (closed
 // here): the first `limit` bytes, or "" for anything but a regular file.
-std::string read_open(int r, size_t limit = kSmall) {
+// With `same`, `same_ok` says whether it is that inode (nothing is read if not).
+std::string read_open(int r, size_t limit = kSmall, const ProtectedPath* same = nullptr, bool* same_ok = nullptr) {
     std::string out;
     if (r < 0) return out;
     struct stat st {};
-    if (::fstat(r, &st) == 0 && S_ISREG(st.st_mode)) {
+    const bool stat_ok = ::fstat(r, &st) == 0;
+    if (same) {
+        *same_ok = stat_ok && static_cast<uint64_t>(st.st_dev) == same->dev && static_cast<uint64_t>(st.st_ino) == same->ino;
+        if (!*same_ok) {
+            ::close(r);
+            return out;
+        }
+    }
+    if (stat_ok && S_ISREG(st.st_mode)) {
         char buf[8192];
         ssize_t n = 0;
         // A regular file's short read is its end: no read that returns 0.
@@ -418,6 +427,10 @@ struct Builder {
             return -1;
         }
         if (root->path == path) return -1;  // a whole root: nothing to carve
+        if (not_listed(path)) {
+            out.push_back(std::move(e));
+            return -1;
+        }
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
@@ -445,13 +458,11 @@ struct Builder {
             add(g + "/" + n, "default", "git");
         if (depth > 8) return;
         // Submodules' git directories, nested as git nests them.
-        if (const int mfd = find(g + "/modules"); mfd >= 0)
-            for (const auto& name : entries(mfd)) gitdir(g + "/modules/" + name, depth + 1);
-        if (const int wfd = find(g + "/worktrees"); wfd >= 0)
-            for (const auto& name : entries(wfd)) {
+        for (const auto& name : subdirs(g + "/modules")) gitdir(g + "/modules/" + name, depth + 1);
+        for (const auto& name : subdirs(g + "/worktrees")) {
                 add(g + "/worktrees/" + name + "/config.worktree", "default", "git");
-                add(g + "/worktrees/" + name + "/commondir", "default", "git");
-            }
+            add(g + "/worktrees/" + name + "/commondir", "default", "git");
+        }
     }
 
     // A directory looked up (not protected itself; borrowed), or -1.
@@ -463,30 +474,85 @@ struct Builder {
         return w.dir(*root, path, fd, at, error) == Walk::Found ? fd : -1;
     }
 
-    // The directory names under an O_PATH directory descriptor (borrowed).
-    static std::vector<std::string> entries(int fd) {
-        std::vector<std::string> names;
+    // Directory `path`'s names (inside a root, looked up as find() does),
+    // listed once and kept: add() takes a name missing from its parent's
+    // listing as absent without a lookup of its own (a root's ten agent and
+    // editor names). nullptr when it cannot be listed.
+    struct Name {
+        std::string name;
+        bool dir;
+    };
+    std::map<std::string, std::vector<Name>> listed;
+    const std::vector<Name>* listing(const std::string& path) {
+        if (const auto it = listed.find(path); it != listed.end()) return &it->second;
+        const int fd = find(path);
+        if (fd < 0) return nullptr;
         const int d = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (d < 0) return names;
+        if (d < 0) return nullptr;
+        std::vector<Name> names;
+        bool whole = true;
+        // A file system that does not give the type (DT_UNKNOWN) is asked.
+        auto take = [&](const char* name, unsigned char type) {
+            const std::string_view n(name);
+            if (n == "." || n == "..") return;
+            struct stat st {};
+            names.push_back({std::string(n), type == DT_DIR || (type == DT_UNKNOWN &&
+                                                               ::fstatat(d, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                                               S_ISDIR(st.st_mode))});
+        };
+#if defined(__linux__)
+        // getdents64 into the stack: opendir's 32 KiB buffer cost a brk up
+        // and one down per directory, besides fdopendir's fstat and fcntls.
+        alignas(8) char buf[8192];
+        ssize_t n = 0;
+        while ((n = ::getdents64(d, buf, sizeof buf)) > 0)
+            for (ssize_t at = 0; at < n;) {
+                const auto* e = reinterpret_cast<const dirent64*>(buf + at);
+                at += e->d_reclen;
+                take(e->d_name, e->d_type);
+            }
+        whole = n == 0;
+        ::close(d);
+#else
         DIR* dir = ::fdopendir(d);
         if (!dir) {
             ::close(d);
-            return names;
+            return nullptr;
         }
-        while (const dirent* e = ::readdir(dir)) {
-            const std::string n = e->d_name;
-            if (n == "." || n == ".." || e->d_type != DT_DIR) continue;
-            names.push_back(n);
-        }
+        errno = 0;
+        while (const dirent* e = ::readdir(dir)) take(e->d_name, e->d_type);
+        whole = errno == 0;
         ::closedir(dir);
-        std::sort(names.begin(), names.end());
-        return names;
+#endif
+        if (!whole) return nullptr;  // a name missing from a partial listing says nothing
+        std::sort(names.begin(), names.end(), [](const Name& x, const Name& y) { return x.name < y.name; });
+        return &listed.emplace(path, std::move(names)).first->second;
     }
+
+    // The subdirectories of `path` (listing()), sorted.
+    std::vector<std::string> subdirs(const std::string& path) {
+        std::vector<std::string> out;
+        if (const auto* names = listing(path))
+            for (const auto& n : *names)
+                if (n.dir) out.push_back(n.name);
+        return out;
+    }
+
+    // Absent from its parent's listing, where the parent was listed.
+    bool not_listed(const std::string& path) const {
+        const auto it = listed.find(dir_of(path));
+        if (it == listed.end()) return false;
+        const std::string_view base = std::string_view(path).substr(path.rfind('/') + 1);
+        return !std::binary_search(it->second.begin(), it->second.end(), base,
+                                   [](const auto& x, const auto& y) { return name_of(x) < name_of(y); });
+    }
+    static std::string_view name_of(const Name& n) { return n.name; }
+    static std::string_view name_of(std::string_view n) { return n; }
 
     // A .git file: "gitdir: X". The file is protected; so are the pointed
     // gitdir's hooks/ and config, and its common dir's.
-    void gitfile(const std::string& file, int fd) {
-        std::string text = read_small(fd);
+    void gitfile(const std::string& file) {
+        std::string text = read_file(file);
         if (text.rfind("gitdir:", 0) != 0) return;
         std::string target = trim(text.substr(7, text.find('\n') == std::string::npos ? std::string::npos
                                                                                          : text.find('\n') - 7));
@@ -518,7 +584,7 @@ struct Builder {
             gitdir(dotgit, 0);
             repo_configs(r, {dotgit + "/config", dotgit + "/config.worktree"});
         } else {
-            gitfile(dotgit, fd);
+            gitfile(dotgit);
         }
         // Submodule checkouts: each one's .git file (the pointer).
         {
@@ -537,7 +603,7 @@ struct Builder {
                 const std::string sp = lexically_normal(r + "/" + sub);
                 if (!under(sp, r) || sp == r) continue;
                 const int sfd = add(sp + "/.git", "default", "git");
-                if (sfd >= 0 && !out.back().directory) gitfile(sp + "/.git", sfd);
+                if (sfd >= 0 && !out.back().directory) gitfile(sp + "/.git");
             }
         }
     }
@@ -752,6 +818,7 @@ struct Builder {
                 if (found == Walk::Absent && w.dir(*root, parent, pfd, at, error) == Walk::Found &&
                     ::mkdirat(pfd, std::string(name).c_str(), 0700) == 0) {
                     w.forget(cur);
+                    listed.erase(parent);
                     found = w.dir(*root, cur, fd, at, error);
                 }
                 if (found == Walk::Symlink) {
@@ -781,9 +848,7 @@ struct Builder {
     // holding a .git) not already covered (a submodule, a worktree seen from
     // its repository): the root's list for each.
     void nested(const std::string& r) {
-        const int fd = find(r);
-        if (fd < 0) return;
-        for (const auto& name : entries(fd)) {
+        for (const auto& name : subdirs(r)) {
             if (!failure) return;
             if (name == ".git") continue;
             const std::string sub = (r == "/" ? "" : r) + "/" + name;
@@ -797,6 +862,7 @@ struct Builder {
             const Walk found = w.lookup(*root, dotgit, gfd, st, at, error);
             if (found == Walk::Found) ::close(gfd);
             else if (found != Walk::Symlink) continue;  // a link fails the run in repo(), as at the root
+            listing(sub);
             repo(sub);
             for (const auto& n : agent_names()) add(sub + "/" + n, "default", "agent");
         }
@@ -810,7 +876,23 @@ struct Builder {
         if (!root) return read_open(::open(path.c_str(), kReadFlags), limit);
         if (root->path == path) return {};
         for (const auto& e : out)
-            if (e.path == path) return e.fd >= 0 && !e.directory ? read_small(e.fd, limit) : std::string();
+            if (e.path == path) {
+                if (e.fd < 0 || e.directory) return {};
+                // One openat from its parent's descriptor (walked already),
+                // read only when it is the inode looked up; otherwise (it was
+                // replaced since) through that inode's own descriptor. The
+                // latter alone costs a /proc lookup per file.
+                int parent = -1, error = 0;
+                std::string at;
+                if (w.dir(*root, dir_of(path), parent, at, error) == Walk::Found) {
+                    const std::string name = path.substr(path.rfind('/') + 1);
+                    bool same = false;
+                    std::string text =
+                        read_open(::openat(parent, name.c_str(), kReadFlags | O_NOFOLLOW), limit, &e, &same);
+                    if (same) return text;
+                }
+                return read_small(e.fd, limit);
+            }
         int fd = -1, error = 0;
         struct stat st {};
         std::string at;
@@ -859,6 +941,7 @@ Outcome protect(Policy& p, const Input& in) {
     for (const auto& r : p.writable_roots)
         if (caller_named(r.source) && r.persists) named.push_back(r.path);
     for (const auto& r : named) {
+        b.listing(r);  // the names looked up below it, in one listing
         b.repo(r);
         for (const auto& n : agent_names()) b.add(r + "/" + n, "default", "agent");
     }

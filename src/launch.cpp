@@ -111,9 +111,9 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
             }
         }
     }
+    // FD_CLOEXEC is the only descriptor flag: one call each.
     for (int fd : e.inherit) {
-        const int fl = ::fcntl(fd, F_GETFD);
-        if (fl < 0 || ::fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0) {
+        if (::fcntl(fd, F_SETFD, 0) < 0) {
             f = Fault{Step::InheritFd, errno, fd};
             return false;
         }

@@ -209,13 +209,25 @@ struct KernelMount {
 const std::vector<KernelMount>& kernel_mounts() {
     static const std::vector<KernelMount> mounts = [] {
         std::vector<KernelMount> out;
-        FILE* f = std::fopen("/proc/self/mountinfo", "re");
-        if (!f) return out;
-        char* line = nullptr;
-        size_t cap = 0;
-        while (::getline(&line, &cap, f) > 0) {
+        // Read whole, in large reads: stdio reads /proc in 1 KiB pieces.
+        std::string text;
+        const int fd = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return out;
+        char buf[16384];
+        ssize_t n = 0;
+        while ((n = ::read(fd, buf, sizeof buf)) != 0) {
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) break;
+            text.append(buf, static_cast<size_t>(n));
+        }
+        ::close(fd);
+        for (size_t i = 0; i < text.size();) {
+            size_t j = text.find('\n', i);
+            if (j == std::string::npos) j = text.size();
+            const std::string line = text.substr(i, j - i);
+            i = j + 1;
             // id parent major:minor root mountpoint options... - fstype source super
-            const char* p = line;
+            const char* p = line.c_str();
             const char* fields[5] = {};
             size_t lens[5] = {};
             for (int k = 0; k < 5 && *p; ++k) {
@@ -232,8 +244,6 @@ const std::vector<KernelMount>& kernel_mounts() {
             for (const char* k : kKernelFsNames) kernel = kernel || type == k;
             if (kernel) out.push_back({type, unescape(fields[4], lens[4])});
         }
-        std::free(line);
-        std::fclose(f);
         return out;
     }();
     return mounts;
@@ -293,18 +303,23 @@ constexpr int kFdHeadroom = 32;
 // /proc/self/fd (the listing's own descriptor not counted), or -1 when it
 // cannot be listed.
 long open_below(unsigned long long limit) {
-    DIR* d = ::opendir("/proc/self/fd");
-    if (!d) return -1;
-    const int own = ::dirfd(d);
+    // getdents64 into the stack: opendir's 32 KiB buffer cost a brk up and
+    // one down, besides its fstat and fcntls.
+    const int own = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (own < 0) return -1;
     long used = 0;
-    errno = 0;
-    while (const dirent* e = ::readdir(d)) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        const unsigned long long fd = std::strtoull(e->d_name, nullptr, 10);
-        if (fd < limit && static_cast<int>(fd) != own) ++used;
-    }
-    if (errno != 0) used = -1;
-    ::closedir(d);
+    alignas(8) char buf[8192];
+    ssize_t n = 0;
+    while ((n = ::getdents64(own, buf, sizeof buf)) > 0)
+        for (ssize_t at = 0; at < n;) {
+            const auto* e = reinterpret_cast<const dirent64*>(buf + at);
+            at += e->d_reclen;
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            const unsigned long long fd = std::strtoull(e->d_name, nullptr, 10);
+            if (fd < limit && static_cast<int>(fd) != own) ++used;
+        }
+    if (n < 0) used = -1;
+    ::close(own);
     return used;
 }
 #endif
