@@ -868,38 +868,28 @@ struct Builder {
         }
     }
 
-    // The text of a small file, or "": inside a root looked up without
-    // following links (through the protected entry's descriptor when it is
-    // one); outside every root (read-only for the command) by its path.
+    // The text of a small file, or "": outside every root (read-only for the
+    // command) by its path; inside a root by one openat from its parent's
+    // descriptor (walked without following links), never through a link (git
+    // opens these files itself; a FIFO or a device is not read). A protected
+    // entry is read only while it is the inode looked up; otherwise (replaced
+    // since) through that inode's own descriptor, which costs a /proc lookup.
     std::string read_file(const std::string& path, size_t limit = kSmall) {
         const WritableRoot* root = root_of(p, path);
         if (!root) return read_open(::open(path.c_str(), kReadFlags), limit);
-        if (root->path == path) return {};
-        for (const auto& e : out)
-            if (e.path == path) {
-                if (e.fd < 0 || e.directory) return {};
-                // One openat from its parent's descriptor (walked already),
-                // read only when it is the inode looked up; otherwise (it was
-                // replaced since) through that inode's own descriptor. The
-                // latter alone costs a /proc lookup per file.
-                int parent = -1, error = 0;
-                std::string at;
-                if (w.dir(*root, dir_of(path), parent, at, error) == Walk::Found) {
-                    const std::string name = path.substr(path.rfind('/') + 1);
-                    bool same = false;
-                    std::string text =
-                        read_open(::openat(parent, name.c_str(), kReadFlags | O_NOFOLLOW), limit, &e, &same);
-                    if (same) return text;
-                }
-                return read_small(e.fd, limit);
-            }
-        int fd = -1, error = 0;
-        struct stat st {};
+        if (root->path == path || not_listed(path)) return {};
+        const auto known = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
+        if (known != out.end() && (known->fd < 0 || known->directory)) return {};
+        int parent = -1, error = 0;
         std::string at;
-        if (w.lookup(*root, path, fd, st, at, error) != Walk::Found) return {};
-        std::string text = S_ISREG(st.st_mode) ? read_small(fd, limit) : std::string();
-        ::close(fd);
-        return text;
+        if (w.dir(*root, dir_of(path), parent, at, error) != Walk::Found)
+            return known != out.end() ? read_small(known->fd, limit) : std::string();
+        const std::string name = path.substr(path.rfind('/') + 1);
+        const int fd = ::openat(parent, name.c_str(), kReadFlags | O_NOFOLLOW);
+        if (known == out.end()) return read_open(fd, limit);
+        bool same = false;
+        std::string text = read_open(fd, limit, &*known, &same);
+        return same ? text : read_small(known->fd, limit);
     }
 };
 
