@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 
-from harness import DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_runner
+from harness import DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_runner, skip
 
 RUNNERS = ("bwrap", "landlock")
 
@@ -581,6 +581,66 @@ def test_nested_repository_one_level_down(s):
     assert read(os.path.join(proj, ".vscode/settings.json")) == b"{}\n", r
     check_reported(r, "bwrap", [proj + "/.git", proj + "/.git/hooks", proj + "/.git/config", proj + "/.vscode"])
     assert not [p for p in entries(r) if p.startswith(deep + "/")], r
+
+
+def test_a_file_system_without_entry_types(s):
+    """On a file system whose listing gives no entry type (DT_UNKNOWN: ext2 without `filetype`, some
+    network and FUSE file systems), a submodule's git directory under .git/modules and a repository
+    one level down are still found: their hooks were left writable when such entries were skipped."""
+    need_runner("bwrap")
+    if not is_root():
+        skip("mounting the file system needs root")
+    img, mnt = s.p("base", "notypes.img"), s.p("base", "notypes")
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    os.makedirs(mnt)
+    made = subprocess.run(["mkfs.ext2", "-q", "-F", "-O", "^filetype", img], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    if made.returncode != 0:
+        skip("mkfs.ext2 -O ^filetype failed: %r" % made.stdout)
+    mounted = subprocess.run(["mount", "-o", "loop", img, mnt], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if mounted.returncode != 0:
+        skip("no loop mount here: %r" % mounted.stdout)
+    try:
+        fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert b"lost+found" in getdents_unknown(fd), "the listing gives entry types: the case is not made"
+        finally:
+            os.close(fd)
+        top, sub = os.path.join(mnt, "top"), os.path.join(mnt, "subsrc")
+        make_repo(s, sub)
+        repo = os.path.join(top, "repo")
+        make_repo(s, repo)
+        git(s, repo, "submodule", "add", "-q", "file://" + sub, "sub")
+        git(s, repo, "commit", "-q", "-m", "sub")
+        hook = os.path.join(repo, ".git", "modules", "sub", "hooks", "pre-commit")
+        nested_hook = os.path.join(repo, ".git", "hooks", "pre-commit")
+        for root, rel in ((repo, ".git/modules/sub/hooks/pre-commit"), (top, "repo/.git/hooks/pre-commit")):
+            r = run(s, "bwrap", root, "echo 'echo pwned' > %s; echo done" % rel)
+            assert r.out == "done\n", r
+            assert not os.path.exists(hook) and not os.path.exists(nested_hook), (root, r)
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+
+
+def getdents_unknown(fd):
+    """The names whose entry type the listing of `fd` leaves unknown (DT_UNKNOWN)."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(8192)
+    out = set()
+    while True:
+        n = libc.syscall(217, fd, buf, len(buf))  # getdents64 (x86_64)
+        if n <= 0:
+            return out
+        at = 0
+        while at < n:
+            _ino, _off, reclen, kind = struct.unpack_from("QqHB", buf.raw, at)
+            name = buf.raw[at + 19:at + reclen].split(b"\0")[0]
+            if kind == 0:
+                out.add(name)
+            at += reclen
 
 
 def test_no_descriptor_of_ours_reaches_the_command(s):
