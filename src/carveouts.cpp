@@ -1,4 +1,5 @@
 #include "carveouts.hpp"
+#include "fd.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -501,17 +502,7 @@ struct Builder {
                                                                S_ISDIR(st.st_mode))});
         };
 #if defined(__linux__)
-        // getdents64 into the stack: opendir's 32 KiB buffer cost a brk up
-        // and one down per directory, besides fdopendir's fstat and fcntls.
-        alignas(8) char buf[8192];
-        ssize_t n = 0;
-        while ((n = ::getdents64(d, buf, sizeof buf)) > 0)
-            for (ssize_t at = 0; at < n;) {
-                const auto* e = reinterpret_cast<const dirent64*>(buf + at);
-                at += e->d_reclen;
-                take(e->d_name, e->d_type);
-            }
-        whole = n == 0;
+        whole = each_entry(d, take);
         ::close(d);
 #else
         DIR* dir = ::fdopendir(d);

@@ -1,4 +1,5 @@
 #include "roots.hpp"
+#include "fd.hpp"
 
 #include "policy.hpp"
 
@@ -209,18 +210,9 @@ struct KernelMount {
 const std::vector<KernelMount>& kernel_mounts() {
     static const std::vector<KernelMount> mounts = [] {
         std::vector<KernelMount> out;
-        // Read whole, in large reads: stdio reads /proc in 1 KiB pieces.
+        // Read whole (stdio reads /proc in 1 KiB pieces).
         std::string text;
-        const int fd = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return out;
-        char buf[16384];
-        ssize_t n = 0;
-        while ((n = ::read(fd, buf, sizeof buf)) != 0) {
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) break;
-            text.append(buf, static_cast<size_t>(n));
-        }
-        ::close(fd);
+        if (!read_small("/proc/self/mountinfo", text)) return out;
         for (size_t i = 0; i < text.size();) {
             size_t j = text.find('\n', i);
             if (j == std::string::npos) j = text.size();
@@ -303,24 +295,16 @@ constexpr int kFdHeadroom = 32;
 // /proc/self/fd (the listing's own descriptor not counted), or -1 when it
 // cannot be listed.
 long open_below(unsigned long long limit) {
-    // getdents64 into the stack: opendir's 32 KiB buffer cost a brk up and
-    // one down, besides its fstat and fcntls.
     const int own = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (own < 0) return -1;
     long used = 0;
-    alignas(8) char buf[8192];
-    ssize_t n = 0;
-    while ((n = ::getdents64(own, buf, sizeof buf)) > 0)
-        for (ssize_t at = 0; at < n;) {
-            const auto* e = reinterpret_cast<const dirent64*>(buf + at);
-            at += e->d_reclen;
-            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-            const unsigned long long fd = std::strtoull(e->d_name, nullptr, 10);
-            if (fd < limit && static_cast<int>(fd) != own) ++used;
-        }
-    if (n < 0) used = -1;
+    const bool whole = each_entry(own, [&](const char* name, unsigned char) {
+        if (name[0] < '0' || name[0] > '9') return;
+        const unsigned long long fd = std::strtoull(name, nullptr, 10);
+        if (fd < limit && static_cast<int>(fd) != own) ++used;
+    });
     ::close(own);
-    return used;
+    return whole ? used : -1;
 }
 #endif
 
