@@ -216,14 +216,17 @@ constexpr int kIncludeDepth = 10;
 
 // A small regular file's text from a descriptor opened for reading (closed
 // here): the first `limit` bytes, or "" for anything but a regular file.
-// With `same`, `same_ok` says whether it is that inode (nothing is read if not).
-std::string read_open(int r, size_t limit = kSmall, const ProtectedPath* same = nullptr, bool* same_ok = nullptr) {
+// With `same` (a device and inode number), `same_ok` says whether it is that
+// inode (nothing is read if not).
+std::string read_open(int r, size_t limit = kSmall, const std::pair<uint64_t, uint64_t>* same = nullptr,
+                      bool* same_ok = nullptr) {
     std::string out;
     if (r < 0) return out;
     struct stat st {};
     const bool stat_ok = ::fstat(r, &st) == 0;
     if (same) {
-        *same_ok = stat_ok && static_cast<uint64_t>(st.st_dev) == same->dev && static_cast<uint64_t>(st.st_ino) == same->ino;
+        *same_ok = stat_ok && static_cast<uint64_t>(st.st_dev) == same->first &&
+                   static_cast<uint64_t>(st.st_ino) == same->second;
         if (!*same_ok) {
             ::close(r);
             return out;
@@ -397,6 +400,7 @@ struct Builder {
     // relative: git takes them from each working tree's top.
     std::vector<std::string> global_hooks;
     std::set<std::string> real_dirs;  // outside the roots, not links (follow())
+    std::set<std::string> regular;    // the entries of `out` that are regular files
 
     Builder(Policy& p_) : p(p_) { w.known = &out; }
 
@@ -440,6 +444,7 @@ struct Builder {
                 e.exists = true;
                 e.fd = fd;
                 e.directory = S_ISDIR(st.st_mode);
+                if (S_ISREG(st.st_mode)) regular.insert(path);
                 e.dev = st.st_dev;
                 e.ino = st.st_ino;
                 if (e.pin && !e.directory) e.pin = false;
@@ -861,26 +866,36 @@ struct Builder {
 
     // The text of a small file, or "": outside every root (read-only for the
     // command) by its path; inside a root by one openat from its parent's
-    // descriptor (walked without following links), never through a link (git
-    // opens these files itself; a FIFO or a device is not read). A protected
-    // entry is read only while it is the inode looked up; otherwise (replaced
-    // since) through that inode's own descriptor, which costs a /proc lookup.
+    // descriptor (walked without following links), never through a link, and
+    // only once the lookup has seen a regular file there (opening a device
+    // node for reading can have effects; git opens these files itself). It is
+    // read only while it is that inode; a protected one that was replaced
+    // since is read through its own descriptor (a /proc reopen, which alone
+    // cost about as much as the rest of the lookup).
     std::string read_file(const std::string& path, size_t limit = kSmall) {
         const WritableRoot* root = root_of(p, path);
         if (!root) return read_open(::open(path.c_str(), kReadFlags), limit);
         if (root->path == path || not_listed(path)) return {};
-        const auto known = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
-        if (known != out.end() && (known->fd < 0 || known->directory)) return {};
         int parent = -1, error = 0;
         std::string at;
-        if (w.dir(*root, dir_of(path), parent, at, error) != Walk::Found)
-            return known != out.end() ? read_small(known->fd, limit) : std::string();
+        const bool walked = w.dir(*root, dir_of(path), parent, at, error) == Walk::Found;
         const std::string name = path.substr(path.rfind('/') + 1);
-        const int fd = ::openat(parent, name.c_str(), kReadFlags | O_NOFOLLOW);
-        if (known == out.end()) return read_open(fd, limit);
+        std::pair<uint64_t, uint64_t> id;
+        const auto known = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == path; });
+        if (known != out.end()) {
+            if (!regular.count(path)) return {};
+            if (!walked) return read_small(known->fd, limit);
+            id = {known->dev, known->ino};
+        } else {
+            struct stat st {};
+            if (!walked || ::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+                return {};
+            id = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+        }
         bool same = false;
-        std::string text = read_open(fd, limit, &*known, &same);
-        return same ? text : read_small(known->fd, limit);
+        std::string text = read_open(::openat(parent, name.c_str(), kReadFlags | O_NOFOLLOW), limit, &id, &same);
+        if (same || known == out.end()) return text;
+        return read_small(known->fd, limit);
     }
 };
 

@@ -646,6 +646,34 @@ def getdents_unknown(fd):
             at += reclen
 
 
+def test_a_fifo_where_a_file_is_read_is_never_opened(s):
+    """The files the launcher reads (.gitmodules, a git config) are opened only once a regular file
+    was seen there: a FIFO (or a device node, where opening has effects) planted in their place is
+    never opened. Seen from outside: a writer blocked opening each FIFO would be let through."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    fifos = [os.path.join(s.ws, ".gitmodules"), os.path.join(s.ws, ".git", "config.worktree")]
+    writers = []
+    for i, f in enumerate(fifos):
+        os.mkfifo(f)
+        marker = s.p("base", "opened-%d" % i)
+        writers.append((f, marker, subprocess.Popen(["sh", "-c", 'exec 3>"$1"; echo yes > "$2"', "_", f, marker])))
+    try:
+        time.sleep(0.2)
+        for runner in ("bwrap", "landlock"):
+            r = run(s, runner, s.ws, "echo ran")
+            assert r.rc == 0 and r.out == "ran\n", (runner, r)
+        time.sleep(0.2)
+        for f, marker, w in writers:
+            assert w.poll() is None and not os.path.exists(marker), (f, "opened by dsh-confine")
+    finally:
+        for f, marker, w in writers:
+            fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK)  # lets the writer through, then it ends
+            w.wait(timeout=10)
+            os.close(fd)
+            os.unlink(f)
+
+
 def test_no_descriptor_of_ours_reaches_the_command(s):
     """The carve-outs' descriptors cross bwrap for its binds; the command holds none of them."""
     need_runner("bwrap")
