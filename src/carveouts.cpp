@@ -991,21 +991,26 @@ std::vector<std::string> secrets(const std::string& home, const std::string& soc
             if (::lstat((ssh + "/" + n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.push_back(ssh + "/" + n);
         }
     }
-    // IdentityFile lines of ~/.ssh/config (keys kept elsewhere).
-    if (std::FILE* f = std::fopen((ssh + "/config").c_str(), "re")) {
-        char line[4096];
-        while (std::fgets(line, sizeof line, f)) {
-            std::string l = trim(line);
-            std::string key = l.substr(0, l.find_first_of(" \t="));
-            for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-            if (key != "identityfile") continue;
-            std::string v = trim(l.substr(key.size()));
-            if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
-            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-            if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
-            if (!v.empty() && v[0] == '/' && v.find('%') == std::string::npos) out.push_back(v);
-        }
-        std::fclose(f);
+    // IdentityFile lines of ~/.ssh/config (keys kept elsewhere). Read only
+    // where a regular file is found, without blocking: a FIFO planted there
+    // (a root holding $HOME) must neither hang the start nor be opened.
+    struct stat conf {};
+    const std::string text = ::stat((ssh + "/config").c_str(), &conf) == 0 && S_ISREG(conf.st_mode)
+                                 ? read_open(::open((ssh + "/config").c_str(), kReadFlags))
+                                 : std::string();
+    for (size_t i = 0; i < text.size();) {
+        size_t j = text.find('\n', i);
+        if (j == std::string::npos) j = text.size();
+        std::string l = trim(text.substr(i, j - i));
+        i = j + 1;
+        std::string key = l.substr(0, l.find_first_of(" \t="));
+        for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (key != "identityfile") continue;
+        std::string v = trim(l.substr(key.size()));
+        if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
+        if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+        if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
+        if (!v.empty() && v[0] == '/' && v.find('%') == std::string::npos) out.push_back(v);
     }
     for (const char* n : {"/.aws/credentials", "/.config/gcloud", "/.azure", "/.kube/config", "/.docker/config.json",
                           "/.gnupg", "/.netrc", "/.git-credentials", "/.config/gh/hosts.yml", "/.npmrc", "/.pypirc",

@@ -954,6 +954,31 @@ def hide_secrets(s, runner):
         assert "hidden-paths" in gap_effects(r), r
 
 
+def test_hide_secrets_with_a_fifo_for_the_ssh_config(s):
+    """~/.ssh/config is read for IdentityFile lines: a FIFO planted there (by an earlier run whose
+    root held $HOME) neither hangs the start nor is opened (a writer blocked on it stays blocked)."""
+    need_runner("landlock")
+    h = os.path.join(s.base, "fhome")
+    os.makedirs(os.path.join(h, ".ssh"))
+    with open(os.path.join(h, ".ssh", "id_ed25519"), "w") as f:
+        f.write("PRIV\n")
+    fifo, marker = os.path.join(h, ".ssh", "config"), s.p("base", "ssh-config-opened")
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", 'exec 3>"$1"; echo yes > "$2"', "_", fifo, marker])
+    try:
+        time.sleep(0.2)
+        r = dsh(["--mode", "read-only", "--runner", "landlock", "--hide-secrets", "--", "echo", "ran"], s,
+                env={"HOME": h}, timeout=20)
+        assert r.rc == 0 and r.out == "ran\n", r
+        assert h + "/.ssh/id_ed25519" in {e["path"] for e in r.rec("confinement")["hiddenPaths"]}, r
+        time.sleep(0.2)
+        assert writer.poll() is None and not os.path.exists(marker), "the FIFO was opened"
+    finally:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        writer.wait(timeout=10)
+        os.close(fd)
+
+
 def test_hide_secrets__bwrap(s):
     hide_secrets(s, "bwrap")
 
