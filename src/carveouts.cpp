@@ -480,10 +480,10 @@ struct Builder {
         return w.dir(*root, path, fd, at, error) == Walk::Found ? fd : -1;
     }
 
-    // Directory `path`'s names (inside a root, looked up as find() does),
-    // listed once and kept: add() takes a name missing from its parent's
-    // listing as absent without a lookup of its own (a root's ten agent and
-    // editor names). nullptr when it cannot be listed.
+    // Directory `path`'s subdirectories and dot names (inside a root, looked
+    // up as find() does), listed once and kept: add() takes a dot name
+    // missing from its parent's listing as absent without a lookup of its own
+    // (a root's ten agent and editor names). nullptr when it cannot be listed.
     struct Name {
         std::string name;
         bool dir;
@@ -502,9 +502,11 @@ struct Builder {
             const std::string_view n(name);
             if (n == "." || n == "..") return;
             struct stat st {};
-            names.push_back({std::string(n), type == DT_DIR || (type == DT_UNKNOWN &&
-                                                               ::fstatat(d, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                                                               S_ISDIR(st.st_mode))});
+            const bool dir = type == DT_DIR || (type == DT_UNKNOWN && ::fstatat(d, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                                S_ISDIR(st.st_mode));
+            // Kept: directories, and every dot name (what the lists look
+            // for), so a huge flat directory costs no more than before.
+            if (dir || n[0] == '.') names.push_back({std::string(n), dir});
         };
 #if defined(__linux__)
         whole = each_entry(d, take);
@@ -539,6 +541,7 @@ struct Builder {
         const auto it = listed.find(dir_of(path));
         if (it == listed.end()) return false;
         const std::string_view base = std::string_view(path).substr(path.rfind('/') + 1);
+        if (base.empty() || base[0] != '.') return false;  // only dot names are all kept
         return !std::binary_search(it->second.begin(), it->second.end(), base,
                                    [](const auto& x, const auto& y) { return name_of(x) < name_of(y); });
     }

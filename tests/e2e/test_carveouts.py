@@ -328,13 +328,20 @@ def test_protect_and_unprotect(s):
     os.mkdir(os.path.join(s.ws, "keep"))
     with open(os.path.join(s.ws, "keep", "f"), "w") as f:
         f.write("v\n")
-    r = run(s, "bwrap", s.ws, "echo w > keep/f; echo w > .vscode/settings.json; true",
-            extra=["--protect", "keep", "--unprotect", s.ws + "/.vscode", "--protect", "/etc"])
+    # A plain file at the root too: the root's listing keeps only directories and dot names, so
+    # the absence of any other name from it must not read as absent.
+    with open(os.path.join(s.ws, "notes.txt"), "w") as f:
+        f.write("n\n")
+    r = run(s, "bwrap", s.ws, "echo w > keep/f; echo w > .vscode/settings.json; echo w > notes.txt; true",
+            extra=["--protect", "keep", "--unprotect", s.ws + "/.vscode", "--protect", "/etc",
+                   "--protect", "notes.txt"])
     assert r.rc == 0, r
     assert read(os.path.join(s.ws, "keep", "f")) == b"v\n"
+    assert read(os.path.join(s.ws, "notes.txt")) == b"n\n"
     assert read(os.path.join(s.ws, ".vscode", "settings.json")) == b"w\n"
     es = entries(r)
     assert es[s.ws + "/keep"]["source"] == "flag" and es[s.ws + "/keep"]["enforced"] == "read-only-bind", es
+    assert es[s.ws + "/notes.txt"]["exists"] and es[s.ws + "/notes.txt"]["enforced"] == "read-only-bind", es
     assert es["/etc"]["whyNot"] == OUTSIDE_TEXT, es
     # The config's keys do the same.
     cfg = os.path.join(s.home, "c.json")
