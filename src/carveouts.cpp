@@ -466,7 +466,7 @@ struct Builder {
         // Submodules' git directories, nested as git nests them.
         for (const auto& name : subdirs(g + "/modules")) gitdir(g + "/modules/" + name, depth + 1);
         for (const auto& name : subdirs(g + "/worktrees")) {
-                add(g + "/worktrees/" + name + "/config.worktree", "default", "git");
+            add(g + "/worktrees/" + name + "/config.worktree", "default", "git");
             add(g + "/worktrees/" + name + "/commondir", "default", "git");
         }
     }
