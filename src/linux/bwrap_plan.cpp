@@ -17,6 +17,18 @@ size_t depth(const std::string& path) { return static_cast<size_t>(std::count(pa
     return ec == std::errc() && p == s.data() + s.size() && out >= 0;
 }
 
+// A decimal uint64_t, digits only (no sign, no space).
+[[gnu::hot]] bool parse_u64(std::string_view s, uint64_t& out) {
+    if (s.empty() || s.size() > 20) return false;
+    out = 0;
+    for (char ch : s) {
+        const auto d = static_cast<uint64_t>(ch - '0');
+        if (ch < '0' || ch > '9' || out > (UINT64_MAX - d) / 10) return false;
+        out = out * 10 + d;
+    }
+    return true;
+}
+
 }  // namespace
 
 std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions& opts) {
@@ -133,7 +145,8 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
         a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
     if (spec.stage_binds)
         for (const auto* e : carve_binds(policy))
-            a.insert(a.end(), {"--carve", e->pin ? "pin" : "ro", e->path, std::to_string(e->fd)});
+            a.insert(a.end(), {"--carve", e->pin ? "pin" : "ro", e->path, std::to_string(e->fd),
+                               fmt::format("{}:{}", e->dev, e->ino)});
     const bool inline_argv = spec.argv.size() <= kArgvInline;
     if (!inline_argv) a.push_back("--argv-from-record");
     a.push_back("--");
@@ -301,18 +314,9 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             limits::Rlimit r;
             const size_t c1 = v.find(':'), c2 = c1 == std::string::npos ? c1 : v.find(':', c1 + 1);
             int res = 0;
-            const auto num = [](std::string_view s, uint64_t& n) {
-                if (s.empty() || s.size() > 20) return false;
-                n = 0;
-                for (char ch : s) {
-                    if (ch < '0' || ch > '9' || n > (UINT64_MAX - 9) / 10) return false;
-                    n = n * 10 + static_cast<uint64_t>(ch - '0');
-                }
-                return true;
-            };
             if (c2 == std::string::npos || !parse_int(v.substr(0, c1), res) || res < 0 ||
-                !num(std::string_view(v).substr(c1 + 1, c2 - c1 - 1), r.soft) ||
-                !num(std::string_view(v).substr(c2 + 1), r.hard))
+                !parse_u64(std::string_view(v).substr(c1 + 1, c2 - c1 - 1), r.soft) ||
+                !parse_u64(std::string_view(v).substr(c2 + 1), r.hard))
                 return failf(Err::Usage, "stage: bad --rlimit \"{}\"", v);
             r.resource = res;
             out.rlimits.push_back(r);
@@ -339,15 +343,19 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             if (std::string_view(fd) != "-1" && !parse_int(fd, r.fd)) return failf(Err::Usage, "stage: bad fd \"{}\" for --rw", fd);
             out.policy.writable_roots.push_back(std::move(r));
         } else if (a == "--carve") {
-            std::string kind, path, fd;
+            std::string kind, path, fd, id;
             if (auto o = value("--carve", kind); !o) return o;
             if (auto o = value("--carve", path); !o) return o;
             if (auto o = value("--carve", fd); !o) return o;
+            if (auto o = value("--carve", id); !o) return o;
             StageRequest::Carve c;
             c.path = path;
             c.pin = kind == "pin";
-            if ((kind != "pin" && kind != "ro") || path.empty() || path[0] != '/' || !parse_int(fd, c.fd) || c.fd < 3)
-                return failf(Err::Usage, "stage: bad --carve {} {} {}", kind, path, fd);
+            const size_t colon = id.find(':');
+            if ((kind != "pin" && kind != "ro") || path.empty() || path[0] != '/' || !parse_int(fd, c.fd) || c.fd < 3 ||
+                colon == std::string::npos || !parse_u64(std::string_view(id).substr(0, colon), c.dev) ||
+                !parse_u64(std::string_view(id).substr(colon + 1), c.ino))
+                return failf(Err::Usage, "stage: bad --carve {} {} {} {}", kind, path, fd, id);
             out.carves.push_back(std::move(c));
         } else {
             return failf(Err::Usage, "stage: unknown argument \"{}\"", a);

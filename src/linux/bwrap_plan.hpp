@@ -154,11 +154,13 @@ struct StageRequest {
     // signal n too. -1: not given (a pty's session, or exec'd in place).
     long caller_signals = -1;
     int ready_fd = -1;  // --ready-fd N: written once, then closed (BwrapWatch)
-    // --carve ro|pin PATH FD: a carve-out for the stage to bind, in order
-    // (carve_binds); FD is the launcher's descriptor of it.
+    // --carve ro|pin PATH FD DEV:INO: a carve-out for the stage to bind, in
+    // order (carve_binds); FD is the launcher's descriptor of it (held open:
+    // it keeps the inode), DEV:INO what its fstat said.
     struct Carve {
         std::string path;
         int fd = -1;
+        uint64_t dev = 0, ino = 0;
         bool pin = false;
     };
     std::vector<Carve> carves;

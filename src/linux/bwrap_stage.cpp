@@ -120,18 +120,25 @@ constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/ful
     return Outcome::success();
 }
 
+// open_tree_attr (Linux 6.15): open_tree and mount_setattr in one call.
+constexpr long kSysOpenTreeAttr = 467;
+
 // The carve-outs bound by the stage (ProfileOptions::stage_binds) rather than
 // by bwrap, whose --ro-bind reads the whole mountinfo again for every bind:
-// here each is three calls (open_tree, mount_setattr, move_mount). Each
-// target is opened inside the sandbox without following any link and must be
-// the very inode the launcher opened (its descriptor crossed bwrap): a path
-// swapped since then is refused, never bound in its place. The clone is of
-// that same place and goes back onto it, read-only (or, for the pinned .git,
-// writable: a mount point, which cannot be renamed or removed), nosuid and
-// nodev as bwrap's binds are; in order, so the .git is pinned before its
-// hooks/ are bound. The clone is private and the sandbox's mounts are
-// bwrap's slaves: nothing propagates to the host.
+// here each is two calls (open_tree_attr, move_mount; three before 6.15).
+// Each target is opened inside the sandbox without following any link and
+// must be the very inode the launcher opened (its dev and ino came with it;
+// its descriptor crossed bwrap and keeps that inode, so the number cannot be
+// reused): a path swapped since then is refused, never bound in its place.
+// The clone is of that same place and goes back onto it, read-only (or, for
+// the pinned .git, writable: a mount point, which cannot be renamed or
+// removed), nosuid and nodev as bwrap's binds are; in order, so the .git is
+// pinned before its hooks/ are bound. The clone is private and the sandbox's
+// mounts are bwrap's slaves: nothing propagates to the host. The descriptors
+// opened here are close-on-exec and closed with every other one before the
+// command runs (harden), not one by one.
 [[gnu::hot]] Outcome bind_carve_outs(const std::vector<StageRequest::Carve>& carves) {
+    static bool two_step = false;  // no open_tree_attr here (older kernel, or a filter refuses it)
     for (const auto& c : carves) {
         auto failed = [&](const char* what) {
             return failf(Err::SandboxUnavailable, "cannot make {} {} inside the sandbox ({}: {})", c.path,
@@ -140,22 +147,29 @@ constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/ful
         struct open_how how {};
         how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
         how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-        const Fd at(static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, c.path.c_str(), &how, sizeof how)));
-        if (!at) return failed("openat2");
-        struct stat want {}, got {};
-        if (::fstat(c.fd, &want) != 0 || ::fstat(at.get(), &got) != 0) return failed("fstat");
-        if (want.st_dev != got.st_dev || want.st_ino != got.st_ino)
+        const int at = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, c.path.c_str(), &how, sizeof how));
+        if (at < 0) return failed("openat2");
+        struct stat got {};
+        if (::fstat(at, &got) != 0) return failed("fstat");
+        if (got.st_dev != c.dev || got.st_ino != c.ino)
             return failf(Err::SandboxUnavailable,
                          "{} was replaced after dsh-confine opened it; nothing was run: run the command again",
                          c.path);
-        const Fd tree(static_cast<int>(::syscall(SYS_open_tree, at.get(), "",
-                                                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
-        if (!tree) return failed("open_tree");
         struct mount_attr attr {};
         attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (c.pin ? 0 : MOUNT_ATTR_RDONLY);
-        if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-            return failed("mount_setattr");
-        if (::syscall(SYS_move_mount, tree.get(), "", at.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+        constexpr unsigned kClone = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE;
+        int tree = -1;
+        if (!two_step) {
+            tree = static_cast<int>(::syscall(kSysOpenTreeAttr, at, "", kClone, &attr, sizeof attr));
+            two_step = tree < 0;  // any refusal: the two calls below say what is wrong, if anything
+        }
+        if (tree < 0) {
+            tree = static_cast<int>(::syscall(SYS_open_tree, at, "", kClone));
+            if (tree < 0) return failed("open_tree");
+            if (::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+                return failed("mount_setattr");
+        }
+        if (::syscall(SYS_move_mount, tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
             return failed("move_mount");
     }
     return Outcome::success();

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 
-from harness import DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_runner, skip
+from harness import DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_runner, skip, tool
 
 RUNNERS = ("bwrap", "landlock")
 
@@ -741,6 +741,28 @@ def test_a_carve_out_swapped_before_the_stage_binds_it(s):
         assert r.rc != 0 and os.path.exists(marker) and "Read-only file system" in r.err, r
     assert not os.path.exists(os.path.join(hooks, "pre-commit")), r
     assert not os.path.exists(os.path.join(hooks + ".old", "pre-commit")), r
+
+
+def test_the_stage_binds_with_and_without_open_tree_attr(s):
+    """A root caller's stage binds each carve-out with open_tree_attr (Linux 6.15) and falls back to
+    open_tree and mount_setattr where the kernel or a filter refuses it (here: a seccomp filter
+    answering ENOSYS). Either way the binds hold: the hook and the config stay unwritten, .git cannot
+    be renamed, and what git needs stays writable."""
+    need_runner("bwrap")
+    if not is_root():
+        skip("the stage binds the carve-outs for a root caller only; bwrap binds them otherwise")
+    make_repo(s, s.ws)
+    before = read(os.path.join(s.ws, ".git/config"))
+    attack = ("echo x > .git/hooks/pre-commit; echo '[core] fsmonitor = evil' >> .git/config; mv .git .git-old; "
+              "git commit -q --allow-empty -m in && echo committed")
+    for pre in ([], [tool("sysfault"), "ENOSYS", "467", "--"]):
+        r = run(s, "bwrap", s.ws, attack, pre=pre)
+        assert r.rc == 0 and r.out == "committed\n", (pre, r)
+        assert r.rec("confinement")["layers"][0]["carveOutBinds"] == "stage", r
+        assert r.err.count("Read-only file system") == 2 and "Device or resource busy" in r.err, (pre, r)
+        assert not os.path.exists(os.path.join(s.ws, ".git/hooks/pre-commit")), (pre, r)
+        assert read(os.path.join(s.ws, ".git/config")) == before, (pre, r)
+        assert not os.path.exists(os.path.join(s.ws, ".git-old")), (pre, r)
 
 
 def test_auto_prefers_bwrap_when_protected_paths_exist(s):
