@@ -145,8 +145,7 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
         a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
     if (spec.stage_binds)
         for (const auto* e : carve_binds(policy))
-            a.insert(a.end(), {"--carve", e->pin ? "pin" : "ro", e->path, std::to_string(e->fd),
-                               fmt::format("{}:{}", e->dev, e->ino)});
+            a.insert(a.end(), {"--carve", e->pin ? "pin" : "ro", e->path, fmt::format("{}:{}", e->dev, e->ino)});
     const bool inline_argv = spec.argv.size() <= kArgvInline;
     if (!inline_argv) a.push_back("--argv-from-record");
     a.push_back("--");
@@ -343,19 +342,18 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             if (std::string_view(fd) != "-1" && !parse_int(fd, r.fd)) return failf(Err::Usage, "stage: bad fd \"{}\" for --rw", fd);
             out.policy.writable_roots.push_back(std::move(r));
         } else if (a == "--carve") {
-            std::string kind, path, fd, id;
+            std::string kind, path, id;
             if (auto o = value("--carve", kind); !o) return o;
             if (auto o = value("--carve", path); !o) return o;
-            if (auto o = value("--carve", fd); !o) return o;
             if (auto o = value("--carve", id); !o) return o;
             StageRequest::Carve c;
             c.path = path;
             c.pin = kind == "pin";
             const size_t colon = id.find(':');
-            if ((kind != "pin" && kind != "ro") || path.empty() || path[0] != '/' || !parse_int(fd, c.fd) || c.fd < 3 ||
-                colon == std::string::npos || !parse_u64(std::string_view(id).substr(0, colon), c.dev) ||
+            if ((kind != "pin" && kind != "ro") || path.empty() || path[0] != '/' || colon == std::string::npos ||
+                !parse_u64(std::string_view(id).substr(0, colon), c.dev) ||
                 !parse_u64(std::string_view(id).substr(colon + 1), c.ino))
-                return failf(Err::Usage, "stage: bad --carve {} {} {} {}", kind, path, fd, id);
+                return failf(Err::Usage, "stage: bad --carve {} {} {}", kind, path, id);
             out.carves.push_back(std::move(c));
         } else {
             return failf(Err::Usage, "stage: unknown argument \"{}\"", a);

@@ -154,12 +154,12 @@ struct StageRequest {
     // signal n too. -1: not given (a pty's session, or exec'd in place).
     long caller_signals = -1;
     int ready_fd = -1;  // --ready-fd N: written once, then closed (BwrapWatch)
-    // --carve ro|pin PATH FD DEV:INO: a carve-out for the stage to bind, in
-    // order (carve_binds); FD is the launcher's descriptor of it (held open:
-    // it keeps the inode), DEV:INO what its fstat said.
+    // --carve ro|pin PATH DEV:INO: a carve-out for the stage to bind, in
+    // order (carve_binds); DEV:INO is what the launcher's descriptor of it
+    // said, which the launcher holds until the run ends (the inode cannot be
+    // freed, so its number cannot be reused meanwhile).
     struct Carve {
         std::string path;
-        int fd = -1;
         uint64_t dev = 0, ino = 0;
         bool pin = false;
     };

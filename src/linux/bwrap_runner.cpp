@@ -265,14 +265,16 @@ public:
         if (carving) layers.front().details["carveOutBinds"] = opts.stage_binds ? "stage" : "bwrap";
         auto argv = wrap(path, profile_args(pol, opts), stage_args(pol, spec));
 
-        // The carve-outs: each one's descriptor crosses bwrap (the stage
-        // closes it before the command runs); what is absent gets nothing.
+        // The carve-outs: where bwrap binds them, each one's descriptor
+        // crosses bwrap (the stage closes it before the command runs); the
+        // stage binds by path and checks the launcher's device and inode,
+        // while the launcher holds the descriptor. What is absent gets nothing.
         std::vector<int> carve_fds;
         for (auto& e : pol.protected_paths) {
             if (!e.why_not.empty()) continue;  // outside the roots, or only watched
             if (e.exists && e.fd >= 0) {
                 e.enforced = e.pin ? "mount-point" : "read-only-bind";
-                carve_fds.push_back(e.fd);
+                if (!opts.stage_binds) carve_fds.push_back(e.fd);
             } else {
                 e.why_not = kProtectedAbsentText;
             }

@@ -128,8 +128,8 @@ constexpr long kSysOpenTreeAttr = 467;
 // here each is two calls (open_tree_attr, move_mount; three before 6.15).
 // Each target is opened inside the sandbox without following any link and
 // must be the very inode the launcher opened (its dev and ino came with it;
-// its descriptor crossed bwrap and keeps that inode, so the number cannot be
-// reused): a path swapped since then is refused, never bound in its place.
+// the launcher holds its descriptor until the run ends, so the number cannot
+// be reused): a path swapped since then is refused, never bound in its place.
 // The clone is of that same place and goes back onto it, read-only (or, for
 // the pinned .git, writable: a mount point, which cannot be renamed or
 // removed), nosuid and nodev as bwrap's binds are; in order, so the .git is

@@ -765,6 +765,37 @@ def test_the_stage_binds_with_and_without_open_tree_attr(s):
         assert not os.path.exists(os.path.join(s.ws, ".git-old")), (pre, r)
 
 
+def test_who_holds_the_carve_outs_while_the_command_runs(s):
+    """The stage's check (the path is still the inode the launcher opened) needs that inode kept until
+    it is made, or its number could be reused: dsh-confine holds each carve-out's descriptor for the
+    whole run, in exec and supervise modes, whoever binds them (the stage's argv carries only the
+    device and inode numbers). Seen from outside, in /proc."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    hooks = os.path.join(s.ws, ".git", "hooks")
+    for extra in ([], ["--supervise"]):
+        marker = os.path.join(s.tmpdir, "started")
+        if os.path.exists(marker):
+            os.unlink(marker)
+        p = subprocess.Popen([DSH, "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap"] + extra +
+                             ["--", "sh", "-c", "touch %s; exec sleep 30" % marker], cwd=s.ws, env=s.env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 20
+            while not os.path.exists(marker) and time.time() < deadline:
+                time.sleep(0.05)
+            assert os.path.exists(marker), "the command never started"
+
+            def holds(pid):
+                d = "/proc/%d/fd" % pid
+                return any(os.readlink(os.path.join(d, n)) == hooks for n in os.listdir(d))
+
+            assert holds(p.pid), extra
+        finally:
+            p.kill()
+            p.wait(timeout=10)
+
+
 def test_auto_prefers_bwrap_when_protected_paths_exist(s):
     need_runner("bwrap")
     make_repo(s, s.ws)
