@@ -22,4 +22,16 @@ bool is_utf8(std::string_view s) noexcept;
 std::string to_hex(std::string_view s);
 std::optional<std::string> from_hex(std::string_view h);
 
+// Calls f(line) for each line of `text`, split at '\n' (not included; a last
+// line without one counts), until f returns false.
+template <class F>
+void for_each_line(std::string_view text, F&& f) {
+    for (size_t i = 0; i < text.size();) {
+        size_t j = text.find('\n', i);
+        if (j == std::string_view::npos) j = text.size();
+        if (!f(text.substr(i, j - i))) return;
+        i = j + 1;
+    }
+}
+
 }  // namespace dsh

@@ -1,4 +1,5 @@
 #include "carveouts.hpp"
+#include "bytes.hpp"
 #include "fd.hpp"
 
 #include <algorithm>
@@ -587,23 +588,19 @@ struct Builder {
         }
         // Submodule checkouts: each one's .git file (the pointer).
         {
-            const std::string text = read_file(r + "/.gitmodules");
-            size_t i = 0;
-            while (i < text.size()) {
-                size_t j = text.find('\n', i);
-                if (j == std::string::npos) j = text.size();
-                std::string line = trim(text.substr(i, j - i));
-                i = j + 1;
-                if (line.rfind("path", 0) != 0) continue;
+            for_each_line(read_file(r + "/.gitmodules"), [&](std::string_view l) {
+                const std::string line = trim(std::string(l));
+                if (line.rfind("path", 0) != 0) return true;
                 const auto eq = line.find('=');
-                if (eq == std::string::npos || trim(line.substr(4, eq - 4)) != "") continue;
+                if (eq == std::string::npos || trim(line.substr(4, eq - 4)) != "") return true;
                 const std::string sub = trim(line.substr(eq + 1));
-                if (sub.empty() || sub[0] == '/') continue;
+                if (sub.empty() || sub[0] == '/') return true;
                 const std::string sp = lexically_normal(r + "/" + sub);
-                if (!under(sp, r) || sp == r) continue;
+                if (!under(sp, r) || sp == r) return true;
                 const int sfd = add(sp + "/.git", "default", "git");
                 if (sfd >= 0 && !out.back().directory) gitfile(sp + "/.git");
-            }
+                return true;
+            });
         }
     }
 
@@ -632,22 +629,18 @@ struct Builder {
     // `user`'s home directory from the passwd file ("name:pw:uid:gid:gecos:home:shell"), or "".
     std::string passwd_home(const std::string& user) const {
         if (user.empty()) return {};
-        const std::string text = read_open(::open(passwd.c_str(), kReadFlags), kConfigLimit);
-        size_t i = 0;
-        while (i < text.size()) {
-            size_t j = text.find('\n', i);
-            if (j == std::string::npos) j = text.size();
-            const std::string_view line(text.data() + i, j - i);
-            i = j + 1;
+        std::string found;
+        for_each_line(read_open(::open(passwd.c_str(), kReadFlags), kConfigLimit), [&](std::string_view line) {
             if (line.size() <= user.size() || line.compare(0, user.size(), user) != 0 || line[user.size()] != ':')
-                continue;
+                return true;
             size_t at = 0;
             for (int field = 0; field < 5 && at != std::string_view::npos; ++field) at = line.find(':', at + (field ? 1 : 0));
-            if (at == std::string_view::npos) return {};
+            if (at == std::string_view::npos) return false;
             const size_t end = line.find(':', at + 1);
-            return std::string(line.substr(at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1));
-        }
-        return {};
+            found = line.substr(at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1);
+            return false;
+        });
+        return found;
     }
 
     // Where git's open() of `path` (absolute, normal) lands, as far as that
@@ -1001,20 +994,18 @@ std::vector<std::string> secrets(const std::string& home, const std::string& soc
     const std::string text = ::stat((ssh + "/config").c_str(), &conf) == 0 && S_ISREG(conf.st_mode)
                                  ? read_open(::open((ssh + "/config").c_str(), kReadFlags))
                                  : std::string();
-    for (size_t i = 0; i < text.size();) {
-        size_t j = text.find('\n', i);
-        if (j == std::string::npos) j = text.size();
-        std::string l = trim(text.substr(i, j - i));
-        i = j + 1;
+    for_each_line(text, [&](std::string_view line) {
+        const std::string l = trim(std::string(line));
         std::string key = l.substr(0, l.find_first_of(" \t="));
         for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        if (key != "identityfile") continue;
+        if (key != "identityfile") return true;
         std::string v = trim(l.substr(key.size()));
         if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
         if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
         if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
         if (!v.empty() && v[0] == '/' && v.find('%') == std::string::npos) out.push_back(v);
-    }
+        return true;
+    });
     for (const char* n : {"/.aws/credentials", "/.config/gcloud", "/.azure", "/.kube/config", "/.docker/config.json",
                           "/.gnupg", "/.netrc", "/.git-credentials", "/.config/gh/hosts.yml", "/.npmrc", "/.pypirc",
                           "/.cargo/credentials", "/.cargo/credentials.toml"})

@@ -1,4 +1,5 @@
 #include "limits.hpp"
+#include "bytes.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -425,21 +426,19 @@ std::string pid_ns() {
 std::string cgroup2_mount() {
     std::string mi;
     if (!read_small("/proc/self/mountinfo", mi)) return {};
-    size_t pos = 0;
-    while (pos < mi.size()) {
-        size_t eol = mi.find('\n', pos);
-        if (eol == std::string::npos) eol = mi.size();
-        const std::string line = mi.substr(pos, eol - pos);
-        pos = eol + 1;
+    std::string point;
+    for_each_line(mi, [&](std::string_view l) {
+        const std::string line(l);
         const size_t dash = line.find(" - ");
-        if (dash == std::string::npos) continue;
+        if (dash == std::string::npos) return true;
         const auto after = words(line.substr(dash + 3));
-        if (after.empty() || after[0] != "cgroup2") continue;
+        if (after.empty() || after[0] != "cgroup2") return true;
         const auto before = words(line.substr(0, dash));
-        if (before.size() < 5 || before[3] != "/") continue;  // the hierarchy's root mounted there
-        return before[4];
-    }
-    return {};
+        if (before.size() < 5 || before[3] != "/") return true;  // the hierarchy's root mounted there
+        point = before[4];
+        return false;
+    });
+    return point;
 }
 
 }  // namespace

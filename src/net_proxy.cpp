@@ -1,4 +1,5 @@
 #include "net_proxy.hpp"
+#include "bytes.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -497,12 +498,7 @@ Verdict decide(const Rules& rules, const Target& t, const Resolver& resolve, con
 
 std::vector<Address> hosts_lookup(std::string_view text, std::string_view name) {
     std::vector<Address> out;
-    size_t at = 0;
-    while (at < text.size()) {
-        size_t eol = text.find('\n', at);
-        if (eol == std::string_view::npos) eol = text.size();
-        std::string_view line = text.substr(at, eol - at);
-        at = eol + 1;
+    for_each_line(text, [&](std::string_view line) {
         if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
         std::vector<std::string_view> words;
         size_t i = 0;
@@ -513,15 +509,16 @@ std::vector<Address> hosts_lookup(std::string_view text, std::string_view name) 
             if (j > i) words.push_back(line.substr(i, j - i));
             i = j;
         }
-        if (words.size() < 2) continue;
+        if (words.size() < 2) return true;
         auto a = parse_address(words[0]);
-        if (!a) continue;
+        if (!a) return true;
         for (size_t k = 1; k < words.size(); ++k)
             if (normal_host(words[k]) == name) {
                 if (std::find(out.begin(), out.end(), *a) == out.end()) out.push_back(*a);
                 break;
             }
-    }
+        return true;
+    });
     return out;
 }
 

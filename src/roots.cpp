@@ -1,4 +1,5 @@
 #include "roots.hpp"
+#include "bytes.hpp"
 #include "fd.hpp"
 
 #include "policy.hpp"
@@ -213,11 +214,8 @@ const std::vector<KernelMount>& kernel_mounts() {
         // Read whole (stdio reads /proc in 1 KiB pieces).
         std::string text;
         if (!read_small("/proc/self/mountinfo", text)) return out;
-        for (size_t i = 0; i < text.size();) {
-            size_t j = text.find('\n', i);
-            if (j == std::string::npos) j = text.size();
-            const std::string line = text.substr(i, j - i);
-            i = j + 1;
+        for_each_line(text, [&](std::string_view l) {
+            const std::string line(l);
             // id parent major:minor root mountpoint options... - fstype source super
             const char* p = line.c_str();
             const char* fields[5] = {};
@@ -229,13 +227,14 @@ const std::vector<KernelMount>& kernel_mounts() {
                 while (*p == ' ') ++p;
             }
             const char* dash = std::strstr(p, " - ");
-            if (!fields[4] || !dash) continue;
+            if (!fields[4] || !dash) return true;
             const char* fs = dash + 3;
             const std::string type(fs, std::strcspn(fs, " \n"));
             bool kernel = false;
             for (const char* k : kKernelFsNames) kernel = kernel || type == k;
             if (kernel) out.push_back({type, unescape(fields[4], lens[4])});
-        }
+            return true;
+        });
         return out;
     }();
     return mounts;

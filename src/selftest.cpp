@@ -5,6 +5,7 @@
 // confine is caught (nothing here can make the real runners weaker: the
 // self-test only ever runs the binary, it never confines anything itself).
 #include "selftest.hpp"
+#include "bytes.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -184,19 +185,15 @@ Proc spawn(const Spawn& s) {
         if (x.fd >= 0) ::close(x.fd);
     if (WIFEXITED(wstatus)) p.status = WEXITSTATUS(wstatus);
     else if (WIFSIGNALED(wstatus)) p.status = 128 + WTERMSIG(wstatus);
-    size_t i = 0;
-    while (i < rep_text.size()) {
-        size_t j = rep_text.find('\n', i);
-        if (j == std::string::npos) j = rep_text.size();
-        std::string line = rep_text.substr(i, j - i);
-        i = j + 1;
-        if (line.empty()) continue;
+    for_each_line(rep_text, [&](std::string_view line) {
+        if (line.empty()) return true;
         try {
             p.records.push_back(json::parse(line));
         } catch (const json::exception&) {
             if (p.report_error.empty()) p.report_error = line.substr(0, 200);
         }
-    }
+        return true;
+    });
     return p;
 }
 
@@ -518,21 +515,17 @@ void check_privileges(Ctx& c, std::vector<Check>& out) {
         return;
     }
     std::string caps_bad, nnp;
-    size_t i = 0;
     const bool root = ::getuid() == 0 || ::geteuid() == 0;
-    while (i < p.out.size()) {
-        size_t j = p.out.find('\n', i);
-        if (j == std::string::npos) j = p.out.size();
-        std::string line = p.out.substr(i, j - i);
-        i = j + 1;
+    for_each_line(p.out, [&](std::string_view line) {
         auto colon = line.find(':');
-        if (colon == std::string::npos) continue;
-        std::string k = line.substr(0, colon), v = line.substr(colon + 1);
+        if (colon == std::string::npos) return true;
+        std::string k(line.substr(0, colon)), v(line.substr(colon + 1));
         v.erase(0, v.find_first_not_of(" \t"));
         if (k == "NoNewPrivs") nnp = v;
         else if (std::strtoull(v.c_str(), nullptr, 16) != 0 && (k != "CapBnd" || root))
             caps_bad += k + "=" + v + " ";
-    }
+        return true;
+    });
     out.push_back(caps_bad.empty() ? held("no-capabilities", what_caps)
                                    : failed("no-capabilities", what_caps, "left: " + caps_bad));
     out.push_back(nnp == "1" ? held("no-new-privs", what_nnp)

@@ -1,4 +1,5 @@
 #include "bwrap_runner.hpp"
+#include "../bytes.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -46,17 +47,16 @@ std::vector<std::string> stashed_environ() {
 
 // The first "bwrap: " line of the probe's stderr, else its first line.
 std::string first_line(const std::string& err) {
-    std::string first;
-    size_t i = 0;
-    while (i < err.size()) {
-        size_t j = err.find('\n', i);
-        if (j == std::string::npos) j = err.size();
-        std::string line = err.substr(i, j - i);
-        if (line.rfind("bwrap: ", 0) == 0) return line;
+    std::string first, bwraps;
+    for_each_line(err, [&](std::string_view line) {
+        if (line.rfind("bwrap: ", 0) == 0) {
+            bwraps = line;
+            return false;
+        }
         if (first.empty() && !line.empty()) first = line;
-        i = j + 1;
-    }
-    return first;
+        return true;
+    });
+    return bwraps.empty() ? first : bwraps;
 }
 
 struct ProbeResult {
