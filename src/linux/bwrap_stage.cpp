@@ -120,8 +120,17 @@ constexpr const char* kBwrapDevNodes[] = {"/dev/null",    "/dev/zero", "/dev/ful
     return Outcome::success();
 }
 
-// open_tree_attr (Linux 6.15): open_tree and mount_setattr in one call.
+// open_tree_attr (Linux 6.15): open_tree and mount_setattr in one call. Its
+// number where this libc's headers predate it: 467 in the table every
+// architecture shares from 424 up (alpha, which is not, and the rest: the
+// two calls).
+#if defined(SYS_open_tree_attr)
+constexpr long kSysOpenTreeAttr = SYS_open_tree_attr;
+#elif defined(__x86_64__) || defined(__aarch64__) || defined(__i386__) || defined(__arm__) || defined(__riscv)
 constexpr long kSysOpenTreeAttr = 467;
+#else
+constexpr long kSysOpenTreeAttr = -1;
+#endif
 
 // The carve-outs bound by the stage (ProfileOptions::stage_binds) rather than
 // by bwrap, whose --ro-bind reads the whole mountinfo again for every bind:
@@ -138,7 +147,7 @@ constexpr long kSysOpenTreeAttr = 467;
 // opened here are close-on-exec and closed with every other one before the
 // command runs (harden), not one by one.
 [[gnu::hot]] Outcome bind_carve_outs(const std::vector<StageRequest::Carve>& carves) {
-    static bool two_step = false;  // no open_tree_attr here (older kernel, or a filter refuses it)
+    static bool two_step = kSysOpenTreeAttr < 0;  // no open_tree_attr here (older kernel, or a filter refuses it)
     for (const auto& c : carves) {
         auto failed = [&](const char* what) {
             return failf(Err::SandboxUnavailable, "cannot make {} {} inside the sandbox ({}: {})", c.path,
