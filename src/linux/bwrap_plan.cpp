@@ -17,16 +17,11 @@ size_t depth(const std::string& path) { return static_cast<size_t>(std::count(pa
     return ec == std::errc() && p == s.data() + s.size() && out >= 0;
 }
 
-// A decimal uint64_t, digits only (no sign, no space).
+// A decimal uint64_t, at most 20 digits (no sign, no space).
 [[gnu::hot]] bool parse_u64(std::string_view s, uint64_t& out) {
     if (s.empty() || s.size() > 20) return false;
-    out = 0;
-    for (char ch : s) {
-        const auto d = static_cast<uint64_t>(ch - '0');
-        if (ch < '0' || ch > '9' || out > (UINT64_MAX - d) / 10) return false;
-        out = out * 10 + d;
-    }
-    return true;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size();
 }
 
 }  // namespace

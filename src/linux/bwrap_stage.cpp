@@ -147,7 +147,7 @@ constexpr long kSysOpenTreeAttr = -1;
 // opened here are close-on-exec and closed with every other one before the
 // command runs (harden), not one by one.
 [[gnu::hot]] Outcome bind_carve_outs(const std::vector<StageRequest::Carve>& carves) {
-    static bool two_step = kSysOpenTreeAttr < 0;  // no open_tree_attr here (older kernel, or a filter refuses it)
+    bool two_step = kSysOpenTreeAttr < 0;  // no open_tree_attr here (older kernel, or a filter refuses it)
     for (const auto& c : carves) {
         auto failed = [&](const char* what) {
             return failf(Err::SandboxUnavailable, "cannot make {} {} inside the sandbox ({}: {})", c.path,
