@@ -64,10 +64,10 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
 // so a harness that puts untrusted words first never reaches a stage that
 // might confine less than a normal run (see run_stage, docs/DECISIONS.md).
 inline constexpr const char* kStageArg = "__dsh_confine_stage_v1";
-// What the stage writes on --ready-fd (a pipe of the watch's own, so that
+// What the stage sends on --ready-fd (a socket of the watch's own, so that
 // bwrap's status lines wake nobody while it builds the sandbox) once the
 // caller's signal dispositions are back: from then on a signal sent to it is
-// what the command would get. One line, one write (atomic in a pipe).
+// what the command would get. One message, with the stage's pidfd.
 inline constexpr const char* kStageReadyLine = "{\"dsh-stage-ready\": true}\n";
 inline constexpr const char* kStageReady = "\"dsh-stage-ready\"";
 inline constexpr const char* kStageFdName = "dsh-confine-stage";
@@ -153,7 +153,7 @@ struct StageRequest {
     // and was started with kShielded ignored; bit n set: the caller ignored
     // signal n too. -1: not given (a pty's session, or exec'd in place).
     long caller_signals = -1;
-    int ready_fd = -1;  // --ready-fd N: written once, then closed (BwrapWatch)
+    int ready_fd = -1;  // --ready-fd N: one message sent, then closed (BwrapWatch)
     // --carve ro|pin PATH DEV:INO: a carve-out for the stage to bind, in
     // order (carve_binds); DEV:INO is what the launcher's descriptor of it
     // said, which the launcher holds until the run ends (the inode cannot be

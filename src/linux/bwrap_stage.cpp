@@ -21,6 +21,8 @@
 #include "../fd.hpp"
 #include "../launch.hpp"
 #include "../report.hpp"
+#include "../spawn.hpp"
+#include "fd_pass.hpp"
 #include "landlock_runner.hpp"
 #include "net_relay.hpp"
 
@@ -280,9 +282,15 @@ void take_foreground() noexcept {
     if (req.caller_signals >= 0)
         for (int s : kShielded) ::signal(s, (req.caller_signals >> s) & 1 ? SIG_IGN : SIG_DFL);
     // From here a signal does to the stage what it would to the command:
-    // dsh-confine may look it up and forward to it (BwrapWatch::find_command).
+    // dsh-confine may forward to it. The ready line carries the stage's own
+    // pidfd (the command's, after the exec), so dsh-confine holds the
+    // command before it exists and reads its wait status even when bwrap's
+    // init reaps it at once (BwrapWatch::find_command). Without a pidfd the
+    // line goes alone and dsh-confine looks the command up in /proc.
     if (req.ready_fd >= 0) {
-        (void)!::write(req.ready_fd, kStageReadyLine, std::strlen(kStageReadyLine));
+        const int self = spawn::pidfd_open(::getpid());
+        (void)fdpass::send(req.ready_fd, kStageReadyLine, std::strlen(kStageReadyLine), self);
+        if (self >= 0) ::close(self);
         ::close(req.ready_fd);
     }
     const int mailbox = req.record_fd;

@@ -3,10 +3,13 @@
 // whose child is our stage, which execs the command (same pid). bwrap does
 // not forward signals (a SIGTERM kills bwrap, and --die-with-parent then
 // SIGKILLs the command) and reports a death by signal n as exit 128+n. So the
-// watch finds the command (/proc/<init>/task/<init>/children) for supervise
-// to hold a pidfd to and signal, and reads its exact wait status with
-// PIDFD_GET_INFO / PIDFD_INFO_EXIT (6.15) once it is gone. Where either is
-// missing, bwrap's own status stands.
+// stage sends its own pidfd with its ready line, which supervise holds and
+// signals, and the watch reads the command's exact wait status from it with
+// PIDFD_GET_INFO / PIDFD_INFO_EXIT (6.15) once it is gone, even when bwrap's
+// init reaped it at once. Without that pidfd (no stage, or none sent) the
+// command is looked up in /proc/<init>/task/<init>/children, which a command
+// that ends at once may leave first; without PIDFD_INFO_EXIT, bwrap's own
+// status stands.
 //
 // How a run ended, in the order the evidence is trusted:
 // 1. the stage's mailbox (the launcher's memfd), sealed: a stage that failed
@@ -22,6 +25,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,6 +33,7 @@
 #include "../spawn.hpp"
 #include "bwrap_plan.hpp"
 #include "bwrap_runner.hpp"
+#include "fd_pass.hpp"
 #include "probe_cache.hpp"
 
 
@@ -47,6 +52,7 @@ struct PidfdInfo {
 };
 static_assert(sizeof(PidfdInfo) == 64, "PIDFD_INFO_SIZE_VER0");
 constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfo);
+constexpr uint64_t kPidfdInfoPid = 1ULL << 0;
 constexpr uint64_t kPidfdInfoExit = 1ULL << 3;
 
 std::optional<int> exit_status_of(int pidfd) {
@@ -54,6 +60,26 @@ std::optional<int> exit_status_of(int pidfd) {
     info.mask = kPidfdInfoExit;
     if (::ioctl(pidfd, kPidfdGetInfo, &info) != 0 || !(info.mask & kPidfdInfoExit)) return std::nullopt;
     return info.exit_code;
+}
+
+// The pid in our namespace of the process `pidfd` refers to, or 0 once it is
+// gone: PIDFD_GET_INFO (6.13), else the "Pid:" line of its fdinfo.
+pid_t pid_of(int pidfd) {
+    PidfdInfo info{};
+    info.mask = kPidfdInfoPid;
+    if (::ioctl(pidfd, kPidfdGetInfo, &info) == 0) return (info.mask & kPidfdInfoPid) ? static_cast<pid_t>(info.pid) : 0;
+    if (errno == ESRCH) return 0;
+    char path[64], buf[512] = {};
+    std::snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf - 1)) < 0 && errno == EINTR) {
+    }
+    ::close(fd);
+    const char* at = n > 0 ? std::strstr(buf, "\nPid:") : nullptr;
+    const long pid = at ? std::atol(at + 5) : 0;
+    return pid > 0 ? static_cast<pid_t>(pid) : 0;
 }
 
 // The first child of `pid` (the first in its main thread's children list), or
@@ -105,12 +131,14 @@ public:
         write_.reset(fds[1]);
         add_json_status_fd(p.exec_argv, fds[1]);
         p.inherit_fds.push_back(fds[1]);
-        // The stage says on a pipe of its own when it is there to be
-        // signalled (its caller's dispositions back): until then that pipe
-        // alone is watched, one wake-up instead of one for each of bwrap's
-        // status lines or a look in /proc each millisecond.
+        // The stage says on a socket of its own when it is there to be
+        // signalled (its caller's dispositions back), and sends its pidfd
+        // with it: until then that socket alone is watched, one wake-up
+        // instead of one for each of bwrap's status lines or a look in /proc
+        // each millisecond.
         if (has_stage(p)) {
-            if (::pipe2(fds, O_CLOEXEC) != 0) return failf(Err::Internal, "pipe2: {}", std::strerror(errno));
+            if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
+                return failf(Err::Internal, "socketpair: {}", std::strerror(errno));
             ready_read_.reset(fds[0]);
             ready_write_.reset(fds[1]);
             has_ready_pipe_ = true;
@@ -145,20 +173,21 @@ public:
             if (*f) ::fcntl(f->get(), F_SETFL, ::fcntl(f->get(), F_GETFL) | O_NONBLOCK);
     }
 
-    // The ready pipe until the stage has spoken (or is gone), then bwrap's status.
+    // The ready socket until the stage has spoken (or is gone), then bwrap's status.
     int fd() const noexcept override { return ready_read_ ? ready_read_.get() : read_.get(); }
 
     void readable() override {
         char buf[4096];
         if (ready_read_) {
-            // One line, one write: whatever a read returns is all the stage says.
-            ssize_t n;
-            while ((n = ::read(ready_read_.get(), buf, sizeof buf - 1)) < 0 && errno == EINTR) {
-            }
+            // One message: all the stage says, and its pidfd.
+            int fd = -1;
+            const ssize_t n = fdpass::receive(ready_read_.get(), buf, sizeof buf - 1, fd);
             if (n > 0) {
                 buf[n] = '\0';
                 ready_ = std::strstr(buf, kStageReady) != nullptr;
             }
+            if (ready_ && fd >= 0) command_fd_.reset(fd);
+            else if (fd >= 0) ::close(fd);
             if (n >= 0 || errno != EAGAIN) ready_read_.reset();
         }
         while (read_) {
@@ -174,11 +203,11 @@ public:
     }
 
     int find_command(int& poll_ms, pid_t& pid) override {
-        // Until the stage says it is ready (its pipe) and bwrap has reported
+        // Until the stage says it is ready (its socket) and bwrap has reported
         // its child (the status pipe), those wake the loop: no timeout. The
-        // stage is then init's first child. A plan without the stage has no
-        // such word: there the command (init's first child) is looked for
-        // each millisecond.
+        // stage sent its pidfd, or else it is init's first child. A plan
+        // without the stage has no such word: there the command (init's
+        // first child) is looked for each millisecond.
         poll_ms = -1;
         if (ready_read_) return -1;
         if (!init_) {
@@ -192,6 +221,9 @@ public:
             poll_ms = 1;
         } else if (!ready_) {
             return -2;  // the stage ended (or never started) before it was ready
+        } else if (command_fd_) {
+            pid = pid_of(command_fd_.get());
+            return command_fd_.release();
         }
         const pid_t cmd = first_child(init_);
         if (cmd <= 0) return -1;
@@ -213,8 +245,11 @@ public:
             while (::poll(&pfd, 1, 5000) < 0 && errno == EINTR) {
             }
         }
-        if (command_pidfd >= 0)
-            if (auto st = exit_status_of(command_pidfd)) status = *st;
+        // The command's pidfd: supervise's, or the stage's still here when
+        // bwrap ended before supervise took it.
+        const int fd = command_pidfd >= 0 ? command_pidfd : command_fd_.get();
+        if (fd >= 0)
+            if (auto st = exit_status_of(fd)) status = *st;
     }
 
     Classification classify(const Plan& p, std::optional<int> exit_code, const std::string& tail,
@@ -272,9 +307,10 @@ private:
     int record_fd_;
     bool probe_cached_;
     Fd read_, write_;              // bwrap's --json-status-fd
-    Fd ready_read_, ready_write_;  // the stage's --ready-fd (write end: until bwrap has it)
-    bool has_ready_pipe_ = false;  // the plan has the stage, and so the ready pipe
+    Fd ready_read_, ready_write_;  // the stage's --ready-fd (its end: until bwrap has it)
+    bool has_ready_pipe_ = false;  // the plan has the stage, and so the ready socket
     bool ready_ = false;           // the stage said it is ready
+    Fd command_fd_;                // ...and the pidfd it sent with it (the command's)
     std::string status_;
     pid_t init_ = 0;
     Fd init_fd_;  // init's pidfd: readable once the namespace is empty

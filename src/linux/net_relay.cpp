@@ -1,5 +1,7 @@
 #include "net_relay.hpp"
 
+#include "fd_pass.hpp"
+
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -9,27 +11,6 @@
 #include <unistd.h>
 
 namespace dsh::net {
-
-namespace {
-
-// One message: the two port bytes and room for one descriptor.
-struct Message {
-    uint8_t data[2] = {0, 0};
-    iovec iov{};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    Message() {
-        iov = {data, sizeof data};
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = control;
-        m.msg_controllen = sizeof control;
-    }
-    Message(const Message&) = delete;
-    Message& operator=(const Message&) = delete;
-};
-
-}  // namespace
 
 bool hand_out_listener(int channel, uint16_t& port, int& err) noexcept {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -48,21 +29,11 @@ bool hand_out_listener(int channel, uint16_t& port, int& err) noexcept {
         return false;
     }
     port = ntohs(a.sin_port);
-    Message msg;
-    msghdr& m = msg.m;
-    msg.data[0] = static_cast<uint8_t>(port >> 8);
-    msg.data[1] = static_cast<uint8_t>(port & 0xff);
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    ssize_t n;
-    do n = ::sendmsg(channel, &m, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
+    const uint8_t data[2] = {static_cast<uint8_t>(port >> 8), static_cast<uint8_t>(port & 0xff)};
+    const ssize_t n = fdpass::send(channel, data, sizeof data, fd);
     const int saved = errno;
     ::close(fd);
-    if (n != static_cast<ssize_t>(sizeof msg.data)) return err = n < 0 ? saved : EPROTO, false;
+    if (n != static_cast<ssize_t>(sizeof data)) return err = n < 0 ? saved : EPROTO, false;
     return true;
 }
 
@@ -73,16 +44,9 @@ bool receive_listener(int channel, int timeout_ms, int& fd, uint16_t& port) {
     do r = ::poll(&p, 1, timeout_ms);
     while (r < 0 && errno == EINTR);
     if (r <= 0) return false;
-    Message msg;
-    msghdr& m = msg.m;
-    const uint8_t* data = msg.data;
-    ssize_t n;
-    do n = ::recvmsg(channel, &m, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&m) : nullptr; c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-            std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    if (n != static_cast<ssize_t>(sizeof msg.data) || fd < 0 || (m.msg_flags & MSG_CTRUNC)) {
+    uint8_t data[2] = {0, 0};
+    const ssize_t n = fdpass::receive(channel, data, sizeof data, fd);
+    if (n != static_cast<ssize_t>(sizeof data) || fd < 0) {
         if (fd >= 0) ::close(fd);
         fd = -1;
         return false;
