@@ -286,7 +286,7 @@ void take_foreground() noexcept {
     // pidfd (the command's, after the exec), so dsh-confine holds the
     // command before it exists and reads its wait status even when bwrap's
     // init reaps it at once (BwrapWatch::find_command). Without a pidfd the
-    // line goes alone and dsh-confine looks the command up in /proc.
+    // line goes alone: dsh-confine then signals bwrap, as before the line.
     if (req.ready_fd >= 0) {
         const int self = spawn::pidfd_open(::getpid());
         (void)fdpass::send(req.ready_fd, kStageReadyLine, std::strlen(kStageReadyLine), self);

@@ -6,10 +6,9 @@
 // stage sends its own pidfd with its ready line, which supervise holds and
 // signals, and the watch reads the command's exact wait status from it with
 // PIDFD_GET_INFO / PIDFD_INFO_EXIT (6.15) once it is gone, even when bwrap's
-// init reaped it at once. Without that pidfd (no stage, or none sent) the
-// command is looked up in /proc/<init>/task/<init>/children, which a command
-// that ends at once may leave first; without PIDFD_INFO_EXIT, bwrap's own
-// status stands.
+// init reaped it at once. Without that pidfd (a stage that could not open
+// it) the command is not found: signals go to bwrap, and bwrap's own status
+// stands, as it does without PIDFD_INFO_EXIT.
 //
 // How a run ended, in the order the evidence is trusted:
 // 1. the stage's mailbox (the launcher's memfd), sealed: a stage that failed
@@ -82,20 +81,6 @@ pid_t pid_of(int pidfd) {
     return pid > 0 ? static_cast<pid_t>(pid) : 0;
 }
 
-// The first child of `pid` (the first in its main thread's children list), or
-// 0 when there is none or the list cannot be read.
-pid_t first_child(pid_t pid) {
-    char path[64], buf[64] = {};
-    std::snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf - 1)) < 0 && errno == EINTR) {
-    }
-    ::close(fd);
-    return n > 0 ? static_cast<pid_t>(std::atoi(buf)) : 0;
-}
-
 // The stage's own failure (exit status 125: it could not confine itself), when
 // it left its error record in a sealed mailbox. A record of the command's
 // (126/127: the stage could not exec it) is the command's failure, not the
@@ -141,7 +126,7 @@ public:
                 return failf(Err::Internal, "socketpair: {}", std::strerror(errno));
             ready_read_.reset(fds[0]);
             ready_write_.reset(fds[1]);
-            has_ready_pipe_ = true;
+            staged_ = true;
             to_stage(p, {"--ready-fd", std::to_string(fds[1])});
             p.inherit_fds.push_back(fds[1]);
         }
@@ -173,8 +158,14 @@ public:
             if (*f) ::fcntl(f->get(), F_SETFL, ::fcntl(f->get(), F_GETFL) | O_NONBLOCK);
     }
 
-    // The ready socket until the stage has spoken (or is gone), then bwrap's status.
-    int fd() const noexcept override { return ready_read_ ? ready_read_.get() : read_.get(); }
+    // The ready socket until the stage has spoken (or is gone), then bwrap's
+    // status until the command is found. Then nothing: the rest of bwrap's
+    // status (its "exit-code" line, just before it exits) would only wake us
+    // once more on the way out, and ended() reads it.
+    int fd() const noexcept override {
+        if (found_) return -1;
+        return ready_read_ ? ready_read_.get() : read_.get();
+    }
 
     void readable() override {
         char buf[4096];
@@ -204,11 +195,10 @@ public:
 
     int find_command(int& poll_ms, pid_t& pid) override {
         // Until the stage says it is ready (its socket) and bwrap has reported
-        // its child (the status pipe), those wake the loop: no timeout. The
-        // stage sent its pidfd, or else it is init's first child. A plan
-        // without the stage has no such word: there the command (init's
-        // first child) is looked for each millisecond.
+        // its child (the status pipe), those wake the loop: no timeout. Then
+        // the command is the pidfd the stage sent.
         poll_ms = -1;
+        if (!staged_) return -2;  // no stage to say so (none today)
         if (ready_read_) return -1;
         if (!init_) {
             const auto child = status_value("child-pid");
@@ -217,20 +207,12 @@ public:
             if (init_ <= 0) return -2;
             init_fd_ = Fd(spawn::pidfd_open(init_));
         }
-        if (!has_ready_pipe_) {
-            poll_ms = 1;
-        } else if (!ready_) {
-            return -2;  // the stage ended (or never started) before it was ready
-        } else if (command_fd_) {
-            pid = pid_of(command_fd_.get());
-            return command_fd_.release();
-        }
-        const pid_t cmd = first_child(init_);
-        if (cmd <= 0) return -1;
-        const int fd = spawn::pidfd_open(cmd);
-        if (fd < 0) return -2;
-        pid = cmd;
-        return fd;
+        // The stage ended (or never started) before it was ready, or sent
+        // no pidfd: not found.
+        if (!ready_ || !command_fd_) return -2;
+        pid = pid_of(command_fd_.get());
+        found_ = true;
+        return command_fd_.release();
     }
 
     void ended(int command_pidfd, int& status) override {
@@ -308,9 +290,10 @@ private:
     bool probe_cached_;
     Fd read_, write_;              // bwrap's --json-status-fd
     Fd ready_read_, ready_write_;  // the stage's --ready-fd (its end: until bwrap has it)
-    bool has_ready_pipe_ = false;  // the plan has the stage, and so the ready socket
+    bool staged_ = false;  // the plan has the stage, and so the ready socket
     bool ready_ = false;           // the stage said it is ready
     Fd command_fd_;                // ...and the pidfd it sent with it (the command's)
+    bool found_ = false;           // supervise holds the command's pidfd
     std::string status_;
     pid_t init_ = 0;
     Fd init_fd_;  // init's pidfd: readable once the namespace is empty
