@@ -1,10 +1,13 @@
 // The allow-list's way out (issue 19), kernel-enforced: a listener made in a
 // fresh network namespace and handed out over a socketpair is reachable from
-// inside that namespace only, and the holder outside accepts on it.
+// inside that namespace only, and the holder outside accepts on it. fd_pass, the
+// one way a descriptor crosses (the listener, the bwrap stage's pidfd), too.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
 #include <cerrno>
+#include <cstring>
+#include <string>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include "../../src/errors.hpp"
+#include "../../src/linux/fd_pass.hpp"
 #include "../../src/linux/net_relay.hpp"
 #include "../../src/linux/netns.hpp"
 
@@ -119,4 +123,55 @@ TEST_CASE("relay: the proxy variables point every client at the relay and leave 
         CHECK(get(n) == "http://127.0.0.1:41234");
     CHECK(get("NO_PROXY") == "localhost,127.0.0.1,::1");
     CHECK(get("no_proxy") == "localhost,127.0.0.1,::1");
+}
+
+TEST_CASE("fd_pass: one message carries one descriptor, close-on-exec; more than one is refused whole") {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    CHECK(fdpass::send(sv[1], "hi", 2, p[1]) == 2);
+    char buf[8] = {};
+    int got = -2;
+    CHECK(fdpass::receive(sv[0], buf, sizeof buf, got) == 2);
+    CHECK(std::string(buf, 2) == "hi");
+    REQUIRE(got >= 0);
+    CHECK((::fcntl(got, F_GETFD) & FD_CLOEXEC) != 0);
+    // The same pipe: what is written through the received end comes out of p[0].
+    CHECK(::write(got, "z", 1) == 1);
+    char c = 0;
+    CHECK(::read(p[0], &c, 1) == 1);
+    CHECK(c == 'z');
+    ::close(got);
+
+    // No descriptor: the words alone.
+    CHECK(fdpass::send(sv[1], "w", 1, -1) == 1);
+    CHECK(fdpass::receive(sv[0], buf, sizeof buf, got) == 1);
+    CHECK(got == -1);
+
+    // Two descriptors in one message (not ours to send): none is kept, none leaks.
+    {
+        int two[2] = {p[0], p[1]};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof two)] = {};
+        iovec iov{const_cast<char*>("x"), 1};
+        msghdr m{};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = control;
+        m.msg_controllen = sizeof control;
+        cmsghdr* h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof two);
+        std::memcpy(CMSG_DATA(h), two, sizeof two);
+        REQUIRE(::sendmsg(sv[1], &m, 0) == 1);
+    }
+    const int next = ::dup(0);  // the lowest free descriptor before the receive
+    ::close(next);
+    CHECK(fdpass::receive(sv[0], buf, sizeof buf, got) == 1);
+    CHECK(got == -1);
+    const int after = ::dup(0);  // still the lowest free one: both received descriptors closed
+    CHECK(after == next);
+    ::close(after);
+    for (int f : {sv[0], sv[1], p[0], p[1]}) ::close(f);
 }
