@@ -341,6 +341,19 @@ def ulimit_n_is_kept(s, bare, conf):
 
 
 @case
+def the_cpu_affinity_is_the_callers(s, bare, conf):
+    # The command runs on the CPUs the bare command would: all, or the one
+    # the caller chose (a launcher that narrowed its own mask to place its
+    # child, as one measured in session 15, must give the caller's back).
+    cpus = sorted(os.sched_getaffinity(0))
+    script = "grep Cpus_allowed_list /proc/self/status; nproc"
+    rb, rc = both(bare, conf, ["sh", "-c", script])
+    assert rc.out.endswith(b"\n%d\n" % len(cpus)), rc
+    rb, rc = both(bare, conf, ["sh", "-c", script], wrap=["taskset", "-c", str(cpus[-1])])
+    assert rc.out.endswith(b"\n1\n"), rc
+
+
+@case
 def argv_with_spaces_newlines_and_non_utf8(s, bare, conf):
     args = ["a b", "x\ny", "", " lead", "tab\there", os.fsdecode(b"\xff\xfe latin \xe9"), "quote'\"", "*", "$HOME"]
     rb, rc = both(bare, conf, ["printf", "[%s]\\n"] + args)
