@@ -290,7 +290,7 @@ private:
     bool probe_cached_;
     Fd read_, write_;              // bwrap's --json-status-fd
     Fd ready_read_, ready_write_;  // the stage's --ready-fd (its end: until bwrap has it)
-    bool staged_ = false;  // the plan has the stage, and so the ready socket
+    bool staged_ = false;          // the plan has the stage, and so the ready socket
     bool ready_ = false;           // the stage said it is ready
     Fd command_fd_;                // ...and the pidfd it sent with it (the command's)
     bool found_ = false;           // supervise holds the command's pidfd
