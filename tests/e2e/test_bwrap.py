@@ -307,7 +307,7 @@ def test_inherited_fds_are_closed_unless_kept(s):
 
 
 def test_the_command_holds_no_descriptor_of_ours(s):
-    # bwrap's status pipe, the stage's --ready-fd (a duplicate of it), the mailbox and the
+    # bwrap's status pipe, the stage's --ready-fd (a socket of its own), the mailbox and the
     # report fd reach the stage; none reaches the command: `ls` sees its own 0-2 and the
     # directory it lists, nothing else, in exec and supervise modes.
     need_bwrap()
