@@ -681,8 +681,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
 
     bool looking = watch != nullptr;  // the command is not our child and not found yet
     pid_t command_pid = 0;            // ...and once found, its pid
-    auto find_command = [&](int& poll_ms) {
-        const int fd = watch->find_command(poll_ms, command_pid);
+    auto find_command = [&]() {
+        const int fd = watch->find_command(command_pid);
         if (fd == -1) return;
         looking = false;
         tty.command_known();
@@ -728,8 +728,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     };
     while (!reaped) {
         int timeout = -1;
-        if (looking) find_command(timeout);
-        if (!looking) timeout = -1;
+        if (looking) find_command();
         if (lim.timeout_ms && phase < 2) {
             double now = spawn::now_ms();
             if (now >= next_at) {

@@ -51,7 +51,6 @@ struct PidfdInfo {
 };
 static_assert(sizeof(PidfdInfo) == 64, "PIDFD_INFO_SIZE_VER0");
 constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfo);
-constexpr uint64_t kPidfdInfoPid = 1ULL << 0;
 constexpr uint64_t kPidfdInfoExit = 1ULL << 3;
 
 std::optional<int> exit_status_of(int pidfd) {
@@ -61,23 +60,13 @@ std::optional<int> exit_status_of(int pidfd) {
     return info.exit_code;
 }
 
-// The pid in our namespace of the process `pidfd` refers to, or 0 once it is
-// gone: PIDFD_GET_INFO (6.13), else the "Pid:" line of its fdinfo.
+// The pid in our namespace of the process `pidfd` refers to (the "Pid:" line
+// of its fdinfo, on every kernel with pidfds), or 0 once it is gone.
 pid_t pid_of(int pidfd) {
-    PidfdInfo info{};
-    info.mask = kPidfdInfoPid;
-    if (::ioctl(pidfd, kPidfdGetInfo, &info) == 0) return (info.mask & kPidfdInfoPid) ? static_cast<pid_t>(info.pid) : 0;
-    if (errno == ESRCH) return 0;
-    char path[64], buf[512] = {};
-    std::snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf - 1)) < 0 && errno == EINTR) {
-    }
-    ::close(fd);
-    const char* at = n > 0 ? std::strstr(buf, "\nPid:") : nullptr;
-    const long pid = at ? std::atol(at + 5) : 0;
+    std::string text;
+    if (!read_small(fmt::format("/proc/self/fdinfo/{}", pidfd), text)) return 0;
+    const size_t at = text.find("\nPid:");
+    const long pid = at == std::string::npos ? 0 : std::atol(text.c_str() + at + 5);
     return pid > 0 ? static_cast<pid_t>(pid) : 0;
 }
 
@@ -193,11 +182,10 @@ public:
         }
     }
 
-    int find_command(int& poll_ms, pid_t& pid) override {
+    int find_command(pid_t& pid) override {
         // Until the stage says it is ready (its socket) and bwrap has reported
-        // its child (the status pipe), those wake the loop: no timeout. Then
-        // the command is the pidfd the stage sent.
-        poll_ms = -1;
+        // its child (the status pipe), those wake the loop. Then the command
+        // is the pidfd the stage sent.
         if (!staged_) return -2;  // no stage to say so (none today)
         if (ready_read_) return -1;
         if (!init_) {
