@@ -94,8 +94,9 @@ public:
     virtual void readable() = 0;
     // Looks for the command. Returns its pidfd once found (then never called
     // again) and sets `pid` to its pid, -1 while looking, -2 when it cannot
-    // be found (signals go to the child instead). Called again each time
-    // fd() is readable, until it no longer returns -1.
+    // be held by a pidfd: signals then go to `pid` where it was set (found
+    // by its pid alone), else to the child. Called again each time fd() is
+    // readable, until it no longer returns -1.
     virtual int find_command(pid_t& pid) = 0;
     // The child is reaped: the command's own wait status where it can be
     // known better than the child's, and the run's classification from the

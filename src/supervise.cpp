@@ -77,6 +77,7 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
 volatile sig_atomic_t g_child = 0;
 volatile sig_atomic_t g_same_group = 1;  // the command is in our process group
 volatile sig_atomic_t g_target = -1;     // pidfd of the command when it is not our child (bwrap)
+volatile sig_atomic_t g_target_pid = 0;  // ...or its pid alone, where no pidfd could be had
 volatile sig_atomic_t g_defer = 0;       // the command is not our child and not found yet
 volatile sig_atomic_t g_pending = 0;     // bit n: signal n waits for the command to be found
 volatile sig_atomic_t g_forwarded = 0;   // bit n: signal n was forwarded
@@ -296,8 +297,11 @@ void forward(int sig, siginfo_t* si, void*) {
     }
     const int target = g_target;
     const pid_t child = g_child;
+    const pid_t by_pid = g_target_pid;
     if (target >= 0) {
         if (send_to_target(target, sig) == 0) g_forwarded = g_forwarded | (1 << sig);
+    } else if (by_pid > 0) {
+        if (::kill(by_pid, sig) == 0) g_forwarded = g_forwarded | (1 << sig);
     } else if (g_defer) {
         g_pending = g_pending | (1 << sig);
     } else if (child > 0 && ::kill(child, sig) == 0) {
@@ -687,14 +691,18 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         looking = false;
         tty.command_known();
         if (fd < 0) {
-            // Not found: signals go to our child, the ones that waited too.
+            // No pidfd: signals go to the command's pid where it is known
+            // (a kernel or seccomp profile without pidfd_open), else to our
+            // child; the ones that waited too.
+            const pid_t to = command_pid > 0 ? command_pid : pid;
             ::sigprocmask(SIG_BLOCK, &block, nullptr);
+            if (command_pid > 0) g_target_pid = command_pid;
             g_defer = 0;
             const int pending = g_pending;
             g_pending = 0;
             ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
             for (int s = 1; s < 32; ++s)
-                if ((pending & (1 << s)) && ::kill(pid, s) == 0) g_forwarded = g_forwarded | (1 << s);
+                if ((pending & (1 << s)) && ::kill(to, s) == 0) g_forwarded = g_forwarded | (1 << s);
             return;
         }
         // Publish the target with signals blocked, then send what waited.
@@ -858,6 +866,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     restore_signals();
     const int target = g_target;
     g_target = -1;
+    g_target_pid = 0;
     g_child = 0;
     g_defer = 0;
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);

@@ -286,7 +286,8 @@ void take_foreground() noexcept {
     // pidfd (the command's, after the exec), so dsh-confine holds the
     // command before it exists and reads its wait status even when bwrap's
     // init reaps it at once (BwrapWatch::find_command). Without a pidfd the
-    // line goes alone: dsh-confine then signals bwrap, as before the line.
+    // line goes alone: dsh-confine then signals the pid the kernel gives it
+    // with the line (its end has SO_PASSCRED).
     if (req.ready_fd >= 0) {
         const int self = spawn::pidfd_open(::getpid());
         (void)fdpass::send(req.ready_fd, kStageReadyLine, std::strlen(kStageReadyLine), self);

@@ -6,9 +6,10 @@
 // stage sends its own pidfd with its ready line, which supervise holds and
 // signals, and the watch reads the command's exact wait status from it with
 // PIDFD_GET_INFO / PIDFD_INFO_EXIT (6.15) once it is gone, even when bwrap's
-// init reaped it at once. Without that pidfd (a stage that could not open
-// it) the command is not found: signals go to bwrap, and bwrap's own status
-// stands, as it does without PIDFD_INFO_EXIT.
+// init reaped it at once. The line's credentials (SO_PASSCRED) give the
+// stage's pid in our namespace from the kernel. Without the pidfd (a kernel
+// or a seccomp profile that refuses pidfd_open) signals go to that pid, and
+// bwrap's own status stands, as it does without PIDFD_INFO_EXIT.
 //
 // How a run ended, in the order the evidence is trusted:
 // 1. the stage's mailbox (the launcher's memfd), sealed: a stage that failed
@@ -60,16 +61,6 @@ std::optional<int> exit_status_of(int pidfd) {
     return info.exit_code;
 }
 
-// The pid in our namespace of the process `pidfd` refers to (the "Pid:" line
-// of its fdinfo, on every kernel with pidfds), or 0 once it is gone.
-pid_t pid_of(int pidfd) {
-    std::string text;
-    if (!read_small(fmt::format("/proc/self/fdinfo/{}", pidfd), text)) return 0;
-    const size_t at = text.find("\nPid:");
-    const long pid = at == std::string::npos ? 0 : std::atol(text.c_str() + at + 5);
-    return pid > 0 ? static_cast<pid_t>(pid) : 0;
-}
-
 // The stage's own failure (exit status 125: it could not confine itself), when
 // it left its error record in a sealed mailbox. A record of the command's
 // (126/127: the stage could not exec it) is the command's failure, not the
@@ -111,8 +102,17 @@ public:
         // instead of one for each of bwrap's status lines or a look in /proc
         // each millisecond.
         if (has_stage(p)) {
+            // Our end takes the sender's credentials: the kernel's word for
+            // the stage's pid (in our namespace), pidfd or not.
+            const int on = 1;
             if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
                 return failf(Err::Internal, "socketpair: {}", std::strerror(errno));
+            if (::setsockopt(fds[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+                const int e = errno;
+                ::close(fds[0]);
+                ::close(fds[1]);
+                return failf(Err::Internal, "setsockopt(SO_PASSCRED): {}", std::strerror(e));
+            }
             ready_read_.reset(fds[0]);
             ready_write_.reset(fds[1]);
             staged_ = true;
@@ -159,9 +159,9 @@ public:
     void readable() override {
         char buf[4096];
         if (ready_read_) {
-            // One message: all the stage says, and its pidfd.
+            // One message: all the stage says, its pidfd and its pid.
             int fd = -1;
-            const ssize_t n = fdpass::receive(ready_read_.get(), buf, sizeof buf - 1, fd);
+            const ssize_t n = fdpass::receive(ready_read_.get(), buf, sizeof buf - 1, fd, &stage_pid_);
             if (n > 0) {
                 buf[n] = '\0';
                 ready_ = std::strstr(buf, kStageReady) != nullptr;
@@ -195,12 +195,12 @@ public:
             if (init_ <= 0) return -2;
             init_fd_ = Fd(spawn::pidfd_open(init_));
         }
-        // The stage ended (or never started) before it was ready, or sent
-        // no pidfd: not found.
-        if (!ready_ || !command_fd_) return -2;
-        pid = pid_of(command_fd_.get());
+        // The stage ended (or never started) before it was ready: not found.
+        // Ready without a pidfd: found by its pid alone.
         found_ = true;
-        return command_fd_.release();
+        if (!ready_ || stage_pid_ <= 0) return -2;
+        pid = stage_pid_;
+        return command_fd_ ? command_fd_.release() : -2;
     }
 
     void ended(int command_pidfd, int& status) override {
@@ -281,7 +281,8 @@ private:
     bool staged_ = false;          // the plan has the stage, and so the ready socket
     bool ready_ = false;           // the stage said it is ready
     Fd command_fd_;                // ...and the pidfd it sent with it (the command's)
-    bool found_ = false;           // supervise holds the command's pidfd
+    pid_t stage_pid_ = 0;          // ...and its pid in our namespace (the kernel's, SO_PASSCRED)
+    bool found_ = false;           // looked for and settled: the status pipe is left for ended()
     std::string status_;
     pid_t init_ = 0;
     Fd init_fd_;  // init's pidfd: readable once the namespace is empty

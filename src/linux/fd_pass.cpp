@@ -28,12 +28,14 @@ ssize_t send(int channel, const void* data, size_t len, int fd) noexcept {
     return n;
 }
 
-ssize_t receive(int channel, void* buf, size_t len, int& fd) noexcept {
+ssize_t receive(int channel, void* buf, size_t len, int& fd, pid_t* sender) noexcept {
     fd = -1;
+    if (sender) *sender = 0;
     iovec iov{buf, len};
     // Room for a few descriptors, so that a message carrying more than one
-    // is seen as such (and its descriptors closed), not cut short.
-    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+    // is seen as such (and its descriptors closed), not cut short; and for
+    // the sender's credentials.
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int)) + CMSG_SPACE(sizeof(ucred))] = {};
     msghdr m{};
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
@@ -45,6 +47,12 @@ ssize_t receive(int channel, void* buf, size_t len, int& fd) noexcept {
     if (n < 0) return n;
     int count = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && sender &&
+            c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+            ucred cred{};
+            std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+            *sender = cred.pid;
+        }
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (size_t i = 0; i < k; ++i, ++count) {

@@ -16,7 +16,9 @@ ssize_t send(int channel, const void* data, size_t len, int fd) noexcept;
 // Receives one message of at most `len` bytes into `buf`, and the descriptor
 // it carried in `fd` (close-on-exec; -1 when none). A message that carried
 // anything else (more descriptors, or a truncated set) keeps none of it:
-// its descriptors are closed and `fd` is -1. Returns what recvmsg returns.
-ssize_t receive(int channel, void* buf, size_t len, int& fd) noexcept;
+// its descriptors are closed and `fd` is -1. With `sender`, the sending
+// process's pid as the kernel gives it in our pid namespace where the
+// channel has SO_PASSCRED (0 otherwise). Returns what recvmsg returns.
+ssize_t receive(int channel, void* buf, size_t len, int& fd, pid_t* sender = nullptr) noexcept;
 
 }  // namespace dsh::fdpass

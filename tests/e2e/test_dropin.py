@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 
-from harness import DSH, STD_PATH, main, need_bwrap, need_landlock, processes_naming, skip
+from harness import DSH, STD_PATH, main, need_bwrap, need_landlock, processes_naming, skip, tool
 
 # Under bwrap a signal reaches the command only once dsh-confine stays as its forwarding parent
 # (issue 15, "Signals and terminals"). Set to False when that lands: the signal cases then run
@@ -511,9 +511,9 @@ def _read_until(p, token, timeout=10):
     return buf
 
 
-def _signalled(side, sig, to_group):
+def _signalled(side, sig, to_group, wrap=()):
     p = side.popen(["sh", "-c", 'trap "echo cleanup $1; kill \\$! 2>/dev/null; exit 0" %s; echo ready; sleep 30 >/dev/null & wait'
-                    % sig.name[3:], "sh", sig.name], start_new_session=True)
+                    % sig.name[3:], "sh", sig.name], start_new_session=True, wrap=wrap)
     seen = _read_until(p, b"ready\n")
     time.sleep(0.2)
     if to_group:
@@ -543,6 +543,18 @@ signal_case(_trap(signal.SIGINT, to_group=True))  # as Ctrl-C sends it: to the f
 signal_case(_trap(signal.SIGHUP))
 signal_case(_trap(signal.SIGTERM, to_group=True))  # as a service manager's KillMode sends it
 signal_case(_trap(signal.SIGHUP, to_group=True))
+
+
+@signal_case
+def a_trap_on_term_runs_where_no_pidfd_can_be_opened(s, bare, conf):
+    # A kernel or a seccomp profile (a container's) that refuses pidfd_open,
+    # for dsh-confine, bwrap and the stage alike: the signal still reaches
+    # the command (under bwrap by the stage's pid, which the kernel gives
+    # with its ready line), and its handler runs once, as bare.
+    wrap = [tool("sysfault"), "ENOSYS", "434", "--"]
+    rb, rc = _signalled(bare, signal.SIGTERM, False, wrap), _signalled(conf, signal.SIGTERM, False, wrap)
+    same(bare, conf, rb, rc)
+    assert rc.out == b"ready\ncleanup SIGTERM\n" and rc.rc == 0, rc
 
 
 @signal_case

@@ -173,5 +173,24 @@ TEST_CASE("fd_pass: one message carries one descriptor, close-on-exec; more than
     const int after = ::dup(0);  // still the lowest free one: both received descriptors closed
     CHECK(after == next);
     ::close(after);
+
+    // The sender's pid: none unless the receiving end asked for credentials;
+    // then the kernel's, with or without a descriptor beside it.
+    pid_t sender = -1;
+    CHECK(fdpass::send(sv[1], "c", 1, -1) == 1);
+    CHECK(fdpass::receive(sv[0], buf, sizeof buf, got, &sender) == 1);
+    CHECK(sender == 0);
+    const int on = 1;
+    REQUIRE(::setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof on) == 0);
+    CHECK(fdpass::send(sv[1], "c", 1, -1) == 1);
+    CHECK(fdpass::receive(sv[0], buf, sizeof buf, got, &sender) == 1);
+    CHECK(sender == ::getpid());
+    CHECK(got == -1);
+    sender = -1;
+    CHECK(fdpass::send(sv[1], "d", 1, p[1]) == 1);
+    CHECK(fdpass::receive(sv[0], buf, sizeof buf, got, &sender) == 1);
+    CHECK(sender == ::getpid());
+    REQUIRE(got >= 0);
+    ::close(got);
     for (int f : {sv[0], sv[1], p[0], p[1]}) ::close(f);
 }
