@@ -483,16 +483,22 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (!leaf.make(lim, why)) return failed(fail(Err::LimitUnavailable, limit_text(LimitText::LeafFailed, why)));
         for (size_t i = 0; i < limits::kMaxLeaves; ++i) p.cgroup_procs_fds[i] = leaf.procs_fds()[i];
     }
+    // The caller's dispositions of the forwarded signals, read once: for the
+    // shield below, the handlers, and to put back when the run is over.
+    constexpr size_t kN = sizeof kForwarded / sizeof kForwarded[0];
+    struct sigaction old_act[kN];
+    for (size_t i = 0; i < kN; ++i) {
+        old_act[i] = {};
+        ::sigaction(kForwarded[i], nullptr, &old_act[i]);
+    }
     // A runner's program in our group (no pty) that must not die of a group
     // signal starts with those ignored; its stage learns which the caller
     // ignored itself. Before the entry: it changes the runner's argv.
     bool shielded = false;
     if (!tty.active() && watch) {
         unsigned caller_ignored = 0;
-        for (int s : kForwarded) {
-            struct sigaction a {};
-            if (::sigaction(s, nullptr, &a) == 0 && a.sa_handler == SIG_IGN) caller_ignored |= 1u << s;
-        }
+        for (size_t i = 0; i < kN; ++i)
+            if (old_act[i].sa_handler == SIG_IGN) caller_ignored |= 1u << kForwarded[i];
         shielded = watch->shield(p, caller_ignored);
     }
     // Everything the child does is made here, before it exists.
@@ -504,12 +510,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // before the child's pid is known stays pending and is forwarded right
     // after. A signal the caller ignores stays ignored (the command inherits
     // that, as nohup expects) and is not forwarded.
-    constexpr size_t kN = sizeof kForwarded / sizeof kForwarded[0];
     sigset_t block, old_mask;
     sigemptyset(&block);
     for (int s : kForwarded) sigaddset(&block, s);
     ::sigprocmask(SIG_BLOCK, &block, &old_mask);
-    struct sigaction old_act[kN];
     int reset[kN + 1];
     struct sigaction reset_act[kN + 1];
     int n_reset = 0;
@@ -558,7 +562,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
     g_defer = watch ? 1 : 0;
     for (size_t i = 0; i < kN; ++i) {
-        ::sigaction(kForwarded[i], nullptr, &old_act[i]);
         if (old_act[i].sa_handler == SIG_IGN) continue;
         struct sigaction sa {};
         sa.sa_sigaction = forward;

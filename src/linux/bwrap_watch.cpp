@@ -196,9 +196,10 @@ public:
             init_fd_ = Fd(spawn::pidfd_open(init_));
         }
         // The stage ended (or never started) before it was ready: not found.
-        // Ready without a pidfd: found by its pid alone.
+        // Ready: its pidfd, else its pid alone (0 only if the kernel gave no
+        // credentials: then not found either).
         found_ = true;
-        if (!ready_ || stage_pid_ <= 0) return -2;
+        if (!ready_) return -2;
         pid = stage_pid_;
         return command_fd_ ? command_fd_.release() : -2;
     }
