@@ -270,6 +270,19 @@ int send_to_target(int pidfd, int sig) {
 #endif
 }
 
+// Sends `sig` where the command is: its pidfd, else its pid alone (no
+// pidfd_open here), else our child; counted when sent. Async-signal-safe.
+void deliver(int sig) {
+    const int target = g_target;
+    const pid_t by_pid = g_target_pid;
+    const pid_t child = g_child;
+    const int r = target >= 0   ? send_to_target(target, sig)
+                  : by_pid > 0  ? ::kill(by_pid, sig)
+                  : child > 0   ? ::kill(child, sig)
+                                : -1;
+    if (r == 0) g_forwarded = g_forwarded | (1 << sig);
+}
+
 void forward(int sig, siginfo_t* si, void*) {
     const int saved = errno;
     // Sent to our process group, which the command shares (a terminal's
@@ -295,18 +308,10 @@ void forward(int sig, siginfo_t* si, void*) {
         errno = saved;
         return;
     }
-    const int target = g_target;
-    const pid_t child = g_child;
-    const pid_t by_pid = g_target_pid;
-    if (target >= 0) {
-        if (send_to_target(target, sig) == 0) g_forwarded = g_forwarded | (1 << sig);
-    } else if (by_pid > 0) {
-        if (::kill(by_pid, sig) == 0) g_forwarded = g_forwarded | (1 << sig);
-    } else if (g_defer) {
-        g_pending = g_pending | (1 << sig);
-    } else if (child > 0 && ::kill(child, sig) == 0) {
-        g_forwarded = g_forwarded | (1 << sig);
-    }
+    // Until the command is found (its target published, g_defer cleared, all
+    // with signals blocked) a signal waits.
+    if (g_defer) g_pending = g_pending | (1 << sig);
+    else deliver(sig);
     errno = saved;
 }
 
@@ -693,30 +698,19 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (fd == -1) return;
         looking = false;
         tty.command_known();
-        if (fd < 0) {
-            // No pidfd: signals go to the command's pid where it is known
-            // (a kernel or seccomp profile without pidfd_open), else to our
-            // child; the ones that waited too.
-            const pid_t to = command_pid > 0 ? command_pid : pid;
-            ::sigprocmask(SIG_BLOCK, &block, nullptr);
-            if (command_pid > 0) g_target_pid = command_pid;
-            g_defer = 0;
-            const int pending = g_pending;
-            g_pending = 0;
-            ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-            for (int s = 1; s < 32; ++s)
-                if ((pending & (1 << s)) && ::kill(to, s) == 0) g_forwarded = g_forwarded | (1 << s);
-            return;
-        }
-        // Publish the target with signals blocked, then send what waited.
+        // Publish where signals go, with signals blocked: the command's
+        // pidfd; without one (a kernel or seccomp profile refusing
+        // pidfd_open) its pid where it is known, else our child (deliver).
+        // Then send what waited.
         ::sigprocmask(SIG_BLOCK, &block, nullptr);
-        g_target = fd;
+        if (fd >= 0) g_target = fd;
+        else if (command_pid > 0) g_target_pid = command_pid;
         g_defer = 0;
         const int pending = g_pending;
         g_pending = 0;
         ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
         for (int s = 1; s < 32; ++s)
-            if ((pending & (1 << s)) && send_to_target(fd, s) == 0) g_forwarded = g_forwarded | (1 << s);
+            if (pending & (1 << s)) deliver(s);
     };
 
     int status = 0;
