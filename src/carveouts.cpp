@@ -111,8 +111,10 @@ GitConfigKeys git_config_keys(std::string_view text) {
                 rest_is_comment = true;
                 continue;
             }
-            v.append(spaces, ' ');
-            spaces = 0;
+            if (spaces) {
+                v.append(spaces, ' ');
+                spaces = 0;
+            }
             if (c == '\\') {
                 switch (c = get()) {
                     case '\n': continue;  // a continued line
@@ -403,7 +405,10 @@ struct Builder {
     std::set<std::string> real_dirs;  // outside the roots, not links (follow())
     std::set<std::string> regular;    // the entries of `out` that are regular files
 
-    Builder(Policy& p_) : p(p_) { w.known = &out; }
+    Builder(Policy& p_) : p(p_) {
+        w.known = &out;
+        out.reserve(64);  // a repository with a worktree and two submodules: some 30
+    }
 
     // Adds `path` (absolute, normal); returns its descriptor when it exists
     // (owned by the entry), -1 otherwise.
@@ -489,7 +494,7 @@ struct Builder {
         std::string name;
         bool dir;
     };
-    std::map<std::string, std::vector<Name>> listed;
+    std::map<std::string, std::vector<Name>, std::less<>> listed;
     const std::vector<Name>* listing(const std::string& path) {
         if (const auto it = listed.find(path); it != listed.end()) return &it->second;
         const int fd = find(path);
@@ -539,7 +544,8 @@ struct Builder {
 
     // Absent from its parent's listing, where the parent was listed.
     bool not_listed(const std::string& path) const {
-        const auto it = listed.find(dir_of(path));
+        const size_t slash = path.rfind('/');
+        const auto it = listed.find(std::string_view(path).substr(0, slash == 0 ? 1 : slash));
         if (it == listed.end()) return false;
         const std::string_view base = std::string_view(path).substr(path.rfind('/') + 1);
         if (base.empty() || base[0] != '.') return false;  // only dot names are all kept

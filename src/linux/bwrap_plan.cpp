@@ -115,6 +115,8 @@ std::vector<const ProtectedPath*> carve_binds(const Policy& policy) {
 }
 
 bool stage_may_bind(const Policy& policy) {
+    if (std::none_of(policy.hidden_paths.begin(), policy.hidden_paths.end(), [](const ProtectedPath& h) { return h.exists; }))
+        return true;
     const auto within = [](const std::string& inner, const std::string& outer) {
         return inner == outer || outer == "/" ||
                (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '/');
