@@ -106,10 +106,14 @@ Outcome prepare_plan(const Request& req, Plan& p) {
 
 // Resolution (config, session, escalation with approval) -> the plan.
 // `ask` is No for explain: every check runs, nobody is asked, nothing runs.
-Outcome resolve_and_prepare(const Request& req, AskApprover ask, Resolution& res, Plan& p) {
-    if (auto o = resolve(req.policy_request(), current_env(), ask, res); !o) return o;
+// `late_walk`: a run, whose carve-outs may be walked after the spawn (Plan::late_walk).
+Outcome resolve_and_prepare(const Request& req, AskApprover ask, Resolution& res, Plan& p, bool late_walk = false) {
+    PolicyRequest pr = req.policy_request();
+    pr.late_walk = late_walk;
+    if (auto o = resolve(pr, current_env(), ask, res); !o) return o;
     p.c.policy = res.policy;
     p.config = res.settings;
+    p.late_walk = std::move(res.late_walk);
     return prepare_plan(req, p);
 }
 
@@ -119,7 +123,7 @@ int run_command(const Request& req, const Report& report) {
         return report_failure(report, fail(Err::Usage, "--markers needs --supervise: in exec mode nothing is left to "
                                                "write them once the command ends"));
     Resolution res;
-    if (auto o = resolve_and_prepare(req, AskApprover::Yes, res, l); !o) return report_failure(report, o);
+    if (auto o = resolve_and_prepare(req, AskApprover::Yes, res, l, true); !o) return report_failure(report, o);
     // Escalation is advertised when an approver is composed (flag or config).
     SuperviseOptions opts;
     opts.pty = !req.no_pty;

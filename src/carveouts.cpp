@@ -904,8 +904,11 @@ struct Builder {
 }  // namespace
 
 Outcome protect(Policy& p, const Input& in) {
-    p.protected_paths.clear();
-    p.unprotected.clear();
+    hide(p, in);
+    return walk(p, in);
+}
+
+void hide(Policy& p, const Input& in) {
     p.hidden_paths.clear();
     // Read-deny, every confined mode: the canonical path (a link's target).
     std::vector<std::string> defaults;
@@ -926,6 +929,11 @@ Outcome protect(Policy& p, const Input& in) {
                                  [&](const ProtectedPath& h) { return h.path == e.path; }))
                     p.hidden_paths.push_back(std::move(e));
             }
+}
+
+Outcome walk(Policy& p, const Input& in) {
+    p.protected_paths.clear();
+    p.unprotected.clear();
     if (p.mode != Mode::WorkspaceWrite) return Outcome::success();
     Builder b(p);
     std::vector<std::string> drop;

@@ -94,9 +94,14 @@ GitConfigKeys git_config_keys(std::string_view text);
 const std::vector<std::string>& agent_names();
 const std::vector<std::string>& home_names();
 
-// Fills p.protected_paths and p.unprotected (workspace-write only; other
-// modes are left alone). Opens what exists; fails closed on a symlink.
+// Fills p.hidden_paths (hide: every confined mode, a look at each path),
+// then p.protected_paths and p.unprotected (walk: workspace-write only;
+// other modes are left alone; opens what exists, fails closed on a symlink).
+// protect is both. A run whose stage waits for the list walks after the
+// spawn (chain::walk_now, docs/DECISIONS.md "The walk while bwrap starts").
 Outcome protect(Policy& p, const Input& in);
+void hide(Policy& p, const Input& in);
+Outcome walk(Policy& p, const Input& in);
 
 // What the integrity check compares (supervise): one line per protected path
 // and, for a directory, per entry below it (type, size, mode, mtime, inode),

@@ -2,7 +2,21 @@
 
 #include <algorithm>
 
+#if !defined(_WIN32)
+#include "carveouts.hpp"
+#endif
+
 namespace dsh::chain {
+
+Outcome walk_now(Plan& p) {
+    if (!p.late_walk) return Outcome::success();
+    const auto in = std::move(p.late_walk);
+#if !defined(_WIN32)
+    return carveouts::walk(p.c.policy, *in);
+#else
+    return Outcome::success();  // nothing is carved on Windows (never left for later there)
+#endif
+}
 
 const Runner* find(RunnerKind kind, const Runners& runners) noexcept {
     for (const Runner* r : runners)
@@ -54,6 +68,8 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
                                                  host_platform()));
         }
         Verdict forced{Verdict::Usable, {}, "forced"};
+        if (requested != RunnerKind::Bwrap)
+            if (Outcome o = walk_now(p); !o) return o;
         Outcome o = can_give(*r, c.policy);
         if (o) o = r->plan(env, forced, p);
         if (o || !passed_over(o)) return o;
@@ -63,7 +79,9 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
     }
     // Protected paths in play (issue 18): the runners that keep them
     // read-only first, in the registry's order otherwise (a configured
-    // custom runner keeps its place: the operator chose it).
+    // custom runner keeps its place: the operator chose it). A walk left for
+    // later (Plan::late_walk: no custom runner, nothing hidden) leaves this
+    // order as it is: the registry's puts bwrap before Landlock already.
     Runners order(runners.begin(), runners.end());
     const bool carve = std::any_of(c.policy.protected_paths.begin(), c.policy.protected_paths.end(),
                                    [](const ProtectedPath& e) { return e.exists && e.fd >= 0; }) ||
@@ -74,6 +92,9 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
                               [](const Runner* r) { return r->kind() == RunnerKind::Custom || r->protects_paths(); });
     for (const Runner* r : order) {
         if (!r->candidate(env.config)) continue;
+        // Only bwrap's stage can wait for the list; any other runner sees it whole.
+        if (r->kind() != RunnerKind::Bwrap)
+            if (Outcome o = walk_now(p); !o) return o;
         if (Outcome o = can_give(*r, c.policy); !o) {
             // Not even probed: nothing it found could change the answer.
             c.skipped.push_back({std::string(to_string(r->kind())), o.message});

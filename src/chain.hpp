@@ -23,6 +23,11 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
 // What becomes of the processes the command leaves running (the record's
 // `descendants`), once the chosen runner is known and whether dsh-confine
 // stays as the parent (supervise mode, exec mode's forwarder or pty relay).
+// The carve-outs' walk where it was left for later (Plan::late_walk), now:
+// before any runner but bwrap is planned, and by bwrap's plan where its stage
+// cannot wait for it. Nothing when it was made already.
+Outcome walk_now(Plan& p);
+
 void settle_descendants(Plan& p, bool parent_stays, const Runners& runners = registry());
 
 // `dsh-confine probe`: every runner's row, and what auto would select.

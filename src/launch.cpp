@@ -146,6 +146,8 @@ Outcome entry_failure(const Plan& p, const Fault& f) {
 }
 
 Outcome enter_and_exec(Plan& p, const Report& report) {
+    // Only a parent that stays can walk the carve-outs after the spawn.
+    if (p.late_walk) return fail(Err::Internal, "the carve-outs were left for a parent that is not there");
     Entry e;
     if (auto o = prepare_entry(p, report.fd(), nullptr, {}, e); !o) return o;
     Fault f;

@@ -34,6 +34,9 @@ struct PolicyRequest {
     std::optional<std::string> justification;
     std::string subject = "command";      // what an approval names: "command", or "operation" (check --write)
     std::vector<std::string> argv;        // what it is for
+    // A run (not explain, check or the self-test): the carve-outs' walk may
+    // wait for the spawn where the runner's stage can wait for it.
+    bool late_walk = false;
 };
 
 }  // namespace dsh

@@ -159,8 +159,9 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
 }
 
 // The protected set (issue 18), once the roots are open.
+// `late`: where the walk may wait for the spawn, it is left there instead.
 Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env,
-             std::vector<carveouts::OwnPath> own = {}) {
+             std::vector<carveouts::OwnPath> own = {}, std::shared_ptr<const carveouts::Input>* late = nullptr) {
 #ifndef _WIN32
     carveouts::Input in;
     in.own = std::move(own);
@@ -177,9 +178,30 @@ Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const Re
     if (const char* g = std::getenv("GIT_CONFIG_GLOBAL")) in.git_config_global = g;
     if (const char* g = std::getenv("GIT_CONFIG_SYSTEM")) in.git_config_system = g;
     in.cwd = env.cwd;
+#if defined(__linux__)
+    // The walk waits for the spawn (docs/DECISIONS.md "The walk while bwrap
+    // starts") only where bwrap's stage will bind the list itself and no
+    // runner could be chosen for the list's sake: a run in workspace-write,
+    // as root (the stage keeps CAP_SYS_ADMIN for its binds), no own state to
+    // carve (other runners refuse it before they run), nothing hidden that
+    // exists (bwrap hides it after its own binds), no custom runner, and
+    // auto or bwrap asked. Anything else walks now, as explain always does.
+    const auto runner = r.settings.runner.value_or(RunnerKind::Auto);
+    if (late && req.late_walk && p.mode == Mode::WorkspaceWrite && ::geteuid() == 0 && in.own.empty() &&
+        !r.settings.custom_runner() && (runner == RunnerKind::Auto || runner == RunnerKind::Bwrap)) {
+        carveouts::hide(p, in);
+        if (std::any_of(p.hidden_paths.begin(), p.hidden_paths.end(), [](const ProtectedPath& h) { return h.exists; }))
+            return carveouts::walk(p, in);
+        p.protected_paths.clear();
+        p.unprotected.clear();
+        *late = std::make_shared<const carveouts::Input>(std::move(in));
+        return Outcome::success();
+    }
+#endif
+    (void)late;
     return carveouts::protect(p, in);
 #else
-    (void)p, (void)req, (void)r, (void)env, (void)own;
+    (void)p, (void)req, (void)r, (void)env, (void)own, (void)late;
     return Outcome::success();
 #endif
 }
@@ -342,7 +364,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         set_network(out.policy);
         std::vector<carveouts::OwnPath> own;
         if (auto o = check_own_state(out.policy, req, out, env, &own); !o) return o;
-        return carve(out.policy, req, out, env, std::move(own));
+        return carve(out.policy, req, out, env, std::move(own), &out.late_walk);
     }
 
     // 5. Escalation. The policy is built for the target first, so a request

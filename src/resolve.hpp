@@ -5,6 +5,7 @@
 //   runner, probe timeout, approver: flag > config > built-in default
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -24,8 +25,16 @@ enum class EscalationState {
     Pending,   // validated, not asked (explain / --dry-run): the policy shows the target
 };
 
+namespace carveouts {
+struct Input;
+}
+
 struct Resolution {
     Policy policy;
+    // The carve-outs' walk left for after the spawn (PolicyRequest::late_walk
+    // and the cases it holds in: resolve.cpp, carve()); the plan takes it
+    // (Plan::late_walk). Null: walked already (policy.protected_paths), or none.
+    std::shared_ptr<const carveouts::Input> late_walk;
     // The config as loaded (path empty: no file), with the flags that
     // override it merged in: runner, probeTimeoutMs, approver.
     Config settings;

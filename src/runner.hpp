@@ -28,6 +28,10 @@
 
 namespace dsh {
 
+namespace carveouts {
+struct Input;
+}
+
 // What a runner may know besides the policy: the effective settings (config
 // with the flags merged in) and the run's fds.
 struct RunnerEnv {
@@ -109,6 +113,11 @@ public:
     // below them, so that the command gets its grace period; the SIGKILL
     // after it goes to all.
     virtual int runner_depth() const noexcept { return 0; }
+    // A stage that waits for the carve-outs (Plan::late_walk), once they are
+    // walked: what the plan says of them settled, the record (`record`: a
+    // report or the stage wants one) and the list handed over, and the stage
+    // told to go on. Called once, after spawned(), before the loop.
+    virtual Outcome go(Plan&, bool /*record*/) { return fail(Err::Internal, "this runner's stage waits for nothing"); }
 };
 
 // Everything needed to start the confined command: the record, what this
@@ -151,6 +160,11 @@ struct Plan {
     // stage's end, which supervise closes once the child is spawned. -1: none.
     int relay_fd = -1;
     int relay_child_fd = -1;
+    // The carve-outs' walk, not made yet (issue 18): it is made by whoever
+    // needs the list first (chain::walk_now), which is supervise, after the
+    // spawn, where a runner's stage waits for it (bwrap as root: the walk
+    // runs while bwrap builds the sandbox; Watch::go). Null: walked, or none.
+    std::shared_ptr<const carveouts::Input> late_walk;
 };
 
 class Runner {

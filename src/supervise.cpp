@@ -24,6 +24,7 @@
 #endif
 
 #include "carveouts.hpp"
+#include "chain.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -452,8 +453,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const bool confined = p.c.policy.mode != Mode::DangerFullAccess;
     // The carve-outs' integrity check (issue 18): the protected set before
     // the command starts and after it ends; a change is a violation.
-    const carveouts::Fingerprint carve_before =
-        opts.forwarder ? carveouts::Fingerprint{} : carveouts::fingerprint(p.c.policy);
+    carveouts::Fingerprint carve_before =
+        opts.forwarder || p.late_walk ? carveouts::Fingerprint{} : carveouts::fingerprint(p.c.policy);
     Watch* watch = p.watch.get();
     // stderr: a terminal stays a terminal (the command may ask isatty, set
     // modes, draw), so it is inherited and only out-of-band evidence is
@@ -465,6 +466,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const bool combined = capture && same_stream(STDOUT_FILENO, STDERR_FILENO);
 
     auto failed = [&](const Outcome& o) { return report_failure(report, o); };
+    // A walk left for later (Plan::late_walk) is made after the spawn, for a stage that waits for it.
+    if (p.late_walk && !watch) return failed(fail(Err::Internal, "the carve-outs were left for a stage that is not there"));
     auto internal = [&](const char* what) { return failed(failf(Err::Internal, "{}: {}", what, std::strerror(errno))); };
     int exec_pipe[2] = {-1, -1};
     int err_pipe[2] = {-1, -1};
@@ -510,6 +513,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     Entry entry;
     if (auto o = prepare_entry(p, report.fd(), nullptr, {exec_pipe[1]}, entry); !o)
         return failed(o);
+    // Late, the record is written once the carve-outs are in it (Watch::go), not by the child.
+    if (p.late_walk) entry.record.clear();
 
     // Signals to forward are blocked across the spawn: one that arrives
     // before the child's pid is known stays pending and is forwarded right
@@ -666,6 +671,22 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (p.relay_child_fd >= 0) {
         ::close(p.relay_child_fd);
         p.relay_child_fd = -1;
+    }
+    // The carve-outs walked while bwrap builds the sandbox (about 4 ms; the
+    // walk a few hundred microseconds), with the stage waiting for them
+    // before anything of the command runs: fingerprinted for the integrity
+    // check before the stage may go on. A walk that fails (a link planted
+    // in a protected place) ends bwrap, and with it the waiting stage, and
+    // the run fails as it would have before the spawn.
+    std::optional<Outcome> late_failure;
+    if (p.late_walk) {
+        Outcome o = chain::walk_now(p);
+        if (o && !opts.forwarder) carve_before = carveouts::fingerprint(p.c.policy);
+        if (o) o = watch->go(p, report.fd() >= 0);
+        if (!o) {
+            late_failure = o;
+            (void)::kill(pid, SIGKILL);
+        }
     }
 #if defined(__linux__)
     std::unique_ptr<net::ProxyLoop> proxy;
@@ -893,6 +914,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
     // The leaf is empty now (killed above): removed.
     (void)leaf.remove();
+    // Nothing of the command ran: the walk's failure is the run's, as said before a spawn.
+    if (late_failure) return failed(*late_failure);
 
     // The child never reached exec: its own record of why.
     std::optional<Outcome> setup;

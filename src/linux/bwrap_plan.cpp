@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <charconv>
 
+#include "../errors.hpp"
+#include "landlock.hpp"
+
 namespace dsh::bwrap {
 
 namespace {
@@ -140,7 +143,8 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
     for (const auto& r : policy.writable_roots)
         a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
-    if (spec.stage_binds)
+    if (spec.carve_late) a.push_back("--carve-late");
+    else if (spec.stage_binds)
         for (const auto* e : carve_binds(policy))
             a.insert(a.end(), {"--carve", e->pin ? "pin" : "ro", e->path, fmt::format("{}:{}", e->dev, e->ino)});
     const bool inline_argv = spec.argv.size() <= kArgvInline;
@@ -266,6 +270,88 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
     return out;
 }
 
+namespace {
+
+// One carve-out as the launcher writes it: "ro" or "pin", an absolute path, DEV:INO.
+bool parse_carve(std::string_view kind, std::string_view path, std::string_view id, StageRequest::Carve& c) {
+    const size_t colon = id.find(':');
+    if ((kind != "pin" && kind != "ro") || path.empty() || path[0] != '/' || colon == std::string_view::npos ||
+        !parse_u64(id.substr(0, colon), c.dev) || !parse_u64(id.substr(colon + 1), c.ino))
+        return false;
+    c.path = std::string(path);
+    c.pin = kind == "pin";
+    return true;
+}
+
+}  // namespace
+
+std::vector<int> settle_carve_outs(Confinement& c, bool stage_binds, bool late) {
+    std::vector<int> carve_fds;
+    const auto& pp = c.policy.protected_paths;
+    if (!c.layers.empty()) {
+        if (std::any_of(pp.begin(), pp.end(), [](const ProtectedPath& e) { return e.watched && e.exists; }))
+            c.layers.front().gaps.push_back({"protected-paths", "a submodule's git config stays writable (git "
+                                                                "submodule update rewrites it); a change is reported "
+                                                                "by --supervise's integrity check",
+                                             true});
+        // Who binds them: the report says, for the benchmark and the curious.
+        if (!carve_binds(c.policy).empty()) c.layers.front().details["carveOutBinds"] = stage_binds ? "stage" : "bwrap";
+    }
+    // The Landlock stage's layer, planned before the list was there.
+    if (late && c.layers.size() > 1 &&
+        std::any_of(pp.begin(), pp.end(), [](const ProtectedPath& e) { return e.exists && e.fd >= 0; })) {
+        c.layers[1].gaps.push_back(landlock::protected_paths_gap());
+        c.layers[1].enforcement = Enforcement::Partial;
+    }
+    // Where bwrap binds them, each one's descriptor crosses bwrap (the stage
+    // closes it before the command runs); the stage binds by path and checks
+    // the launcher's device and inode, while the launcher holds the
+    // descriptor. What is absent gets nothing.
+    for (auto& e : c.policy.protected_paths) {
+        if (!e.why_not.empty()) continue;  // outside the roots, or only watched
+        if (e.exists && e.fd >= 0) {
+            e.enforced = e.pin ? "mount-point" : "read-only-bind";
+            if (!stage_binds) carve_fds.push_back(e.fd);
+        } else {
+            e.why_not = kProtectedAbsentText;
+        }
+    }
+    for (auto& h : c.policy.hidden_paths) {
+        if (h.exists) h.enforced = h.directory ? "empty-tmpfs" : "dev-null-bind";
+        else h.why_not = kHiddenAbsentText;
+    }
+    return carve_fds;
+}
+
+std::string carve_list(const Policy& policy) {
+    std::string out;
+    for (const auto* e : carve_binds(policy)) {
+        out += e->pin ? "pin" : "ro";
+        out += '\0';
+        out += e->path;
+        out += '\0';
+        out += fmt::format("{}:{}", e->dev, e->ino);
+        out += '\0';
+    }
+    return out;
+}
+
+bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& out) {
+    while (!list.empty()) {
+        std::string_view f[3];
+        for (auto& x : f) {
+            const size_t end = list.find('\0');
+            if (end == std::string_view::npos) return false;
+            x = list.substr(0, end);
+            list.remove_prefix(end + 1);
+        }
+        StageRequest::Carve c;
+        if (!parse_carve(f[0], f[1], f[2], c)) return false;
+        out.push_back(std::move(c));
+    }
+    return true;
+}
+
 [[gnu::hot]] Outcome parse_stage(const std::vector<std::string>& args, StageRequest& out) {
     out = StageRequest{};
     bool have_mode = false;
@@ -344,14 +430,10 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
             if (auto o = value("--carve", path); !o) return o;
             if (auto o = value("--carve", id); !o) return o;
             StageRequest::Carve c;
-            c.path = path;
-            c.pin = kind == "pin";
-            const size_t colon = id.find(':');
-            if ((kind != "pin" && kind != "ro") || path.empty() || path[0] != '/' || colon == std::string::npos ||
-                !parse_u64(std::string_view(id).substr(0, colon), c.dev) ||
-                !parse_u64(std::string_view(id).substr(colon + 1), c.ino))
-                return failf(Err::Usage, "stage: bad --carve {} {} {}", kind, path, id);
+            if (!parse_carve(kind, path, id, c)) return failf(Err::Usage, "stage: bad --carve {} {} {}", kind, path, id);
             out.carves.push_back(std::move(c));
+        } else if (a == "--carve-late") {
+            out.carve_late = true;
         } else {
             return failf(Err::Usage, "stage: unknown argument \"{}\"", a);
         }
@@ -361,6 +443,8 @@ std::vector<std::string> unstash_loader_env(const std::vector<std::string>& env)
         return fail(Err::Usage, "stage: --net-relay needs a descriptor above 2 and --net loopback");
     if (out.record_fd < 3) return fail(Err::Usage, "stage: --record-fd is required");
     if (out.ready_fd != -1 && out.ready_fd < 3) return fail(Err::Usage, "stage: --ready-fd needs a descriptor above 2");
+    if (out.carve_late && (out.ready_fd < 3 || !out.carves.empty()))
+        return fail(Err::Usage, "stage: --carve-late needs --ready-fd and no --carve");
     if (i >= args.size() || (i + 1 >= args.size() && !out.argv_from_record))
         return fail(Err::Usage, "stage: no command after --");
     out.command_path = args[i];

@@ -98,11 +98,15 @@ struct StageSpec {
     // the namespace's listener over (src/linux/net_relay.hpp); -1: none.
     int relay_fd = -1;
     bool stage_binds = false;  // the carve-outs ride on the stage's argv (ProfileOptions::stage_binds)
+    // ...or come later (Plan::late_walk): the stage waits for the launcher's
+    // word on its ready socket, then reads them from the record's memfd
+    // (carve_list), after the record.
+    bool carve_late = false;
 };
 
 // <self> __dsh_confine_stage_v1 --mode M [--landlock ABI] [--report-fd N]
 //        --record-fd N [--keep-fd N]... [--rlimit RES:SOFT:HARD]... [--file PATH]... [--rw SOURCE PATH FD]...
-//        [--carve ro|pin PATH FD]...
+//        [--carve ro|pin PATH DEV:INO]... | [--carve-late]
 //        -- COMMAND_PATH ARGV...
 std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec);
 
@@ -164,7 +168,25 @@ struct StageRequest {
         bool pin = false;
     };
     std::vector<Carve> carves;
+    bool carve_late = false;  // --carve-late: the carves come after the launcher's "go" (StageSpec::carve_late)
 };
+
+// The carve-outs as a late stage reads them: after the record's line (its
+// '\n'), for each of carve_binds(policy) "ro" or "pin", the path and
+// "DEV:INO", each ended by a NUL (a path may hold any other byte).
+std::string carve_list(const Policy& policy);
+// ...and back; false on anything else.
+bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& out);
+// The word a late stage waits for on its ready socket (kStageGo), after the
+// launcher has written the record and the list.
+inline constexpr char kStageGo[] = "go";
+
+// The carve-outs' part of a bwrap plan (issue 18): each protected and hidden
+// path's status, the layers' word on them, and the descriptors bwrap binds
+// from (none where the stage binds: it checks each path's DEV:INO against the
+// launcher's, which holds the descriptor). `late`: the list was walked after
+// the plan (Plan::late_walk), so the Landlock layer has not seen it yet.
+std::vector<int> settle_carve_outs(Confinement& c, bool stage_binds, bool late);
 // The signals bwrap starts ignored when it shares the caller's process group:
 // the forwarded ones whose default action ends the process.
 inline constexpr int kShielded[] = {1 /* HUP */, 2 /* INT */, 3 /* QUIT */, 10 /* USR1 */, 12 /* USR2 */,

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../chain.hpp"
 #include "../spawn.hpp"
 #include "../version.hpp"
 #include "bwrap_plan.hpp"
@@ -175,6 +176,12 @@ public:
         Confinement& c = p.c;
         const std::string path = bwrap_path(env);
         if (auto o = check_binary(path); !o) return o;
+        // The carve-outs' walk waits for the spawn (Plan::late_walk) where the
+        // stage binds them (root, the new mount API): the stage then waits
+        // for the list (Watch::go). Anywhere else it is made now.
+        const bool late = p.late_walk && ::geteuid() == 0 && new_mount_api();
+        if (!late)
+            if (auto o = chain::walk_now(p); !o) return o;
 
         // The roots were opened when the policy was built (optional ones that
         // could not be are already in not_granted). Work on a copy: nothing of
@@ -199,11 +206,6 @@ public:
         // bind leaves open (FIFOs, reopening inherited files via /proc/self/fd).
         const int abi = landlock::query_abi();
         Layer bl = layer(pol, path);
-        if (std::any_of(pol.protected_paths.begin(), pol.protected_paths.end(),
-                        [](const ProtectedPath& e) { return e.watched && e.exists; }))
-            bl.gaps.push_back({"protected-paths", "a submodule's git config stays writable (git submodule update "
-                                                  "rewrites it); a change is reported by --supervise's integrity "
-                                                  "check", true});
         bl.details["probe"] = v.how;
         std::vector<Layer> layers;
         if (abi > 0) {
@@ -259,33 +261,18 @@ public:
         ProfileOptions opts;
         opts.stage_keeps_setpcap = ::geteuid() == 0;
         const bool carving = !carve_binds(pol).empty();
-        opts.stage_binds = carving && opts.stage_keeps_setpcap && stage_may_bind(pol) && new_mount_api();
+        opts.stage_binds =
+            late || (carving && opts.stage_keeps_setpcap && stage_may_bind(pol) && new_mount_api());
         spec.stage_binds = opts.stage_binds;
-        // Who binds them: the report says, for the benchmark and the curious.
-        if (carving) layers.front().details["carveOutBinds"] = opts.stage_binds ? "stage" : "bwrap";
+        spec.carve_late = late;
         auto argv = wrap(path, profile_args(pol, opts), stage_args(pol, spec));
 
-        // The carve-outs: where bwrap binds them, each one's descriptor
-        // crosses bwrap (the stage closes it before the command runs); the
-        // stage binds by path and checks the launcher's device and inode,
-        // while the launcher holds the descriptor. What is absent gets nothing.
-        std::vector<int> carve_fds;
-        for (auto& e : pol.protected_paths) {
-            if (!e.why_not.empty()) continue;  // outside the roots, or only watched
-            if (e.exists && e.fd >= 0) {
-                e.enforced = e.pin ? "mount-point" : "read-only-bind";
-                if (!opts.stage_binds) carve_fds.push_back(e.fd);
-            } else {
-                e.why_not = kProtectedAbsentText;
-            }
-        }
-        for (auto& h : pol.hidden_paths) {
-            if (h.exists) h.enforced = h.directory ? "empty-tmpfs" : "dev-null-bind";
-            else h.why_not = kHiddenAbsentText;
-        }
         c.policy = std::move(pol);
         c.runner = RunnerKind::Bwrap;
         c.layers = std::move(layers);
+        // The carve-outs' statuses and the layers' word on them; late, once
+        // they are walked (BwrapWatch::go).
+        const std::vector<int> carve_fds = late ? std::vector<int>{} : settle_carve_outs(c, opts.stage_binds, false);
         c.network = net.axis;
         if (c.policy.net_allow) {
             c.network.enforced.push_back("egress-proxy");

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -292,11 +293,25 @@ void take_foreground() noexcept {
         const int self = spawn::pidfd_open(::getpid());
         (void)fdpass::send(req.ready_fd, kStageReadyLine, std::strlen(kStageReadyLine), self);
         if (self >= 0) ::close(self);
-        ::close(req.ready_fd);
+        if (!req.carve_late) ::close(req.ready_fd);
     }
     const int mailbox = req.record_fd;
     // Inherited through bwrap: close-on-exec from here, so the command never holds it.
     (void)::fcntl(mailbox, F_SETFD, FD_CLOEXEC);
+    // The carve-outs walked while bwrap built this sandbox (--carve-late):
+    // the launcher's word on the ready socket says the record and the list
+    // are in the memfd. Anything else (its end closed: it failed, and says
+    // why itself, or died) ends the stage before anything is run or said.
+    if (req.carve_late) {
+        char word[sizeof kStageGo] = {};
+        ssize_t n;
+        while ((n = ::recv(req.ready_fd, word, sizeof word, 0)) < 0 && errno == EINTR) {
+        }
+        ::close(req.ready_fd);
+        if (n != static_cast<ssize_t>(sizeof kStageGo - 1) || std::memcmp(word, kStageGo, sizeof kStageGo - 1) != 0)
+            return 125;  // nothing said: dsh-confine reports its own failure (and ends bwrap)
+        if (::fstat(mailbox, &rst) != 0) rst.st_size = -1;
+    }
     if (auto o = report.open(req.report_fd); !o) return stage_failed(report, mailbox, o);
     // The record the launcher prepared (written before it exec'd bwrap, so
     // the size launcher_fd read is final), read into one buffer of that size.
@@ -311,6 +326,13 @@ void take_foreground() noexcept {
                (n = ::pread(mailbox, record.data() + got, record.size() - got, static_cast<off_t>(got))) > 0)
             got += static_cast<size_t>(n);
         record.resize(got);
+    }
+    // Late, the line ends at its newline and the carve-outs follow (carve_list).
+    if (req.carve_late) {
+        const size_t nl = record.find('\n');
+        if (nl == std::string::npos || !parse_carve_list(std::string_view(record).substr(nl + 1), req.carves))
+            return stage_failed(report, mailbox, fail(Err::Internal, "stage: the launcher's carve-outs are unreadable"));
+        record.resize(nl);
     }
     // One line, as the launcher rendered it (no newline inside: JSON escapes it).
     if (record.find('\n') != std::string::npos) record.clear();

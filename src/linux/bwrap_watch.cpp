@@ -30,6 +30,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../report.hpp"
 #include "../spawn.hpp"
 #include "bwrap_plan.hpp"
 #include "bwrap_runner.hpp"
@@ -139,6 +140,34 @@ public:
     }
     // bwrap and its init (pid 1 of the sandbox) are the runner's; the stage is the command.
     int runner_depth() const noexcept override { return 2; }
+
+    // The stage waits on its ready socket (--carve-late): the carve-outs'
+    // statuses settled, the record's line and the list written to the memfd
+    // it reads them from, then the word. A stage gone by now (bwrap failed)
+    // is not our failure: the loop reads bwrap's.
+    Outcome go(Plan& p, bool record) override {
+        if (!staged_ || !ready_read_) return fail(Err::Internal, "the bwrap stage has no ready socket to wait on");
+        settle_carve_outs(p.c, true, true);
+        std::string data;
+        if (record || p.record_carries_argv)
+            data = confinement_record(p.c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        data += '\n';
+        data += carve_list(p.c.policy);
+        size_t done = 0;
+        while (done < data.size()) {
+            const ssize_t n = ::pwrite(record_fd_, data.data() + done, data.size() - done, static_cast<off_t>(done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return failf(Err::SandboxUnavailable, "cannot hand the carve-outs to the bwrap stage: {}",
+                                     std::strerror(n < 0 ? errno : EIO));
+            done += static_cast<size_t>(n);
+        }
+        ssize_t n;
+        while ((n = ::send(ready_read_.get(), kStageGo, sizeof kStageGo - 1, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+        }
+        if (n < 0 && errno != EPIPE && errno != ECONNRESET && errno != ECONNREFUSED)
+            return failf(Err::SandboxUnavailable, "cannot tell the bwrap stage to go on: {}", std::strerror(errno));
+        return Outcome::success();
+    }
 
     void spawned() override {
         write_.reset();

@@ -97,6 +97,9 @@ struct Plan : Ruleset {
 // metadata_closed: another layer (seccomp in read-only, a read-only mount
 // under bwrap) refuses chmod/chown/utimes/xattr outside the writable roots.
 Plan plan(const Policy& policy, int abi, bool metadata_closed);
+// The layer's gap when a protected path exists (plan adds it; so does bwrap's
+// plan for a list walked after it, Plan::late_walk).
+Gap protected_paths_gap();
 // The ruleset alone, exactly plan()'s: what the bwrap stage needs to confine
 // itself (its launcher built and reported the layer from the same policy and ABI).
 Ruleset plan_rules(const Policy& policy, int abi);

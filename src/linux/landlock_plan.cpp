@@ -137,6 +137,13 @@ nlohmann::ordered_json describe_network(int abi, const std::string& unusable, bo
     return out;
 }
 
+Gap protected_paths_gap() {
+    return {"protected-paths", "protected paths inside the writable roots (git hooks and config, the editor's and "
+                               "agent's control files) stay writable: Landlock cannot carve a read-only hole in a "
+                               "writable root",
+            true};
+}
+
 Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     Plan p;
     static_cast<Ruleset&>(p) = plan_rules(policy, abi);
@@ -178,10 +185,7 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     // git needs create and rename rights in .git). Listed when one is in play.
     if (std::any_of(policy.protected_paths.begin(), policy.protected_paths.end(),
                     [](const ProtectedPath& e) { return e.exists && e.fd >= 0; }))
-        l.gaps.push_back({"protected-paths", "protected paths inside the writable roots (git hooks and config, the "
-                                             "editor's and agent's control files) stay writable: Landlock cannot "
-                                             "carve a read-only hole in a writable root",
-                          true});
+        l.gaps.push_back(protected_paths_gap());
     if (std::any_of(policy.hidden_paths.begin(), policy.hidden_paths.end(),
                     [](const ProtectedPath& e) { return e.exists; }))
         l.gaps.push_back({"hidden-paths", "paths asked to be hidden (--deny-read) stay readable: Landlock grants read "

@@ -7,6 +7,7 @@ protected path not enforced and the gap protected-paths, and the write must inde
 report is true). The git workflow matrix runs under both runners. No host leftovers: the
 repository and the fake home hold exactly the same names after a run, a SIGKILLed one included.
 """
+import json
 import os
 import shutil
 import signal
@@ -703,7 +704,13 @@ def test_who_binds_the_carve_outs(s):
     argv = r.rec("confinement")["execArgv"]
     profile, stage = argv[:argv.index("--")], argv[argv.index("--"):]
     assert (s.ws + "/.git/hooks" in profile) == (binds == "bwrap"), argv
-    assert ("--carve" in stage) == (binds == "stage"), argv
+    # A run walks them while bwrap starts, so its stage is told to wait for them (--carve-late);
+    # explain's plan, walked first, names each on the stage's command line.
+    assert ("--carve-late" in stage) == (binds == "stage"), argv
+    plan = dsh(["explain", "--json", "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--", "sh",
+                "-c", "true"], s, cwd=s.ws, report=False)
+    planned = json.loads(plan.out)["confinement"]["execArgv"]
+    assert ("--carve" in planned[planned.index("--"):]) == (binds == "stage"), planned
     # A hidden path over a carve-out: bwrap hides after its own binds, so they all stay bwrap's, and
     # the hooks stay hidden (an empty read-only directory) either way.
     r = run(s, "bwrap", s.ws, "ls -A .git/hooks | wc -l; touch .git/hooks/x",
@@ -711,6 +718,43 @@ def test_who_binds_the_carve_outs(s):
     assert r.rec("confinement")["layers"][0]["carveOutBinds"] == "bwrap", r
     assert r.out == "0\n" and r.rc != 0, r
     assert not os.path.exists(os.path.join(s.ws, ".git/hooks/x")), r
+
+
+def test_the_walk_made_while_bwrap_starts(s):
+    """A root caller's run walks the carve-outs while bwrap builds the sandbox, its stage waiting for
+    them before anything of the command runs. The run's record is what explain's plan (walked first)
+    says, in exec and supervise mode; a walk that fails after the spawn (a link planted in a protected
+    place) fails the run with the one line it fails with before a spawn: nothing ran, and no process
+    of the run (bwrap, its init, the waiting stage) is left."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    args = ["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap"]
+    plan = dsh(["explain", "--json"] + args + ["--", "sh", "-c", "true"], s, cwd=s.ws, report=False)
+    planned = json.loads(plan.out)["confinement"]
+    for extra in ([], ["--supervise"]):
+        r = run(s, "bwrap", s.ws, "true", extra=extra)
+        got = r.rec("confinement")
+        assert r.rc == 0 and ("--carve-late" in got["execArgv"]) == is_root(), r
+        assert {k: v for k, v in got.items() if k != "execArgv"} == \
+            {k: v for k, v in planned.items() if k != "execArgv"}, (extra, got, planned)
+    os.rename(os.path.join(s.ws, ".vscode"), os.path.join(s.outside, "vscode"))
+    os.symlink(os.path.join(s.outside, "vscode"), os.path.join(s.ws, ".vscode"))
+    p = s.ws + "/.vscode"
+    for extra in ([], ["--supervise"]):
+        word = "late-walk-%d-%d" % (os.getpid(), len(extra))
+        r = dsh(args + extra + ["--", "sh", "-c", "touch ran", word], s, cwd=s.ws, env=dict(GIT_ENV))
+        assert r.rc == 125 and r.err == SYMLINK_TEXT.format(path=p, link=p), (extra, r)
+        assert not os.path.exists(os.path.join(s.ws, "ran")), (extra, r)
+        assert [rec["type"] for rec in r.report] == ["error"], (extra, r)
+        left = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if word.encode() in f.read().split(b"\0"):
+                        left.append(pid)
+            except OSError:
+                pass
+        assert not left, (extra, left)
 
 
 def test_a_carve_out_swapped_before_the_stage_binds_it(s):
