@@ -757,6 +757,59 @@ def test_the_walk_made_while_bwrap_starts(s):
         assert not left, (extra, left)
 
 
+def test_a_launcher_killed_while_it_walks(s):
+    """A root run's stage waits for the walk; a launcher SIGKILLed in the middle of it (long
+    configs make the walk last), with the stage waiting, takes bwrap, its init and the stage
+    along, and nothing of the command runs: the stage never had the word to go on."""
+    need_runner("bwrap")
+    if not is_root():
+        skip("a walk after the spawn is a root caller's (the stage binds); anyone else's is made before it")
+    # The walk reads every config git would, includes and all: twenty included files of nearly
+    # 4 MiB each (the walk's bound for one) keep it busy for about half a second after the spawn.
+    make_repo(s, s.ws)
+    filler = ("#" + "x" * 78 + "\n") * 49000
+    with open(os.path.join(s.ws, ".git", "config"), "a") as f:
+        f.write("".join("[include]\n\tpath = c%d\n" % i for i in range(20)))
+    for i in range(20):
+        with open(os.path.join(s.ws, ".git", "c%d" % i), "w") as f:
+            f.write(filler)
+    word = "killed-walk-%d" % os.getpid()
+    e = s.env()
+    e.update(GIT_ENV)
+    proc = subprocess.Popen([DSH, "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--", "sh", "-c",
+                             "touch ran", word], cwd=s.ws, env=e, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+    def ours():
+        """The run's processes but the launcher: pid -> name (the stage's is its fd's number)."""
+        found = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    argv = f.read().split(b"\0")
+                with open("/proc/%s/comm" % pid) as f:
+                    name = f.read().strip()
+            except OSError:
+                continue
+            if word.encode() in argv and int(pid) != proc.pid:
+                found[pid] = name
+        return found
+
+    # Killed once the stage is there (bwrap has built the sandbox and exec'd it: it waits for the
+    # word), while the walk goes on.
+    deadline = time.time() + 30
+    while not any(n.isdigit() for n in ours().values()) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.001)
+    assert proc.poll() is None and any(n.isdigit() for n in ours().values()), "no stage seen while the launcher walked"
+    proc.kill()
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    deadline = time.time() + 10
+    while ours() and time.time() < deadline:
+        time.sleep(0.01)
+    assert not ours(), "a process of the run outlived the launcher"
+    assert not os.path.exists(os.path.join(s.ws, "ran"))
+
+
 def test_a_carve_out_swapped_before_the_stage_binds_it(s):
     """The launcher opens .git/hooks; a bwrap that swaps it for a fresh directory before the sandbox is
     built (a racing host process would do the same). A root caller's stage finds another inode at the
