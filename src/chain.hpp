@@ -20,14 +20,14 @@ const Runner* find(RunnerKind kind, const Runners& runners = registry()) noexcep
 // `runners`: this host's registry; a test passes its own.
 Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runners& runners = registry());
 
-// What becomes of the processes the command leaves running (the record's
-// `descendants`), once the chosen runner is known and whether dsh-confine
-// stays as the parent (supervise mode, exec mode's forwarder or pty relay).
 // The carve-outs' walk where it was left for later (Plan::late_walk), now:
 // before any runner but bwrap is planned, and by bwrap's plan where its stage
 // cannot wait for it. Nothing when it was made already.
 Outcome walk_now(Plan& p);
 
+// What becomes of the processes the command leaves running (the record's
+// `descendants`), once the chosen runner is known and whether dsh-confine
+// stays as the parent (supervise mode, exec mode's forwarder or pty relay).
 void settle_descendants(Plan& p, bool parent_stays, const Runners& runners = registry());
 
 // `dsh-confine probe`: every runner's row, and what auto would select.

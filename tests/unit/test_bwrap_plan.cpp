@@ -406,6 +406,72 @@ TEST_CASE("bwrap carve-outs bound by the stage: none in the profile, all on the 
     }
 }
 
+TEST_CASE("bwrap carve-outs walked late: --carve-late on the stage's argv, the list after the record's line") {
+    Policy p = ww({{"/ws", Grant::Workspace, true, 7}});
+    ProtectedPath hooks{"/ws/a\nb/.git/hooks", "default", "git", true, true, false, false, 11, 2049, 18446744073709551615u};
+    ProtectedPath dotgit{"/ws/a\nb/.git", "default", "git", true, true, true, false, 10, 2049, 77};
+    ProtectedPath absent{"/ws/.vscode", "default", "agent", false, false, false, false, -1};
+    ProtectedPath watched{"/ws/.git/modules/s/config", "default", "git", true, false, false, true, 12, 2049, 5};
+    watched.why_not = kProtectedSubmoduleConfigText;
+    p.protected_paths = {hooks, absent, dotgit, watched};
+    // Ancestors first, NUL-ended fields (a newline in a path is just a byte), and back.
+    const std::string list = bwrap::carve_list(p);
+    const std::string nul(1, '\0');
+    CHECK(list == "pin" + nul + "/ws/a\nb/.git" + nul + "2049:77" + nul + "ro" + nul + "/ws/a\nb/.git/hooks" + nul +
+                      "2049:18446744073709551615" + nul);
+    std::vector<bwrap::StageRequest::Carve> got;
+    REQUIRE(bwrap::parse_carve_list(list, got));
+    REQUIRE(got.size() == 2);
+    CHECK((got[0].path == "/ws/a\nb/.git" && got[0].pin && got[0].dev == 2049 && got[0].ino == 77));
+    CHECK((got[1].path == "/ws/a\nb/.git/hooks" && !got[1].pin && got[1].ino == 18446744073709551615u));
+    got.clear();
+    CHECK(bwrap::parse_carve_list("", got));
+    CHECK(got.empty());
+    for (const std::string& bad : {"ro" + nul + "/ws/x" + nul + "1:2", "rw" + nul + "/ws/x" + nul + "1:2" + nul,
+                                   "ro" + nul + "ws/x" + nul + "1:2" + nul, "ro" + nul + "/ws/x" + nul + "12" + nul,
+                                   "ro" + nul + "/ws/x" + nul})
+        CHECK_FALSE(bwrap::parse_carve_list(bad, got));
+    // The stage is told to wait (never with a list of its own, never without the socket it waits on).
+    bwrap::StageSpec spec;
+    spec.self = "/proc/self/fd/5";
+    spec.record_fd = 6;
+    spec.command_path = "/bin/true";
+    spec.argv = {"true"};
+    spec.stage_binds = true;
+    spec.carve_late = true;
+    const Args a = bwrap::stage_args(p, spec);
+    CHECK(std::find(a.begin(), a.end(), "--carve-late") != a.end());
+    CHECK(std::find(a.begin(), a.end(), "--carve") == a.end());
+    bwrap::StageRequest req;
+    CHECK_FALSE(bwrap::parse_stage(Args(a.begin() + 2, a.end()), req));  // no --ready-fd
+    Args with = {"--ready-fd", "9"};
+    with.insert(with.end(), a.begin() + 2, a.end());
+    REQUIRE(bwrap::parse_stage(with, req));
+    CHECK((req.carve_late && req.ready_fd == 9 && req.carves.empty()));
+    with.insert(with.begin(), {"--carve", "ro", "/ws/x", "1:2"});
+    CHECK_FALSE(bwrap::parse_stage(with, req));
+    // Settled once walked: the statuses, the bwrap layer's word, and the Landlock layer's gap.
+    Confinement c;
+    c.policy = p;
+    c.layers = {Layer{"bwrap"}, Layer{"landlock"}};
+    CHECK(bwrap::settle_carve_outs(c, true, true).empty());
+    CHECK(c.policy.protected_paths[0].enforced == "read-only-bind");
+    CHECK(c.policy.protected_paths[1].why_not == kProtectedAbsentText);
+    CHECK(c.policy.protected_paths[2].enforced == "mount-point");
+    CHECK(c.policy.protected_paths[3].enforced.empty());
+    CHECK(c.layers[0].details["carveOutBinds"] == "stage");
+    CHECK((c.layers[0].gaps.size() == 1 && c.layers[0].gaps[0].effect == "protected-paths"));
+    CHECK((c.layers[1].gaps.size() == 1 && c.layers[1].gaps[0].effect == "protected-paths" &&
+           c.layers[1].enforcement == Enforcement::Partial));
+    // Walked first (the plan's own call), bwrap's binds take the descriptors and Landlock is told by its plan.
+    Confinement d;
+    d.policy = p;
+    d.layers = {Layer{"bwrap"}, Layer{"landlock"}};
+    CHECK(bwrap::settle_carve_outs(d, false, false) == std::vector<int>{11, 10});
+    CHECK(d.layers[1].gaps.empty());
+    CHECK(d.layers[0].details["carveOutBinds"] == "bwrap");
+}
+
 TEST_CASE("bwrap carve-outs: a hidden path at, above or below a carve-out keeps every bind bwrap's") {
     Policy p = ww({{"/ws", Grant::Workspace, true, 7}});
     p.protected_paths = {{"/ws/.git/hooks", "default", "git", true, true, false, false, 11}};
