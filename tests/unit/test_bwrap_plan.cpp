@@ -60,6 +60,16 @@ Policy ww(std::vector<WritableRoot> roots) {
     return p;
 }
 
+// The stage of a /bin/true run: exec'd as fd 5, the record in fd 6.
+bwrap::StageSpec true_spec() {
+    bwrap::StageSpec spec;
+    spec.self = "/proc/self/fd/5";
+    spec.record_fd = 6;
+    spec.command_path = "/bin/true";
+    spec.argv = {"true"};
+    return spec;
+}
+
 }  // namespace
 
 TEST_CASE("bwrap read-only profile: the seed's, hardened") {
@@ -301,12 +311,8 @@ TEST_CASE("bwrap stage: the environment is unstashed in place, nothing copied") 
 TEST_CASE("bwrap stage: --record-fd round-trips") {
     Policy p;
     p.mode = Mode::ReadOnly;
-    bwrap::StageSpec spec;
-    spec.self = "/proc/self/fd/5";
+    bwrap::StageSpec spec = true_spec();
     spec.report_fd = 3;
-    spec.record_fd = 6;
-    spec.command_path = "/bin/true";
-    spec.argv = {"true"};
     auto a = bwrap::stage_args(p, spec);
     CHECK(a == Args{"/proc/self/fd/5", "__dsh_confine_stage_v1", "--mode", "read-only", "--report-fd", "3",
                     "--record-fd", "6", "--", "/bin/true", "true"});
@@ -374,11 +380,7 @@ TEST_CASE("bwrap carve-outs bound by the stage: none in the profile, all on the 
     bwrap::ProfileOptions opts;
     opts.stage_binds = true;
     CHECK(bwrap::profile_args(p, opts) == cat({kBase, kProc, {"--bind", "/proc/self/fd/7", "/ws"}}));
-    bwrap::StageSpec spec;
-    spec.self = "/proc/self/fd/5";
-    spec.record_fd = 6;
-    spec.command_path = "/bin/true";
-    spec.argv = {"true"};
+    bwrap::StageSpec spec = true_spec();
     spec.stage_binds = true;
     const Args a = bwrap::stage_args(p, spec);
     const Args want = {"--carve", "pin", "/ws/.git", "2049:77", "--carve", "ro", "/ws/.git/hooks", "2049:18446744073709551615"};
@@ -432,11 +434,7 @@ TEST_CASE("bwrap carve-outs walked late: --carve-late on the stage's argv, the l
                                    "ro" + nul + "/ws/x" + nul})
         CHECK_FALSE(bwrap::parse_carve_list(bad, got));
     // The stage is told to wait (never with a list of its own, never without the socket it waits on).
-    bwrap::StageSpec spec;
-    spec.self = "/proc/self/fd/5";
-    spec.record_fd = 6;
-    spec.command_path = "/bin/true";
-    spec.argv = {"true"};
+    bwrap::StageSpec spec = true_spec();
     spec.stage_binds = true;
     spec.carve_late = true;
     const Args a = bwrap::stage_args(p, spec);
@@ -659,12 +657,8 @@ TEST_CASE("bwrap stage: --net-relay travels to the stage, with --net loopback on
     Policy pol;
     pol.mode = Mode::ReadOnly;
     pol.network = Network::Loopback;
-    bwrap::StageSpec spec;
-    spec.self = "/proc/self/fd/5";
-    spec.record_fd = 6;
+    bwrap::StageSpec spec = true_spec();
     spec.relay_fd = 8;
-    spec.command_path = "/bin/true";
-    spec.argv = {"true"};
     auto a = bwrap::stage_args(pol, spec);
     CHECK(a == Args{"/proc/self/fd/5", "__dsh_confine_stage_v1", "--mode", "read-only", "--net", "loopback",
                     "--record-fd", "6", "--net-relay", "8", "--", "/bin/true", "true"});
