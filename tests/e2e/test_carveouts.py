@@ -818,8 +818,10 @@ def test_a_carve_out_swapped_before_the_stage_binds_it(s):
     need_runner("bwrap")
     make_repo(s, s.ws)
     hooks = os.path.join(s.ws, ".git/hooks")
+    # A root caller's run walks while bwrap starts (the stage waits for the list): the swap waits
+    # until that walk has opened .git/hooks, so it lands between the launcher's open and the bind.
     stub = s.script("swapping-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
-                    "if [ \"$last\" != __dsh_confine_probe_v1 ]; then mv '%s' '%s.old' && mkdir '%s' || exit 9; fi\n"
+                    "if [ \"$last\" != __dsh_confine_probe_v1 ]; then sleep 0.2; mv '%s' '%s.old' && mkdir '%s' || exit 9; fi\n"
                     "exec /usr/bin/bwrap \"$@\"\n" % (hooks, hooks, hooks))
     with open(s.p("base", "config.json"), "w") as f:
         f.write('{"bwrapPath": "%s"}' % stub)
