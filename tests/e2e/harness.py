@@ -323,6 +323,7 @@ def run_module(mod):
     for i, (name, fn) in enumerate(tests, 1):
         label = "%s [%s]" % (name, AS)
         s = Scratch()
+        start = time.monotonic()
         try:
             fn(s)
             print("ok %d - %s" % (i, label), flush=True)
@@ -335,6 +336,8 @@ def run_module(mod):
                 print("# " + line, flush=True)
         finally:
             s.cleanup()
+            # How long each test took, for a run near its time limit (a TAP comment).
+            print("# %s: %.1f s" % (name, time.monotonic() - start), flush=True)
     return 1 if failed else 0
 
 

@@ -63,14 +63,31 @@ def test_a_trapped_signal_runs_the_commands_handler(s):
         rc, out = _bare(["timeout", "-s", "TERM", AFTER] + ([DSH] + opts + ["--"] if opts else []) +
                         ["sh", "-c", script], s)
         assert rc == 124 and out.startswith("cleanup\n"), (opts, rc, out)
-    # Every forwarded signal, sent once (--foreground: to the child only).
+    # Every forwarded signal, sent once to the process started (what `timeout --foreground`
+    # does), as soon as the trap is set: the script says so on its first line.
     for sig in ("TERM", "INT", "HUP", "QUIT", "USR1", "USR2"):
-        script = TRAP.format(sig=sig)
-        want = _bare(["timeout", "--foreground", "-s", sig, AFTER, "sh", "-c", script], s)
-        assert want == (124, "cleanup\n"), (sig, want)
+        script = 'trap "echo cleanup; kill \\$!; exit 0" %s; echo trapped; sleep 10 >/dev/null 2>&1 & wait' % sig
+        want = _signalled(["sh", "-c", script], sig, s)
+        assert want == (0, "cleanup\n"), (sig, want)
         for opts in _combos():
-            got = _bare(["timeout", "--foreground", "-s", sig, AFTER, DSH] + opts + ["--", "sh", "-c", script], s)
+            got = _signalled([DSH] + opts + ["--", "sh", "-c", script], sig, s)
             assert got == want, (sig, opts, got)
+
+
+def _signalled(argv, sig, s):
+    """Runs argv, sends it SIG<sig> once it has printed its first line; its status and the rest."""
+    p = subprocess.Popen(argv, env=s.env(), cwd=s.base, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    try:
+        assert p.stdout.readline() == b"trapped\n", argv
+        p.send_signal(getattr(signal, "SIG" + sig))
+        out = p.stdout.read()
+        return p.wait(timeout=30), out.decode()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stdout.close()
 
 
 def test_death_by_signal_is_seen_as_for_the_bare_command(s):
@@ -203,6 +220,31 @@ class Term:
         while time.time() < deadline:
             self.read_some(0.05)
 
+    def foreground(self, comm, timeout=10):
+        """Reads on until a process named `comm`, below the session's leader, is the foreground
+        group of its terminal: a key typed after that reaches it, not the shell before its fork."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            procs = {}
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open("/proc/%s/stat" % pid) as f:
+                        stat = f.read()
+                except OSError:
+                    continue
+                fields = stat[stat.rindex(")") + 2:].split()
+                procs[int(pid)] = (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]),
+                                   int(fields[2]), int(fields[5]))
+            for pid, (name, ppid, pgrp, tpgid) in procs.items():
+                if name != comm or pgrp != tpgid:
+                    continue
+                while ppid > 1 and ppid != self.p.pid:
+                    ppid = procs.get(ppid, ("", 0))[1]
+                if ppid == self.p.pid:
+                    return
+            self.read_some(0.02)
+        raise AssertionError("no %r in the foreground: %r" % (comm, self.out[-3000:]))
+
     def wait(self, timeout=10):
         deadline = time.time() + timeout
         while self.p.poll() is None and time.time() < deadline:
@@ -242,14 +284,14 @@ def test_bash_i_gets_job_control_on_a_pty(s):
             t.expect(r"monitor\s+on")
             # Ctrl-C stops the foreground job and returns to the confined shell.
             t.send(b"sleep 100\n")
-            t.settle(0.5)
+            t.foreground("sleep")
             t.send(b"\x03")
             t.expect("PROMPT> ")
             t.send(b"echo alive-$((6*7))\n")
             t.expect("alive-42")
             # Ctrl-Z stops it; the shell's job control takes it back.
             t.send(b"sleep 100\n")
-            t.settle(0.5)
+            t.foreground("sleep")
             t.send(b"\x1a")
             t.expect("Stopped")
             t.send(b"kill -9 %1; echo killed-$((1+1))\n")
