@@ -118,6 +118,12 @@ public:
     // report or the stage wants one) and the list handed over, and the stage
     // told to go on. Called once, after spawned(), before the loop.
     virtual Outcome go(Plan&, bool /*record*/) { return fail(Err::Internal, "this runner's stage waits for nothing"); }
+    // ...or told that the word will not come (the walk failed): the stage
+    // ends without running anything, and the runner with it, in their own
+    // time. Never killed in their first moments instead: bwrap killed before
+    // it has released its child leaves that child waiting for ever, holding
+    // the caller's output open.
+    virtual void halt() {}
 };
 
 // Everything needed to start the confined command: the record, what this

@@ -676,8 +676,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // walk a few hundred microseconds), with the stage waiting for them
     // before anything of the command runs: fingerprinted for the integrity
     // check before the stage may go on. A walk that fails (a link planted
-    // in a protected place) ends bwrap, and with it the waiting stage, and
-    // the run fails as it would have before the spawn.
+    // in a protected place) halts the waiting stage, which ends, and bwrap
+    // with it; the run fails as it would have before the spawn.
     std::optional<Outcome> late_failure;
     if (p.late_walk) {
         Outcome o = chain::walk_now(p);
@@ -685,7 +685,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (o) o = watch->go(p, report.fd() >= 0);
         if (!o) {
             late_failure = o;
-            (void)::kill(pid, SIGKILL);
+            watch->halt();
         }
     }
 #if defined(__linux__)

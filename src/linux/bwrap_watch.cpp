@@ -169,6 +169,9 @@ public:
         return Outcome::success();
     }
 
+    // The stage reads the closed socket's EOF where it waits for the word, and exits 125.
+    void halt() override { ready_read_.reset(); }
+
     void spawned() override {
         write_.reset();
         ready_write_.reset();

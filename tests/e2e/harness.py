@@ -208,8 +208,14 @@ def dsh(args, s=None, cwd=None, env=None, input=None, timeout=60, report=True, e
         out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError("timed out after %ss: %r\nstderr=%r" % (timeout, cmd, err[-2000:]))
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            # Something it started still holds its output: name it, never wait for ever.
+            proc.wait()
+            err = b"(its output still held open by: %s)" % subprocess.run(
+                ["ps", "-eo", "pid,ppid,stat,wchan:20,args"], stdout=subprocess.PIPE).stdout[-6000:]
+        raise AssertionError("timed out after %ss: %r\nstderr=%r" % (timeout, cmd, err[-8000:]))
     records = []
     if report:
         t.join(timeout=10)

@@ -724,8 +724,8 @@ def test_the_walk_made_while_bwrap_starts(s):
     """A root caller's run walks the carve-outs while bwrap builds the sandbox, its stage waiting for
     them before anything of the command runs. The run's record is what explain's plan (walked first)
     says, in exec and supervise mode; a walk that fails after the spawn (a link planted in a protected
-    place) fails the run with the one line it fails with before a spawn: nothing ran, and no process
-    of the run (bwrap, its init, the waiting stage) is left."""
+    place) fails the run with the one line it fails with before a spawn, at once: nothing ran, and no
+    process of the run (bwrap, its init, the waiting stage) is left."""
     need_runner("bwrap")
     make_repo(s, s.ws)
     args = ["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap"]
@@ -740,9 +740,11 @@ def test_the_walk_made_while_bwrap_starts(s):
     os.rename(os.path.join(s.ws, ".vscode"), os.path.join(s.outside, "vscode"))
     os.symlink(os.path.join(s.outside, "vscode"), os.path.join(s.ws, ".vscode"))
     p = s.ws + "/.vscode"
-    for extra in ([], ["--supervise"]):
+    # Ten times each: the walk fails within bwrap's first moments, where a bwrap killed then left its
+    # child waiting for ever, holding the run's output open (the caller never saw its end).
+    for extra in [[], ["--supervise"]] * 10:
         word = "late-walk-%d-%d" % (os.getpid(), len(extra))
-        r = dsh(args + extra + ["--", "sh", "-c", "touch ran", word], s, cwd=s.ws, env=dict(GIT_ENV))
+        r = dsh(args + extra + ["--", "sh", "-c", "touch ran", word], s, cwd=s.ws, env=dict(GIT_ENV), timeout=20)
         assert r.rc == 125 and r.err == SYMLINK_TEXT.format(path=p, link=p), (extra, r)
         assert not os.path.exists(os.path.join(s.ws, "ran")), (extra, r)
         assert [rec["type"] for rec in r.report] == ["error"], (extra, r)
@@ -755,6 +757,24 @@ def test_the_walk_made_while_bwrap_starts(s):
             except OSError:
                 pass
         assert not left, (extra, left)
+    # How: the stage is told the word will not come and ends with 125, bwrap with it; bwrap is never
+    # killed (a wrapper that runs it writes down how it ended: killed, the wrapper would not).
+    if is_root():
+        status = s.p("base", "bwrap-status")
+        stub = s.script("status-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
+                        "[ \"$last\" = __dsh_confine_probe_v1 ] && exec /usr/bin/bwrap \"$@\"\n"
+                        "/usr/bin/bwrap \"$@\"\necho $? > '%s'\n" % status)
+        with open(s.p("base", "config.json"), "w") as f:
+            f.write('{"bwrapPath": "%s"}' % stub)
+        cache = s.p("base", "cache")
+        os.makedirs(cache, mode=0o700, exist_ok=True)
+        for extra in ([], ["--supervise"]):
+            r = dsh(args + extra + ["--config", s.p("base", "config.json"), "--", "sh", "-c", "touch ran"], s,
+                    cwd=s.ws, env=dict(GIT_ENV, XDG_RUNTIME_DIR=None, XDG_CACHE_HOME=cache), timeout=20)
+            assert r.rc == 125 and r.err == SYMLINK_TEXT.format(path=p, link=p), (extra, r)
+            ended = read(status) if os.path.exists(status) else b"killed"
+            assert ended == b"125\n" and not os.path.exists(os.path.join(s.ws, "ran")), (extra, ended, r)
+            os.unlink(status)
 
 
 def test_a_launcher_killed_while_it_walks(s):
