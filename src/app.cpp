@@ -212,8 +212,7 @@ int session_command(const Request& req) {
     }
     Outcome o = m ? append_mode_event(req.session_file, *m, net, allow, deny)
                   : fail(Err::SessionInvalid, "sandbox/mode carries unknown mode " +
-                                                  nlohmann::json(req.session_mode).dump(-1, ' ', false,
-                                                      nlohmann::json::error_handler_t::replace));
+                                                  one_line(nlohmann::json(req.session_mode)));
     if (!o) print_error(o.text());
     return o.exit_status();
 }
