@@ -212,7 +212,7 @@ int session_command(const Request& req) {
     }
     Outcome o = m ? append_mode_event(req.session_file, *m, net, allow, deny)
                   : fail(Err::SessionInvalid, "sandbox/mode carries unknown mode " +
-                                                  one_line(nlohmann::json(req.session_mode)));
+                                                  json_line(nlohmann::json(req.session_mode)));
     if (!o) print_error(o.text());
     return o.exit_status();
 }

@@ -1,6 +1,7 @@
 #include "escalation.hpp"
 
 #include "bytes.hpp"
+#include "report.hpp"
 
 #include <cctype>
 #include <cerrno>
@@ -11,7 +12,6 @@
 #if !defined(_WIN32)
 #include <sys/wait.h>
 #include "spawn.hpp"
-#include "report.hpp"
 #endif
 #include <unistd.h>
 
@@ -376,7 +376,7 @@ Approval CommandApprover::ask(const EscalationRequest& r) {
     }
     // An approver that exits without reading closes the pipe: EPIPE, not a
     // SIGPIPE death of dsh-confine (write_whole holds SIGPIPE off).
-    std::string body = one_line(approval_request_json(r)) + "\n";
+    std::string body = json_line(approval_request_json(r)) + "\n";
     (void)write_whole(in[1], body);
     ::close(in[1]);
     int status = 0;

@@ -15,11 +15,11 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 
 std::string q(const std::string& s) {
-    return one_line(nlohmann::json(s));
+    return json_line(nlohmann::json(s));
 }
 
 std::string argv_text(const std::vector<std::string>& argv) {
-    return one_line(nlohmann::json(argv));
+    return json_line(nlohmann::json(argv));
 }
 
 std::string mode_source_text(const Resolution& r) {

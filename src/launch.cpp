@@ -70,7 +70,7 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     // the largest single piece of a start that nobody asked a report of.
     if (record) e.record = *record;
     else if (report_fd >= 0 || p.record_carries_argv)
-        e.record = one_line(confinement_record(p.c));
+        e.record = json_line(confinement_record(p.c));
     e.record_fd = p.record_fd;
     e.report_fd = report_fd;
     // A line of the report; the stage's mailbox takes it bare (the stage ends the line).

@@ -258,7 +258,7 @@ ordered_json error_record(const Outcome& o) {
 
 Outcome Report::write(const ordered_json& record) const {
     if (fd_ < 0) return Outcome::success();
-    return write_line(one_line(record));
+    return write_line(json_line(record));
 }
 
 [[gnu::hot]] Outcome Report::write_line(std::string line) const {

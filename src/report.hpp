@@ -14,7 +14,7 @@ using ordered_json = nlohmann::ordered_json;
 // JSON as one line, the way every line we write is rendered: compact, and
 // invalid UTF-8 (a path, an argument) replaced rather than thrown on.
 template <class Json>
-std::string one_line(const Json& j) {
+std::string json_line(const Json& j) {
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

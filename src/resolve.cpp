@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report.hpp"
 #include "runner.hpp"
 #ifndef _WIN32
 #include "carveouts.hpp"
-#include "report.hpp"
 #else
 namespace dsh::carveouts {
 struct OwnPath {  // nothing is carved on Windows: never filled
@@ -438,7 +438,7 @@ std::string policy_context_text(const Policy& p) {
         case Mode::WorkspaceWrite:
             return "Current DSH file policy: workspace-write. Any available operation enforced by the DSH file "
                    "sandbox may modify files under the session workspace: " +
-                   one_line(nlohmann::json(p.workspace_root)) +
+                   json_line(nlohmann::json(p.workspace_root)) +
                    ". Some platform temporary areas may also be writable.";
         case Mode::DangerFullAccess:
             return "Current DSH file policy: danger-full-access. The DSH file sandbox does not restrict file "

@@ -63,7 +63,7 @@ bool argv_of_record(const std::string& record, std::vector<std::string>& argv) {
 int stage_failed(const Report& report, int mailbox, const Outcome& o) {
     const int status = report_failure(report, o);
     if (mailbox >= 0) {
-        const std::string line = one_line(error_record(o));
+        const std::string line = json_line(error_record(o));
         if (::ftruncate(mailbox, 0) == 0 && ::pwrite(mailbox, line.data(), line.size(), 0) > 0)
             (void)::fcntl(mailbox, F_ADD_SEALS, kMailboxSeals);
     }

@@ -85,7 +85,7 @@ std::vector<std::pair<std::string, std::string>> Layers::explain_lines() const {
         out.emplace_back("  egress:", fmt::format("a listener on 127.0.0.1:{} in it, handed to dsh-confine's proxy "
                                                   "before the command starts (--net allow=)", relay_port_));
     for (const auto& rule : plan_.rules)
-        out.emplace_back("  rule:", fmt::format("{} {}{}", one_line(nlohmann::json(rule.path)),
+        out.emplace_back("  rule:", fmt::format("{} {}{}", json_line(nlohmann::json(rule.path)),
                                                 fmt::join(right_names(rule.access), ","),
                                                 rule.required ? "" : " (if it exists)"));
     return out;

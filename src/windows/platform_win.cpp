@@ -107,7 +107,7 @@ Outcome Report::open(int fd) {
 
 Outcome Report::write(const ordered_json& record) const {
     if (fd_ < 0) return Outcome::success();
-    std::string line = one_line(record);
+    std::string line = json_line(record);
     line += '\n';
     size_t off = 0;
     while (off < line.size()) {
