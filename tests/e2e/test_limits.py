@@ -148,14 +148,18 @@ def gone(pids, limit=20.0):
     return False
 
 
-# A bounded fork bomb: forks children that sleep until the deadline, up to
-# 300 of them, for at most 4 seconds; prints how many it got and whether a
-# fork was refused (EAGAIN). It stops by itself whether the limit holds or not.
+# A bounded fork bomb: forks children, up to 300 of them, for at most 4
+# seconds; prints how many it got and whether a fork was refused (EAGAIN).
+# Each child lives until the forking is over (it reads a pipe whose write end
+# only the parent holds, which the parent closes once it has counted), so the
+# count is of children alive at once; none outlives that by a moment, nor the
+# 4 seconds if the parent dies. It stops by itself whether the limit holds or not.
 BOMB = r"""
-import errno, os, sys, time
+import errno, os, select, sys, time
 end = time.time() + 4
 n = 0
 refused = 0
+r, w = os.pipe()
 while time.time() < end and n < 300:
     try:
         pid = os.fork()
@@ -163,9 +167,11 @@ while time.time() < end and n < 300:
         refused = e.errno
         break
     if pid == 0:
-        time.sleep(max(0.0, end - time.time()))
+        os.close(w)
+        select.select([r], [], [], max(0.0, end - time.time()))
         os._exit(0)
     n += 1
+os.close(w)
 print("forked %d refused %s" % (n, errno.errorcode.get(refused, refused)), flush=True)
 while True:
     try:
@@ -297,11 +303,13 @@ def test_timeout_kills_a_setsid_grandchild_that_ignores_sigterm(s):
         need_runner(runner)
         for mode in (["--supervise"], []):
             token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
-            # The grandchild: double-forked, its own session, SIGTERM ignored.
-            script = ("( setsid sh -c 'trap \"\" TERM; exec sleep %s' & ) ; trap '' TERM; "
-                      "sleep 2; echo started; sleep 60") % token
+            # The grandchild: double-forked, its own session, SIGTERM ignored;
+            # it says "started" once it ignores SIGTERM (the timeout found it
+            # running), then becomes `sleep TOKEN`.
+            script = ("( setsid sh -c 'trap \"\" TERM; echo started; exec sleep %s' & ) ; trap '' TERM; "
+                      "sleep 60") % token
             t0 = time.time()
-            r = sh(script, s, runner=runner, extra=["--timeout", "3s", "--kill-after", "1s"] + mode, timeout=90)
+            r = sh(script, s, runner=runner, extra=["--timeout", "1s", "--kill-after", "200ms"] + mode, timeout=90)
             took = time.time() - t0
             assert r.rc == 124, (runner, mode, r)
             assert "started" in r.out, r
@@ -309,7 +317,7 @@ def test_timeout_kills_a_setsid_grandchild_that_ignores_sigterm(s):
             # From outside: nothing of the command is left.
             assert gone(processes_naming(token)), (runner, mode, processes_naming(token), r)
             t = limit_of(r.rec("confinement"), "timeout")
-            assert t["value"] == 3000 and t["backend"] in ("cgroup", "process-tree"), t
+            assert t["value"] == 1000 and t["backend"] in ("cgroup", "process-tree"), t
             if mode:
                 res = r.rec("result")
                 assert res["limit"] == "timeout", res
@@ -323,7 +331,7 @@ def test_timeout_sigterm_first(s):
     for runner in RUNNERS:
         need_runner(runner)
         r = sh("trap 'echo got-term; exit 7' TERM; sleep 60 & wait", s, runner=runner,
-               extra=["--timeout", "2s", "--kill-after", "30s", "--supervise"], timeout=90)
+               extra=["--timeout", "1s", "--kill-after", "30s", "--supervise"], timeout=90)
         assert r.rc == 124, r
         assert "got-term" in r.out, r
         res = r.rec("result")
@@ -431,7 +439,7 @@ def test_no_cgroup_left_behind(s):
             leaf = own_leaf(r.out)
             assert leaf not in leaves(d), (leaf, leaves(d))
             r = sh("cat /proc/self/cgroup; sleep 60", s, runner=runner,
-                   extra=["--timeout", "2s", "--kill-after", "1s"] + mode, timeout=60)
+                   extra=["--timeout", "1s", "--kill-after", "200ms"] + mode, timeout=60)
             assert r.rc == 124, r
             leaf = own_leaf(r.out)
             assert leaf not in leaves(d), (leaf, leaves(d))
@@ -558,9 +566,11 @@ def test_no_v1_leaf_left_behind(s):
             for ctl, name in own_v1_leaves(r.out).items():
                 assert name not in leaves(dirs[ctl]), (ctl, name, leaves(dirs[ctl]))
             token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
-            r = sh("cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; exec sleep %s' & ); sleep 60" % token, s,
-                   runner=runner, extra=lim + ["--timeout", "2s", "--kill-after", "1s"] + mode, timeout=60)
+            r = sh("cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; echo started; exec sleep %s' & ); "
+                   "sleep 60" % token, s,
+                   runner=runner, extra=lim + ["--timeout", "1s", "--kill-after", "200ms"] + mode, timeout=60)
             assert r.rc == 124, r
+            assert "started" in r.out, r
             for ctl, name in own_v1_leaves(r.out).items():
                 assert name not in leaves(dirs[ctl]), (ctl, name, leaves(dirs[ctl]))
             assert gone(sleepers(token)), sleepers(token)
@@ -604,11 +614,12 @@ def test_timeout_with_v1_leaves_only(s):
         need_runner(runner)
         for mode in (["--supervise"], []):
             token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
-            r = dsh(["--runner", runner, "--memory", "64M", "--max-procs", "64", "--timeout", "2s", "--kill-after",
-                     "1s"] + mode + ["--", "sh", "-c",
-                                     "cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; exec sleep %s' & ); "
-                                     "trap '' TERM; sleep 60" % token], s, pre=pre, timeout=60)
+            r = dsh(["--runner", runner, "--memory", "64M", "--max-procs", "64", "--timeout", "1s", "--kill-after",
+                     "200ms"] + mode + ["--", "sh", "-c",
+                                        "cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; echo started; "
+                                        "exec sleep %s' & ); trap '' TERM; sleep 60" % token], s, pre=pre, timeout=60)
             assert r.rc == 124, (runner, mode, r)
+            assert "started" in r.out, (runner, mode, r)
             c = r.rec("confinement")
             assert limit_of(c, "timeout")["backend"] == "process-tree", c["limits"]
             assert limit_of(c, "memory")["how"] == "memory.limit_in_bytes (cgroup v1)", c["limits"]
