@@ -267,8 +267,14 @@ def processes_naming(token):
     return found
 
 
-def pty_run(args, s, send=None, wait=10, pre=()):
-    """Runs dsh-confine (after `pre`, e.g. sysfault) as the session leader of a new pty."""
+def pty_run(args, s, send=None, wait=10, pre=(), when=None):
+    """Runs dsh-confine (after `pre`, e.g. sysfault) as the session leader of a new pty.
+
+    `send` is typed once `when` holds: bytes `when` is text the output has shown (a prompt), a
+    str `when` is the name of a descendant of dsh-confine in the foreground group of its
+    terminal (a key typed then reaches the command, not dsh-confine before the command runs).
+    Without `when`, once output has come or such a descendant other than dsh-confine itself is
+    there. Never typed on a guess: not ready within `wait` seconds is a failure."""
     master, slave = pty.openpty()
 
     def session():
@@ -279,21 +285,67 @@ def pty_run(args, s, send=None, wait=10, pre=()):
                          env=s.env(), close_fds=True)
     os.close(slave)
     out = b""
+    ended = False
+
+    def read_some(t):
+        nonlocal out, ended
+        r, _, _ = select.select([master], [], [], t)
+        if not r:
+            return False
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            ended = True
+        out += chunk
+        return True
+
+    def in_foreground(comm):
+        # A descendant of dsh-confine (which may give the command a terminal of its own) in the
+        # foreground group of its terminal, named `comm` (or anything but dsh-confine).
+        procs = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            procs[int(pid)] = (stat[stat.index("(") + 1:stat.rindex(")")], fields[0], int(fields[1]),
+                               int(fields[2]), int(fields[5]))
+        for pid, (name, state, ppid, pgrp, tpgid) in procs.items():
+            if pgrp != tpgid or state in ("Z", "X"):
+                continue
+            if name != comm and (comm is not None or name == os.path.basename(DSH)[:15]):
+                continue
+            while pid > 1 and pid != p.pid:
+                pid = procs.get(pid, ("", "", 0))[2]
+            if pid == p.pid:
+                return True
+        return False
+
+    def ready():
+        if isinstance(when, bytes):
+            return when in out
+        if when is None and out:
+            return True
+        return in_foreground(when)
+
     if send is not None:
-        time.sleep(0.5)
+        deadline = time.time() + wait
+        while not ready() and not ended and p.poll() is None and time.time() < deadline:
+            read_some(0.01)
+        if not ready():
+            p.kill()
+            p.wait()
+            os.close(master)
+            raise AssertionError("never ready for %r (waited for %r): %r" % (send, when, out))
         os.write(master, send)
     deadline = time.time() + wait
-    while time.time() < deadline:
-        r, _, _ = select.select([master], [], [], 0.1)
-        if r:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-        if p.poll() is not None and not r:
+    while time.time() < deadline and not ended:
+        got = read_some(0.1)
+        if p.poll() is not None and not got:
             break
     try:
         rc = p.wait(timeout=5)

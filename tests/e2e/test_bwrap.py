@@ -6,7 +6,7 @@ import stat
 import subprocess
 import time
 
-from harness import (check_inherited_fds, pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
+from harness import (check_inherited_fds, processes_naming, pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
                      skip, tool)
 
 BW = ["--runner", "bwrap"]
@@ -192,14 +192,34 @@ def test_private_pid_namespace_and_proc_1_root(s):
         assert os.listdir(s.outside) == [] and not os.path.exists(shm)
 
 
+def alive(pids):
+    """The pids that still run (not zombies)."""
+    left = []
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    left.append(p)
+        except OSError:
+            pass
+    return left
+
+
 def test_grandchildren_and_background_processes(s):
     need_bwrap()
     bg = s.p("outside", "bg")
     gc = s.p("outside", "gc")
-    r = ws_write("sh -c 'sh -c \"echo x > %s\"'; (sleep 0.5; echo x > %s; echo done > %s) >/dev/null 2>&1 & exit 0"
-                 % (gc, bg, s.p("ws", "bg-ran")), s)
+    # The background job would write after a sleep that only it runs (its argument unique to this
+    # test): the PID namespace ends with the command, so none of the job's processes is left once
+    # it has (bwrap's init is reaped only after every process of its namespace), and nothing wrote.
+    token = "30.%d%06d" % (os.getpid(), int(time.time() * 1e6) % 1000000)
+    r = ws_write("sh -c 'sh -c \"echo x > %s\"'; (sleep %s; echo x > %s; echo done > %s) >/dev/null 2>&1 & exit 0"
+                 % (gc, token, bg, s.p("ws", "bg-ran")), s)
     assert r.rc == 0, r
-    time.sleep(1.5)
+    deadline = time.time() + 5
+    while alive(processes_naming(token)) and time.time() < deadline:
+        time.sleep(0.02)
+    assert not alive(processes_naming(token)), "the background job outlived the command"
     assert not os.path.exists(bg) and not os.path.exists(gc)
     # The PID namespace ends with the command: the background job is gone, not just confined.
     assert not os.path.exists(s.p("ws", "bg-ran"))
@@ -397,7 +417,7 @@ def test_tiocsti_is_refused_but_ctrl_c_still_works(s):
     rc, out = pty_run(BW + ["--", tool("tiocsti")], s)
     assert rc == 0, out
     assert "tiocsti=ok" not in out and "tiocsti-high-bits=ok" not in out and "tioclinux=ok" not in out, out
-    rc, out = pty_run(BW + ["--", "sleep", "30"], s, send=b"\x03", wait=10)
+    rc, out = pty_run(BW + ["--", "sleep", "30"], s, send=b"\x03", wait=10, when="sleep")
     assert rc != 0 and rc is not None, (rc, out)
 
 

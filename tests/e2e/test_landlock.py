@@ -82,13 +82,14 @@ def test_grandchildren_and_background_processes_are_confined(s):
     need_landlock()
     bg = s.p("outside", "bg")
     gc = s.p("outside", "gc")
-    r = ws_write("sh -c 'sh -c \"echo x > %s\"'; (sleep 0.5; echo x > %s; echo done > %s) >/dev/null 2>&1 & exit 0"
+    # The background job writes once the command's shell has ended (outliving it, still confined).
+    r = ws_write("sh -c 'sh -c \"echo x > %s\"'; (i=0; while kill -0 $$ 2>/dev/null && [ $i -lt 3000 ]; do "
+                 "i=$((i+1)); sleep 0.01; done; echo x > %s; echo done > %s) >/dev/null 2>&1 & exit 0"
                  % (gc, bg, s.p("ws", "bg-ran")), s)
     assert r.rc == 0, r
-    for _ in range(50):
-        if os.path.exists(s.p("ws", "bg-ran")):
-            break
-        time.sleep(0.1)
+    deadline = time.time() + 30
+    while not os.path.exists(s.p("ws", "bg-ran")) and time.time() < deadline:
+        time.sleep(0.02)
     assert os.path.exists(s.p("ws", "bg-ran")), "the background process did not run"
     assert not os.path.exists(bg) and not os.path.exists(gc)
 
@@ -380,7 +381,7 @@ def test_tiocsti_is_refused_but_ctrl_c_still_works(s):
     assert rc == 0, out
     assert "tiocsti=Operation not permitted" in out and "tiocsti-high-bits=Operation not permitted" in out, out
     assert "tioclinux=Operation not permitted" in out, out
-    rc, out = pty_run(["--runner", "landlock", "--", "sleep", "30"], s, send=b"\x03", wait=10)
+    rc, out = pty_run(["--runner", "landlock", "--", "sleep", "30"], s, send=b"\x03", wait=10, when="sleep")
     assert rc == -signal.SIGINT, (rc, out)
     # A kernel without seccomp(2): the filter goes in through prctl and holds.
     rc, out = pty_run(["--runner", "landlock", "--", tool("tiocsti")], s, pre=[tool("sysfault"), "ENOSYS", "317", "--"])

@@ -313,7 +313,7 @@ def tty_escalate(s, typed, approver=("--approver", "tty")):
     target = s.p("ws", "ws-file")
     rc, out = pty_run(["--root", s.ws] + LL + list(approver) +
                       ["--escalate", "workspace-write", "--justification", "the test writes a file",
-                       "--", "sh", "-c", "echo hi > '%s'" % target], s, send=typed)
+                       "--", "sh", "-c", "echo hi > '%s'" % target], s, send=typed, when=PROMPT.encode())
     out = out.replace("\r\n", "\n")
     assert "dsh-confine: escalate sandbox to workspace-write: the test writes a file\n" in out, out
     assert "  current mode: read-only\n" in out, out
