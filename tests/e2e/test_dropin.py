@@ -298,8 +298,10 @@ def a_nested_dsh_confine_narrows_the_mode(s, bare, conf):
 
 @case
 def a_background_job_whose_output_lands(s, bare, conf):
-    rb, rc = both(bare, conf, ["sh", "-c", "echo fg1; (sleep 0.3; echo bg; echo bg-file > bg.txt) & echo fg2; wait; "
-                                           "cat bg.txt"])
+    # The job writes once the shell has written fg2 (a FIFO the shell opens after that), as a job
+    # that takes a while would.
+    rb, rc = both(bare, conf, ["sh", "-c", "echo fg1; mkfifo go; (read _ < go; echo bg; echo bg-file > bg.txt) & echo fg2; "
+                                           "echo > go; rm go; wait; cat bg.txt"])
     assert rc.out == b"fg1\nfg2\nbg\nbg-file\n", rc
 
 
@@ -511,11 +513,58 @@ def _read_until(p, token, timeout=10):
     return buf
 
 
+def unique_sleep(seconds):
+    """A `sleep` argument of `seconds` (and a few millionths) that no other process of the machine has."""
+    return "%.1f%06d%06d" % (seconds, os.getpid() % 1000000, int(time.time() * 1e6) % 1000000)
+
+
+def sleeping(token):
+    """Pids of `sleep TOKEN`, with their state (S, T, ...)."""
+    found = {}
+    for pid in processes_naming(token):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if f.read() != b"sleep\0" + token.encode() + b"\0":
+                    continue
+            with open("/proc/%d/stat" % pid) as f:
+                found[pid] = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            pass
+    return found
+
+
+def command_states(token):
+    """The states (S, T, ...) of the command's own processes: the shell whose script names
+    `token` (under bwrap, bwrap's copies of that argv are not the command's) and its sleep."""
+    states = []
+    for pid in processes_naming(token):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+            with open("/proc/%d/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if argv[:2] in ([b"sh", b"-c"], [b"sleep", token.encode()]):
+            states.append(state)
+    return states
+
+
+def _wait_for(what, cond, timeout=10):
+    deadline = time.time() + timeout
+    while not cond() and time.time() < deadline:
+        time.sleep(0.01)
+    assert cond(), what
+
+
 def _signalled(side, sig, to_group, wrap=()):
-    p = side.popen(["sh", "-c", 'trap "echo cleanup $1; kill \\$! 2>/dev/null; exit 0" %s; echo ready; sleep 30 >/dev/null & wait'
-                    % sig.name[3:], "sh", sig.name], start_new_session=True, wrap=wrap)
+    # Signalled once the shell waits for its job (the job's sleep, found by its unique argument,
+    # runs): its trap is set and the job's pid is known, whatever the load.
+    token = unique_sleep(30)
+    p = side.popen(["sh", "-c", 'trap "echo cleanup $1; kill \\$! 2>/dev/null; exit 0" %s; echo ready; sleep %s >/dev/null & wait'
+                    % (sig.name[3:], token), "sh", sig.name], start_new_session=True, wrap=wrap)
     seen = _read_until(p, b"ready\n")
-    time.sleep(0.2)
+    _wait_for("the job never ran", lambda: any(st not in ("Z", "X") for st in sleeping(token).values()))
     if to_group:
         os.killpg(p.pid, sig)
     else:
@@ -614,12 +663,19 @@ def kill_stop_and_cont(s, bare, conf):
         skip(BWRAP_STOP_REASON)
 
     def one(side):
-        p = side.popen(["sh", "-c", "echo ready; sleep 0.6; echo done"], start_new_session=True)
-        seen = _read_until(p, b"ready\n")
-        os.killpg(p.pid, signal.SIGSTOP)  # as a shell's job control stops a job
-        time.sleep(1.5)
-        early = _read_until(p, b"done", timeout=0.3)
-        os.killpg(p.pid, signal.SIGCONT)
+        token = unique_sleep(0.6)
+        p = side.popen(["sh", "-c", "echo ready; sleep %s; echo done" % token], start_new_session=True)
+        try:
+            seen = _read_until(p, b"ready\n")
+            ready = time.time()
+            os.killpg(p.pid, signal.SIGSTOP)  # as a shell's job control stops a job
+            # The stop reaches the command (its shell, or the sleep it starts; under bwrap too),
+            # and nothing moves past the end of its sleep.
+            _wait_for("the command never stopped", lambda: "T" in command_states(token))
+            time.sleep(max(0.0, ready + float(token) + 0.2 - time.time()))
+            early = _read_until(p, b"done", timeout=0.1)
+        finally:
+            os.killpg(p.pid, signal.SIGCONT)
         out, err = p.communicate(timeout=20)
         return Run(p.returncode, seen + early + out, err), early
     (rb, eb), (rc, ec) = one(bare), one(conf)
@@ -633,7 +689,10 @@ def sleep_killed_by_timeout(s, bare, conf):
     token = "%d.%d" % (7 + os.getpid() % 50, os.getpid() % 997)
     rb, rc = both(bare, conf, ["sleep", token], wrap=["timeout", "0.7"])
     assert rc.rc == 124, rc
-    time.sleep(0.3)
+    # Gone at once, or soon (its parent reaps it); a sleep left running would run 7 s or more.
+    deadline = time.time() + 5
+    while processes_naming("sleep\0" + token) and time.time() < deadline:
+        time.sleep(0.01)
     assert processes_naming("sleep\0" + token) == [], "a sleep was left running"
 
 
