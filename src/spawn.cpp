@@ -144,7 +144,16 @@ pid_t fork_child(const Child& c, pid_t parent) {
     return pid;
 }
 
-#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// gcc names its sanitizers with macros, clang with __has_feature.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DSH_SPAWN_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DSH_SPAWN_SANITIZED 1
+#endif
+#if defined(__linux__) && !defined(DSH_SPAWN_SANITIZED)
 #define DSH_SPAWN_SHARES_MEMORY 1
 // fork copies our page tables, about 1.2 ms of CPU on a VM guest, for a child
 // that only sets up descriptors and execs: the child runs in our memory
