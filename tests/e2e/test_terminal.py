@@ -21,17 +21,39 @@ import subprocess
 import termios
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need_bwrap, need_landlock)
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need_bwrap, need_landlock, processes_naming)
 
 RUNNERS = ("bwrap", "landlock")
 MODES = ((), ("--supervise",))
-# The signal comes 2 s in: long after the trap is set, bare or confined, even
-# in the sanitized build on a loaded 2-core machine (0.5 s was not: there the
-# bwrap stage alone can take longer to reach the command).
 # The background sleep holds no output pipe and is killed by the trap, so each
-# run ends when the trap does.
-TRAP = 'trap "echo cleanup; kill \\$!; exit 0" {sig}; sleep 10 >/dev/null 2>&1 & wait'
-AFTER = "2"
+# run ends when the trap does. The script says "trapped" once its trap is set;
+# its job's sleep has an argument of its own ({job}), so that the signal can
+# wait for the shell to be in its `wait` (a signal while dash forks the job
+# could find the shell dead without its trap's line: 1 run in 50 did).
+TRAP = 'trap "echo cleanup; kill \\$!; exit 0" {sig}; echo trapped; sleep {job} >/dev/null 2>&1 & wait'
+
+
+def _job():
+    return "10.%d%06d" % (os.getpid(), int(time.time() * 1e6) % 1000000)
+
+
+def _wait_for_job(job):
+    """Waits until `sleep JOB` runs (the shell has started its job, and waits)."""
+    want = b"sleep\0" + job.encode() + b"\0"
+
+    def running():
+        for pid in processes_naming(job):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if f.read() == want:
+                        return True
+            except OSError:
+                pass
+        return False
+    deadline = time.time() + 30
+    while not running() and time.time() < deadline:
+        time.sleep(0.005)
+    assert running(), "the job never started"
 
 
 def _need_runners():
@@ -58,28 +80,50 @@ def test_a_trapped_signal_runs_the_commands_handler(s):
     # The issue's own case. timeout sends the signal to its child and then to
     # its whole process group, so a command in that group may get it twice
     # (the bare command too): the trap's first line is what is compared.
-    script = TRAP.format(sig="TERM")
+    # timeout's time is up once the trap is set: timeout(1) runs out when its timer's SIGALRM
+    # comes, and one sent to it then is that (exit status 124 included), whatever the load, where
+    # a fixed duration had to guess how long the sandbox takes to reach the command.
     for opts in [[]] + list(_combos()):
-        rc, out = _bare(["timeout", "-s", "TERM", AFTER] + ([DSH] + opts + ["--"] if opts else []) +
-                        ["sh", "-c", script], s)
+        job = _job()
+        script = TRAP.format(sig="TERM", job=job)
+        p = subprocess.Popen(["timeout", "-s", "TERM", "60"] + ([DSH] + opts + ["--"] if opts else []) +
+                             ["sh", "-c", script], env=s.env(), cwd=s.base, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert p.stdout.readline() == b"trapped\n", opts
+            _wait_for_job(job)
+            p.send_signal(signal.SIGALRM)
+            out = p.stdout.read().decode()
+            rc = p.wait(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
         assert rc == 124 and out.startswith("cleanup\n"), (opts, rc, out)
     # Every forwarded signal, sent once to the process started (what `timeout --foreground`
     # does), as soon as the trap is set: the script says so on its first line.
     for sig in ("TERM", "INT", "HUP", "QUIT", "USR1", "USR2"):
-        script = 'trap "echo cleanup; kill \\$!; exit 0" %s; echo trapped; sleep 10 >/dev/null 2>&1 & wait' % sig
-        want = _signalled(["sh", "-c", script], sig, s)
+        job = _job()
+        script = TRAP.format(sig=sig, job=job)
+        want = _signalled(["sh", "-c", script], sig, s, job)
         assert want == (0, "cleanup\n"), (sig, want)
         for opts in _combos():
-            got = _signalled([DSH] + opts + ["--", "sh", "-c", script], sig, s)
+            job = _job()
+            script = TRAP.format(sig=sig, job=job)
+            got = _signalled([DSH] + opts + ["--", "sh", "-c", script], sig, s, job)
             assert got == want, (sig, opts, got)
 
 
-def _signalled(argv, sig, s):
-    """Runs argv, sends it SIG<sig> once it has printed its first line; its status and the rest."""
+def _signalled(argv, sig, s, job):
+    """Runs argv, sends it SIG<sig> once it has printed its first line and its job runs; its
+    status and the rest."""
     p = subprocess.Popen(argv, env=s.env(), cwd=s.base, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
     try:
         assert p.stdout.readline() == b"trapped\n", argv
+        _wait_for_job(job)
         p.send_signal(getattr(signal, "SIG" + sig))
         out = p.stdout.read()
         return p.wait(timeout=30), out.decode()
@@ -336,7 +380,7 @@ def test_a_resize_while_the_foreground_group_has_lost_its_leader_keeps_the_termi
 # Ctrl-Z); under bwrap, bwrap's init is that parent.
 
 
-def _stops_and_fg_continues(s, line, last, stop=None):
+def _stops_and_fg_continues(s, line, last, stop=None, before_fg=None):
     # The user's own shell on the test's pty runs `line`, whose job stops (on `stop(t)`, or by
     # itself): the shell says so, `fg` continues it to its `last` line, the status is its own.
     t = Term(BASH, s)
@@ -349,6 +393,8 @@ def _stops_and_fg_continues(s, line, last, stop=None):
         t.send(b"echo waiting-$((2*3))\n")
         t.expect("waiting-6")
         assert last.encode() not in t.out, (line, t.out[-2000:])
+        if before_fg:
+            before_fg()
         t.send(b"fg\n")
         # The prompt before typing (typed before, it would be the command's input); one pattern,
         # as it may come in the same read as the line before it.
@@ -370,15 +416,21 @@ def _ctrl_z_stops_and_fg_continues(s, opts, when_started):
     # No fork in the command: dash vforks `sleep`, and a Ctrl-Z that lands between that vfork and
     # the exec stops the child while the parent waits uninterruptibly for it, bare or confined,
     # so the job never reads as stopped.
-    line = "%s --mode workspace-write %s -- python3 -c \"import time; time.sleep(2); print('slept-%%d' %% 12)\"\n" % (
-        DSH, " ".join(opts))
-    _stops_and_fg_continues(s, line, "slept-12", stop)
+    # It runs until the test lets it end (a file made once the job is seen stopped), not for a
+    # guessed time; it ends only if `fg` continues it.
+    go = s.p("base", "go")
+    if os.path.exists(go):
+        os.unlink(go)
+    line = ("%s --mode workspace-write %s -- python3 -c \"import os, time; next((i for i in range(6000) "
+            "if os.path.exists('%s') or time.sleep(0.01)), 0); print('slept-%%d' %% 12)\"\n") % (
+                DSH, " ".join(opts), go)
+    _stops_and_fg_continues(s, line, "slept-12", stop, before_fg=lambda: open(go, "w").close())
 
 
 def test_ctrl_z_on_a_direct_command_stops_the_job_in_the_users_shell(s):
     _need_runners()
     for opts in _combos():
-        _ctrl_z_stops_and_fg_continues(s, opts, lambda t: t.settle(1.0))
+        _ctrl_z_stops_and_fg_continues(s, opts, lambda t: t.foreground("python3"))
 
 
 def test_ctrl_z_typed_while_bwrap_starts_stops_the_command(s):
@@ -486,7 +538,8 @@ def test_no_pty_gives_the_command_the_callers_terminal(s):
 # --- the terminal attacks ----------------------------------------------------------------------
 
 # Left behind after the command exits: ignores SIGTTOU/SIGTTIN/SIGHUP, takes the
-# foreground of its terminal and reads whatever is typed next into a file.
+# foreground of its terminal and reads whatever is typed next into a file. It
+# writes <file>.armed once it has tried to take the terminal, and reads on.
 THIEF = r"""
 import os, select, signal, sys, time
 for n in (signal.SIGTTOU, signal.SIGTTIN, signal.SIGHUP):
@@ -506,6 +559,8 @@ while time.time() < deadline:
         os.tcsetpgrp(0, os.getpgrp())
     except OSError:
         pass
+    if not os.path.exists(out + ".armed"):
+        open(out + ".armed", "w").close()
     try:
         r, _, _ = select.select([0], [], [], 0.1)
         if r:
@@ -521,7 +576,7 @@ def test_a_child_left_behind_cannot_read_the_users_next_line(s):
     _need_runners()
     loot = s.p("ws", "loot")
     for opts in _combos():
-        for f in (loot, loot + ".pid"):
+        for f in (loot, loot + ".pid", loot + ".armed"):
             if os.path.exists(f):
                 os.unlink(f)
         # The user's shell: runs the command, then reads the user's next line.
@@ -530,11 +585,17 @@ def test_a_child_left_behind_cannot_read_the_users_next_line(s):
                  ["--", "python3", "-c", THIEF, loot], s)
         try:
             t.expect("DONE")
-            time.sleep(1)
+            # Typed once the thief has tried to take the terminal (and reads it), or is gone (under
+            # bwrap it dies with the sandbox's namespace).
+            deadline = time.time() + 10
+            while not os.path.exists(loot + ".armed") and _thief_alive(loot) and time.time() < deadline:
+                time.sleep(0.01)
+            assert os.path.exists(loot + ".armed") or not _thief_alive(loot), (opts, "the thief never started")
             t.send(b"hunter2\n")
             t.expect(r"shell got \[hunter2\]", timeout=8)
             assert t.wait() == 0, (opts, t.out)
-            time.sleep(0.3)
+            # Ended now, it writes nothing more: what it stole is all in the file.
+            _wait_for_thief(loot + ".pid", kill=True)
             stolen = open(loot, "rb").read() if os.path.exists(loot) else b""
             assert b"hunter2" not in stolen, (opts, stolen)
         finally:
@@ -542,8 +603,24 @@ def test_a_child_left_behind_cannot_read_the_users_next_line(s):
             _wait_for_thief(loot + ".pid")
 
 
-def _wait_for_thief(pidfile):
-    # Nothing of the test may outlive it (it writes into the scratch).
+def _is_thief(pid, loot):
+    """Whether `pid` runs the thief of `loot` (python3 -c THIEF loot; not a zombie)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return os.path.basename(argv[0]).startswith(b"python3") and loot.encode() in argv and state not in ("Z", "X")
+
+
+def _thief_alive(loot):
+    return any(_is_thief(pid, loot) for pid in processes_naming(loot))
+
+
+def _wait_for_thief(pidfile, kill=False):
+    # Nothing of the test may outlive it (it writes into the scratch): ended at once with `kill`.
     try:
         pid = int(open(pidfile).read())
     except (OSError, ValueError):
@@ -551,14 +628,12 @@ def _wait_for_thief(pidfile):
     # The pid is the thief's only if it names the loot (under bwrap it is a
     # pid of the sandbox's namespace, and the thief died with it).
     def thief():
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                return pidfile[:-4].encode() in f.read()
-        except OSError:
-            return False
+        return _is_thief(pid, pidfile[:-4])
+    if kill and thief():
+        os.kill(pid, signal.SIGKILL)
     deadline = time.time() + 8
     while thief() and time.time() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.01)
     if thief():
         os.kill(pid, signal.SIGKILL)
 
