@@ -3,8 +3,8 @@
 
 TAP output counts each `ok` / `not ok` / `# SKIP` line; Catch2's JUnit XML counts each
 test case (and section); any other test counts once by its result. A test whose
-runner failed without saying why counts as failed. Prints the skipped and failed
-names, then one last line: `N passed, N failed, N skipped`.
+runner failed without saying why counts as failed. Prints the ten slowest tests,
+the skipped and failed names, then one last line: `N passed, N failed, N skipped`.
 """
 import json
 import re
@@ -65,8 +65,26 @@ def count(entry):
     return p, f, k, notes
 
 
+def slowest(paths, n=10):
+    """The n longest meson tests of these logs, for the next regression to be visible."""
+    rows = []
+    for path in paths:
+        try:
+            for line in open(path):
+                if line.strip():
+                    e = json.loads(line)
+                    rows.append((e.get("duration", 0.0), path.split("/")[0], e["name"]))
+        except OSError:
+            pass
+    rows.sort(reverse=True)
+    print("slowest tests:")
+    for d, where, name in rows[:n]:
+        print("  %7.1f s  %s  %s" % (d, where, name))
+
+
 def main(paths):
     tp = tf = tk = 0
+    slowest(paths)
     for path in paths:
         try:
             lines = open(path).read().splitlines()

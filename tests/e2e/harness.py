@@ -372,10 +372,22 @@ def _default_signal_dispositions():
             _signal.signal(sig, _signal.SIG_DFL)
 
 
+def shard(tests):
+    """DSH_E2E_SHARD=K/N keeps the tests whose place in the file is K modulo N (K from 1): one
+    long file runs as N meson tests side by side (tests/meson.build). Unset: every test."""
+    spec = os.environ.get("DSH_E2E_SHARD", "")
+    if not spec:
+        return tests
+    k, n = (int(x) for x in spec.split("/"))
+    assert 1 <= k <= n, "DSH_E2E_SHARD must be K/N with 1 <= K <= N: %r" % spec
+    return [t for i, t in enumerate(tests) if i % n == k - 1]
+
+
 def run_module(mod):
     _default_signal_dispositions()
     tests = [(n, f) for n, f in vars(mod).items() if n.startswith("test_") and inspect.isfunction(f)]
     tests.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+    tests = shard(tests)
     print("1..%d" % len(tests), flush=True)
     failed = 0
     for i, (name, fn) in enumerate(tests, 1):
