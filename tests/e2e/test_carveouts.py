@@ -13,8 +13,9 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 
-from harness import DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_runner, skip, tool
+from harness import DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_runner, processes_naming, skip, tool
 
 RUNNERS = ("bwrap", "landlock")
 
@@ -55,6 +56,69 @@ def make_repo(s, path):
     os.makedirs(os.path.join(path, ".vscode"), exist_ok=True)
     with open(os.path.join(path, ".vscode", "settings.json"), "w") as f:
         f.write("{}\n")
+
+
+def unique_sleep():
+    """A `sleep` argument no other process of the machine has (other tests run
+    beside this one): a run's processes are the ones naming it."""
+    return "30.%d%06d" % (os.getpid(), uuid.uuid4().int % 1000000)
+
+
+def alive(pids):
+    """The pids that still run (a zombie nobody has reaped yet runs nothing)."""
+    left = []
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    left.append(p)
+        except OSError:
+            pass
+    return left
+
+
+def sleeping(token):
+    """Pids of `sleep TOKEN` (the command, once its shell has exec'd it)."""
+    found = []
+    for p in processes_naming(token):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                if f.read() == b"sleep\0" + token.encode() + b"\0":
+                    found.append(p)
+        except OSError:
+            pass
+    return found
+
+
+def wait_gone(token, limit=10.0):
+    """Waits until no process names `token`; returns what is still running after `limit` seconds."""
+    deadline = time.time() + limit
+    while alive(processes_naming(token)) and time.time() < deadline:
+        time.sleep(0.02)
+    described = []
+    for p in alive(processes_naming(token)):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                described.append("%d %s" % (p, f.read().replace(b"\0", b" ").decode("utf-8", "replace")))
+        except OSError:
+            pass
+    return described
+
+
+def blocked_opening_fifo(pid):
+    """Whether `pid` sleeps in open(2) of a FIFO, waiting for a reader (that never came)."""
+    try:
+        with open("/proc/%d/wchan" % pid) as f:
+            return f.read().strip() == "wait_for_partner"
+    except OSError:
+        return False
+
+
+def wait_blocked_opening_fifo(pid, limit=20.0):
+    deadline = time.time() + limit
+    while not blocked_opening_fifo(pid) and time.time() < deadline:
+        time.sleep(0.01)
+    assert blocked_opening_fifo(pid), "the FIFO's writer never blocked opening it"
 
 
 def run(s, runner, root, script, extra=(), env=None, **kw):
@@ -264,13 +328,21 @@ def test_root_at_home__bwrap(s):
     # SIGKILLed mid-run: nothing is left behind either.
     with open(cfg, "w") as f:
         f.write("{}\n")
+    # Killed once the command runs (the sandbox is built); then nothing of the run is left, and
+    # nothing of it on disk.
+    token, marker = unique_sleep(), os.path.join(s.tmpdir, "started")
     p = subprocess.Popen([DSH, "--mode", "workspace-write", "--root", h, "--runner", "bwrap", "--session", log,
-                          "--", "sleep", "30"], cwd=h, env=dict(s.env(), **{k: v for k, v in env.items() if v}),
+                          "--", "sh", "-c", "touch %s; exec sleep %s" % (marker, token)], cwd=h,
+                         env=dict(s.env(), **{k: v for k, v in env.items() if v}),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1)
+    deadline = time.time() + 20
+    while not os.path.exists(marker) and p.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert os.path.exists(marker), "the command never started"
     p.send_signal(signal.SIGKILL)
     p.wait()
-    time.sleep(0.5)
+    left = wait_gone(token)
+    assert not left, left
     assert listing(h) == before
 
 
@@ -667,12 +739,15 @@ def test_a_fifo_where_a_file_is_read_is_never_opened(s):
         marker = s.p("base", "opened-%d" % i)
         writers.append((f, marker, subprocess.Popen(["sh", "-c", 'exec 3>"$1"; echo yes > "$2"', "_", f, marker])))
     try:
-        time.sleep(0.2)
+        for f, marker, w in writers:
+            wait_blocked_opening_fifo(w.pid)
         for runner in ("bwrap", "landlock"):
             r = run(s, runner, s.ws, "echo ran")
             assert r.rc == 0 and r.out == "ran\n", (runner, r)
-        time.sleep(0.2)
+        # An open for reading would have woken the writer at once (in that open): still asleep
+        # in its open, it never saw a reader.
         for f, marker, w in writers:
+            assert blocked_opening_fifo(w.pid), (f, "opened by dsh-confine")
             assert w.poll() is None and not os.path.exists(marker), (f, "opened by dsh-confine")
     finally:
         for f, marker, w in writers:
@@ -839,10 +914,15 @@ def test_a_carve_out_swapped_before_the_stage_binds_it(s):
     make_repo(s, s.ws)
     hooks = os.path.join(s.ws, ".git/hooks")
     # A root caller's run walks while bwrap starts (the stage waits for the list): the swap waits
-    # until that walk has opened .git/hooks, so it lands between the launcher's open and the bind.
+    # until that walk has opened .git/hooks (the launcher, this stub's parent, holds it), so it
+    # lands between the launcher's open and the bind.
     stub = s.script("swapping-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
-                    "if [ \"$last\" != __dsh_confine_probe_v1 ]; then sleep 0.2; mv '%s' '%s.old' && mkdir '%s' || exit 9; fi\n"
-                    "exec /usr/bin/bwrap \"$@\"\n" % (hooks, hooks, hooks))
+                    "held() { for f in /proc/$PPID/fd/*; do [ \"$(readlink \"$f\")\" = '%s' ] && return 0; done; "
+                    "return 1; }\n"
+                    "if [ \"$last\" != __dsh_confine_probe_v1 ]; then\n"
+                    "  i=0; until held; do i=$((i+1)); [ $i -lt 2000 ] || exit 8; sleep 0.005; done\n"
+                    "  mv '%s' '%s.old' && mkdir '%s' || exit 9\nfi\n"
+                    "exec /usr/bin/bwrap \"$@\"\n" % (hooks, hooks, hooks, hooks))
     with open(s.p("base", "config.json"), "w") as f:
         f.write('{"bwrapPath": "%s"}' % stub)
     cache = s.p("base", "cache")
@@ -1017,25 +1097,29 @@ def leftovers(s, supervise):
     assert r.rc == 0, r
     assert any(e["exists"] and e["enforced"] for e in entries(r).values()), r
     assert listing(s.ws, h) == names
-    # SIGKILL of dsh-confine mid-run: the sandbox dies with it and leaves nothing behind.
+    # SIGKILL of dsh-confine mid-run: the sandbox dies with it and leaves nothing behind. The
+    # run's processes (bwrap, the command) are the ones naming its own sleep argument, which no
+    # other test's process has.
     marker = os.path.join(s.tmpdir, "started")
+    token = unique_sleep()
     e = s.env()
     e.update({k: v for k, v in env.items() if v is not None})
     e.pop("XDG_RUNTIME_DIR", None)
-    p = subprocess.Popen([DSH] + args + ["--", "sh", "-c", "touch %s; exec sleep 30" % marker], cwd=s.ws, env=e,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen([DSH] + args + ["--", "sh", "-c", "touch %s; exec sleep %s" % (marker, token)], cwd=s.ws,
+                         env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 20
-    while not os.path.exists(marker) and time.time() < deadline:
-        time.sleep(0.05)
+    while not os.path.exists(marker) and p.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
     assert os.path.exists(marker), "the command never started"
+    # The check can see the run: the command (`sleep TOKEN`, after its exec) names the token.
+    deadline = time.time() + 10
+    while not sleeping(token) and time.time() < deadline:
+        time.sleep(0.02)
+    assert sleeping(token), "the command is not seen running"
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=10)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        out = subprocess.run(["pgrep", "-f", "sleep 30"], stdout=subprocess.PIPE).stdout
-        if not out:
-            break
-        time.sleep(0.1)
+    left = wait_gone(token)
+    assert not left, "processes of the run outlived dsh-confine: %s" % left
     assert listing(s.ws, h) == names
 
 
@@ -1145,12 +1229,13 @@ def test_hide_secrets_with_a_fifo_for_the_ssh_config(s):
     os.mkfifo(fifo)
     writer = subprocess.Popen(["sh", "-c", 'exec 3>"$1"; echo yes > "$2"', "_", fifo, marker])
     try:
-        time.sleep(0.2)
+        wait_blocked_opening_fifo(writer.pid)
         r = dsh(["--mode", "read-only", "--runner", "landlock", "--hide-secrets", "--", "echo", "ran"], s,
                 env={"HOME": h}, timeout=20)
         assert r.rc == 0 and r.out == "ran\n", r
         assert h + "/.ssh/id_ed25519" in {e["path"] for e in r.rec("confinement")["hiddenPaths"]}, r
-        time.sleep(0.2)
+        # An open for reading would have woken the writer at once: still asleep in its open, it never saw one.
+        assert blocked_opening_fifo(writer.pid), "the FIFO was opened"
         assert writer.poll() is None and not os.path.exists(marker), "the FIFO was opened"
     finally:
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
