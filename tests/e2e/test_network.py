@@ -187,7 +187,9 @@ def probe(s, runner, net, mode="workspace-write"):
         h.close()
     got = json.loads(r.out.strip().splitlines()[-1]) if r.rc == 0 and r.out.strip() else None
     seen = set(h.seen)
-    if host_connected:
+    # The host reached the command's listener only if both ends saw it: with many tests side by
+    # side, the port the command picked in its own namespace may be some other host listener's.
+    if host_connected and got and got.get("listen") == "ok":
         seen.add("listen")
     return r, got, seen, h
 
