@@ -75,8 +75,8 @@ std::vector<std::pair<std::string, std::string>> Layers::explain_lines() const {
     out.emplace_back("landlock:",
                      fmt::format("ABI {}, handled {}", plan_.abi, fmt::join(right_names(plan_.handled_fs), ",")));
     if (plan_.seccomp_net)
-        out.emplace_back("  network:", fmt::format("sockets {}{}{}", plan_.seccomp_net == 2 ? "AF_UNIX only" : "AF_INET/AF_INET6/AF_NETLINK/AF_UNIX",
-                                                    plan_.refuse_unix ? ", socket(AF_UNIX) refused (socketpair kept)" : "",
+        out.emplace_back("  network:", fmt::format("sockets {}{}{}", plan_.seccomp_net == 2 ? "AF_UNIX only" : "TCP/UDP, netlink route and diag, AF_UNIX",
+                                                    plan_.refuse_unix ? ", socket(AF_UNIX) refused (stream and seqpacket socketpairs kept)" : "",
                                                     plan_.handled_net ? ", TCP bind/connect handled with no rule" : ""));
     if (ns_.active)
         out.emplace_back("  namespace:", ns_.user ? "a user+network namespace of its own (uid and gid mapped to themselves), lo up"

@@ -46,22 +46,29 @@ struct Variant {
     // new limit, setpriority, sched_set*, ioprio_set, migrate/move_pages)
     // allowed only on the caller itself (pid 0).
     bool host_namespaces = false;
-    // The network axis (issue 17), refusals with EACCES (Landlock's own errno,
-    // so "permission denied" is the denial signature under every runner):
+    // The network axis (issues 17 and 38), refusals with EACCES (Landlock's
+    // own errno, so "permission denied" is the denial signature under every
+    // runner). An allow-list: socket() and socketpair() make only the
+    // (family, type, protocol) rows of kSocketKinds (seccomp_build.cpp) the
+    // mode names, compared in the 32 bits the kernel reads of each; the type
+    // may carry SOCK_NONBLOCK and SOCK_CLOEXEC and no other flag.
     //   kNetHost: nothing.
-    //   kNetLoopback: socket() only for AF_INET, AF_INET6, AF_NETLINK (and
-    //     AF_UNIX unless refuse_unix); on AF_INET/AF_INET6 only SOCK_STREAM and
-    //     SOCK_DGRAM (no raw, packet or SCTP seqpacket) and never IPPROTO_MPTCP
-    //     or IPPROTO_SCTP; AF_VSOCK, AF_PACKET and every other family refused
-    //     (vsock and bluetooth are not per network namespace).
-    //   kNetOff: socket() for AF_UNIX only (none at all with refuse_unix).
-    // Either way socketpair() only for AF_UNIX, and the i386/x32 ABIs are
+    //   kNetLoopback: socket() for AF_INET/AF_INET6 SOCK_STREAM (protocol 0
+    //     or IPPROTO_TCP) and SOCK_DGRAM (0 or IPPROTO_UDP), AF_NETLINK
+    //     SOCK_RAW/SOCK_DGRAM (NETLINK_ROUTE, NETLINK_SOCK_DIAG), and AF_UNIX
+    //     stream, datagram and seqpacket (protocol 0) unless refuse_unix.
+    //   kNetOff: socket() for AF_UNIX stream, datagram and seqpacket only,
+    //     none at all with refuse_unix.
+    // Either way socketpair() for AF_UNIX SOCK_STREAM and SOCK_SEQPACKET
+    // (protocol 0), and SOCK_DGRAM unless refuse_unix; the i386/x32 ABIs are
     // refused with ENOSYS (i386's socketcall multiplexer hides the family in
-    // memory, where seccomp cannot read it).
+    // memory, where seccomp cannot read it), and so is a native socketcall.
     uint8_t net = 0;
-    // socket(AF_UNIX) refused (pathname unix sockets cannot be governed by
-    // path below Landlock ABI 9), and socketpair(AF_UNIX, SOCK_DGRAM) too: an
-    // unconnected datagram socket can sendto() any named socket.
+    // Pathname unix sockets cannot be governed by path below Landlock ABI 9:
+    // no AF_UNIX socket() of any type (each can connect() or sendto() a host
+    // listener), and no datagram socketpair (an unconnected datagram socket
+    // can sendto() any named socket; AF_UNIX SOCK_RAW is one too, and is not
+    // on the list either).
     bool refuse_unix = false;
 };
 
@@ -88,7 +95,8 @@ inline constexpr const Variant (&kVariants)[kVariantCount] = kVariantTable.v;
 // Returns 0, or a negative errno for an architecture whose table was not reviewed.
 int unknown_syscall_guard(std::vector<sock_filter>& out);
 
-// The whole filter of a variant: the guard, then libseccomp's program.
+// The whole filter of a variant: the guard, the socket allow-list (a
+// network variant only), then libseccomp's program.
 // Returns 0, or a negative errno with `step` naming what failed.
 int program(const Variant& v, std::vector<sock_filter>& out, std::string& step);
 

@@ -12,7 +12,8 @@ import threading
 import time
 import http.server
 
-from harness import (SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, skip, tool)
+from harness import (SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, need_runner, skip,
+                     tool)
 
 PY = "/usr/bin/python3"
 
@@ -599,6 +600,160 @@ def test_probe_lists_the_network_modes_each_runner_can_enforce(s):
     assert "refused the Landlock runner one (unshare(" in n["loopback"]["reason"], n
     r = dsh(["probe"], s, report=False, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
     assert "--net loopback   cannot hold: --net loopback needs a network namespace" in r.out, r
+
+
+# Issue 38: every family x type 0..15 (bare and with SOCK_NONBLOCK|SOCK_CLOEXEC) through
+# socket() and socketpair(), and whatever is made tries connect(), sendto() and send() to
+# each of the host's unix listeners (a pathname and an abstract one of each type). Prints
+# what was made and the errno of every attempt that was not.
+SWEEP = r"""
+import ctypes, json, os, socket, sys
+cfg = json.loads(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+class Sun(ctypes.Structure):
+    _fields_ = [("family", ctypes.c_ushort), ("path", ctypes.c_char * 108)]
+def address(name):
+    a = Sun()
+    a.family = socket.AF_UNIX
+    raw = name.encode()
+    ctypes.memmove(ctypes.addressof(a) + 2, raw, len(raw))
+    return a, 2 + len(raw) + (0 if name.startswith("\0") else 1)
+targets = [address(t) for t in cfg["targets"]]
+msg = cfg["token"].encode()
+def reach(fd):
+    os.set_blocking(fd, False)
+    for a, n in targets:
+        libc.sendto(fd, msg, len(msg), 0, ctypes.byref(a), n)
+        libc.connect(fd, ctypes.byref(a), n)
+        libc.send(fd, msg, len(msg), 0)
+made, refused = [], {}
+flags = socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
+for call in ("socket", "socketpair"):
+    for fam in range(64):
+        for proto in ((0, 1) if fam == socket.AF_UNIX else (0,)):
+            for t in range(16):
+                for ty in (t, t | flags):
+                    if call == "socket":
+                        fd = libc.socket(fam, ty, proto)
+                        fds = [fd] if fd >= 0 else []
+                    else:
+                        sv = (ctypes.c_int * 2)()
+                        fds = list(sv) if libc.socketpair(fam, ty, proto, sv) == 0 else []
+                    if not fds:
+                        e = ctypes.get_errno()
+                        refused[e] = refused.get(e, 0) + 1
+                        if e != 13:
+                            refused.setdefault("not EACCES", []).append([call, fam, ty, proto, e])
+                        continue
+                    made.append([call, fam, ty, proto])
+                    for fd in fds:
+                        reach(fd)
+                    for fd in fds:
+                        os.close(fd)
+print(json.dumps({"made": made, "refused": refused}))
+"""
+
+
+class UnixListeners:
+    """A listener of each unix socket type on a pathname in the test's scratch dir and in the
+    abstract namespace; `seen` lists what reached any of them (a connection, a message)."""
+
+    TYPES = {"stream": socket.SOCK_STREAM, "dgram": socket.SOCK_DGRAM, "seqpacket": socket.SOCK_SEQPACKET}
+
+    def __init__(self, s, token):
+        self.seen, self.socks, self.paths, self.targets = [], [], [], []
+        self.stop = False
+        for kind, ty in self.TYPES.items():
+            path = os.path.join(s.outside, "host-%s.sock" % kind)
+            self._listen(ty, path, "path-" + kind)
+            os.chmod(path, 0o777)
+            self.paths.append(path)
+            self._listen(ty, "\0%s-%s" % (token, kind), "abstract-" + kind)
+
+    def _listen(self, ty, addr, name):
+        l = socket.socket(socket.AF_UNIX, ty)
+        l.bind(addr)
+        if ty != socket.SOCK_DGRAM:
+            l.listen(64)
+        l.settimeout(0.1)
+        self.socks.append(l)
+        self.targets.append(addr)
+
+        def serve():
+            while not self.stop:
+                try:
+                    if ty == socket.SOCK_DGRAM:
+                        self.seen.append((name, l.recv(4096)))
+                    else:
+                        c, _ = l.accept()
+                        self.seen.append((name, "connection"))
+                        c.close()
+                except OSError:
+                    continue
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self):
+        time.sleep(0.3)  # let the listeners count what arrived
+        self.stop = True
+        for x in self.socks:
+            x.close()
+        for p in self.paths:
+            os.unlink(p)
+
+
+def allowed_by(net, call, fam, ty, proto):
+    """The allow-list of docs/SECURITY.md on this kernel (no Landlock ABI 9: no unix socket())."""
+    t = ty & 0xF
+    if call == "socketpair":
+        return fam == socket.AF_UNIX and proto == 0 and t in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET)
+    if net == "off" or proto != 0:  # protocol 0 is each family's default (NETLINK_ROUTE)
+        return False
+    if fam in (socket.AF_INET, socket.AF_INET6):
+        return t in (socket.SOCK_STREAM, socket.SOCK_DGRAM)
+    return fam == socket.AF_NETLINK and t in (socket.SOCK_RAW, socket.SOCK_DGRAM)
+
+
+def run_socket_sweep(s, runner):
+    # Under each --net mode that refuses the host: nothing reaches a host unix listener of any
+    # type, only the allow-list is made, everything else is EACCES, and the record is unchanged.
+    need_runner(runner)
+    assert landlock_abi() < 9, "this test's allow-list is the one without Landlock's RESOLVE_UNIX"
+    for net in ("off", "loopback", "allow=127.0.0.1:9"):
+        token = "dsh-sweep-%d-%f" % (os.getpid(), time.time())
+        h = UnixListeners(s, token)
+        try:
+            cfg = dict(token=token, targets=h.targets)
+            r = dsh(["--runner", runner, "--net", net, "--mode", "workspace-write", "--root", s.ws, "--", PY, "-c",
+                     SWEEP, json.dumps(cfg)], s, cwd=s.ws)
+        finally:
+            h.close()
+        assert h.seen == [], (runner, net, h.seen, r)  # from outside: nothing arrived
+        assert r.rc == 0 and r.out.strip(), (runner, net, r)
+        got = json.loads(r.out.strip().splitlines()[-1])
+        mode = "allow" if net.startswith("allow=") else net
+        made = {tuple(x) for x in got["made"]}
+        bad = sorted(x for x in made if not allowed_by(mode, *x))
+        assert not bad, (runner, net, bad)
+        assert "not EACCES" not in got["refused"], (runner, net, got["refused"])
+        flags = socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
+        for ty in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET, socket.SOCK_STREAM | flags):
+            assert ("socketpair", socket.AF_UNIX, ty, 0) in made, (runner, net, sorted(made))
+        if mode != "off":
+            for x in (("socket", socket.AF_INET, socket.SOCK_STREAM, 0), ("socket", socket.AF_INET, socket.SOCK_DGRAM, 0),
+                      ("socket", socket.AF_NETLINK, socket.SOCK_RAW | flags, 0)):
+                assert x in made, (runner, net, x, sorted(made))
+        # The record claims what it claimed before the sweep: full, the socket filter, unix refused.
+        n = r.rec("confinement")["network"]
+        assert n["mode"] == mode and n["enforcement"] == "full" and n["gaps"] == [], (runner, net, n)
+        assert "seccomp-socket-families" in n["enforced"] and "unix-socket-refused" in n["enforced"], (runner, net, n)
+
+
+def test_bwrap_no_socket_of_any_family_or_type_reaches_a_host_unix_listener(s):
+    run_socket_sweep(s, "bwrap")
+
+
+def test_landlock_no_socket_of_any_family_or_type_reaches_a_host_unix_listener(s):
+    run_socket_sweep(s, "landlock")
 
 
 if __name__ == "__main__":
