@@ -6,6 +6,7 @@ outside: the host listener counts what reached it.
 """
 import json
 import os
+import select
 import socket
 import subprocess
 import threading
@@ -46,9 +47,18 @@ def inner():
     c = socket.create_connection(l.getsockname(), timeout=2); a, _ = l.accept()
     c.sendall(b"x"); assert a.recv(1) == b"x"
 def listen_for_host():
-    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(); l.settimeout(3)
+    # The host connects once the port is written and then says how its attempt ended
+    # (portfile.tried): a connection it made is waited for, none is looked for once.
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
     with open(cfg["portfile"] + ".tmp", "w") as f: f.write(str(l.getsockname()[1]))
     os.rename(cfg["portfile"] + ".tmp", cfg["portfile"])
+    deadline = time.time() + 20
+    while not os.path.exists(cfg["portfile"] + ".tried") and time.time() < deadline:
+        time.sleep(0.01)
+    if open(cfg["portfile"] + ".tried").read() == "connected":
+        l.settimeout(3)
+    else:
+        l.setblocking(False)
     a, _ = l.accept()
 def unix_path(path):
     def f():
@@ -77,19 +87,26 @@ print(json.dumps(out))
 
 
 class Host:
-    """Listeners on the host's loopback that count what reaches them."""
+    """Listeners on the host's loopback that count what reaches them.
+
+    Nothing accepts while the command runs: a connection it makes waits in the listener's
+    queue, a datagram in the socket's buffer. close() (after the run) sends a marker of its
+    own through each IP listener and takes everything queued until the marker, so whatever
+    the command sent has been counted, with no wait on a clock. The HTTP server serves (a
+    request it answered is in `seen`); one still queued there is counted by close() too."""
 
     def __init__(self, s):
         self.token = "dsh-net-%d-%f" % (os.getpid(), time.time())
         self.seen = []
-        self.socks = []
-        self.stop = False
+        self.listeners = []
         self.tcp4 = self._stream(socket.AF_INET, ("127.0.0.1", 0), "tcp4")
         try:
             self.tcp6 = self._stream(socket.AF_INET6, ("::1", 0), "tcp6")
         except OSError:
             self.tcp6 = None
-        self.udp = self._udp()
+        self.udp_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp_sock.bind(("127.0.0.1", 0))
+        self.udp = self.udp_sock.getsockname()[1]
         self.unix_outside = os.path.join(s.outside, "daemon.sock")
         self._stream(socket.AF_UNIX, self.unix_outside, "unix_outside")
         self.unix_inside = os.path.join(s.ws, "own.sock")
@@ -110,50 +127,75 @@ class Host:
 
         self.httpd = http.server.HTTPServer(("127.0.0.1", 0), H)
         self.http = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.closed = False
+        # serve_forever looks for shutdown() between requests every poll_interval (0.5 s by default)
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
 
     def _stream(self, fam, addr, name):
         l = socket.socket(fam, socket.SOCK_STREAM)
         l.bind(addr)
         if fam == socket.AF_UNIX and not addr.startswith("\0"):
             os.chmod(addr, 0o777)
-        l.listen(8)
-        l.settimeout(0.2)
-        self.socks.append(l)
-
-        def serve():
-            while not self.stop:
-                try:
-                    c, _ = l.accept()
-                except OSError:
-                    continue
-                self.seen.append(name)
-                c.close()
-        threading.Thread(target=serve, daemon=True).start()
+        l.listen(64)
+        self.listeners.append((l, name, fam, l.getsockname()))
         return l.getsockname()[1] if fam != socket.AF_UNIX else None
 
-    def _udp(self):
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        u.bind(("127.0.0.1", 0))
-        u.settimeout(0.2)
-        self.socks.append(u)
+    def _take(self, l, name, fam, addr):
+        # Every connection queued on `l`. A unix connect is queued before it returns; for IP, up
+        # to a marker connection made now: loopback delivers in order, so what the command's
+        # connects put on it before the run ended has reached the queue ahead of the marker.
+        if fam == socket.AF_UNIX:
+            while self._pending(l):
+                l.accept()[0].close()
+                self.seen.append(name)
+            return
+        marker = socket.create_connection(addr[:2], timeout=5)
+        l.settimeout(5)
+        while True:
+            try:
+                c, peer = l.accept()
+            except socket.timeout:
+                raise AssertionError("the marker never reached the %s listener" % name)
+            c.close()
+            if peer[:2] == marker.getsockname()[:2]:
+                marker.close()
+                return
+            self.seen.append(name)
 
-        def serve():
-            while not self.stop:
-                try:
-                    data, _ = u.recvfrom(4096)
-                except OSError:
-                    continue
-                if data == self.token.encode():
-                    self.seen.append("udp")
-        threading.Thread(target=serve, daemon=True).start()
-        return u.getsockname()[1]
+    @staticmethod
+    def _pending(l):
+        r, _, _ = select.select([l], [], [], 0)
+        return bool(r)
+
+    def _take_udp(self):
+        marker = b"marker-" + self.token.encode()
+        m = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        m.sendto(marker, ("127.0.0.1", self.udp))
+        m.close()
+        self.udp_sock.settimeout(5)
+        while True:
+            try:
+                data = self.udp_sock.recv(4096)
+            except socket.timeout:
+                raise AssertionError("the marker never reached the udp listener")
+            if data == marker:
+                break
+            if data == self.token.encode():
+                self.seen.append("udp")
 
     def close(self):
-        self.stop = True
+        if self.closed:
+            return
+        self.closed = True
         self.httpd.shutdown()
-        for x in self.socks:
-            x.close()
+        if self._pending(self.httpd.socket):
+            self.seen.append("http")  # a request that reached the server, still unanswered
+        self.httpd.server_close()
+        for l, name, fam, addr in self.listeners:
+            self._take(l, name, fam, addr)
+            l.close()
+        self._take_udp()
+        self.udp_sock.close()
         for path in (self.unix_outside, self.unix_inside):  # so a test can start another Host
             if os.path.exists(path):
                 os.unlink(path)
@@ -164,17 +206,26 @@ def probe(s, runner, net, mode="workspace-write"):
     h = Host(s)
     portfile = os.path.join(s.ws, "port")
     host_connected = []
+    ended = threading.Event()
 
     def connect_in():
-        deadline = time.time() + 20
-        while time.time() < deadline and not os.path.exists(portfile):
-            time.sleep(0.05)
-        if os.path.exists(portfile):
-            try:
-                socket.create_connection(("127.0.0.1", int(open(portfile).read())), timeout=2).close()
-                host_connected.append(True)
-            except OSError:
-                pass
+        # Once the command has written its listener's port: connect to it from the host, then
+        # tell the command how that went (it accepts only a connection the host made). A command
+        # that never listens (refused) is done with when the run has ended.
+        while not ended.is_set() and not os.path.exists(portfile):
+            ended.wait(0.01)
+        if not os.path.exists(portfile):
+            return
+        how = "refused"
+        try:
+            socket.create_connection(("127.0.0.1", int(open(portfile).read())), timeout=2).close()
+            host_connected.append(True)
+            how = "connected"
+        except OSError:
+            pass
+        with open(portfile + ".tried.tmp", "w") as f:
+            f.write(how)
+        os.rename(portfile + ".tried.tmp", portfile + ".tried")
     t = threading.Thread(target=connect_in, daemon=True)
     t.start()
     cfg = dict(token=h.token, tcp4=h.tcp4, tcp6=h.tcp6, udp=h.udp, unix_outside=h.unix_outside,
@@ -182,10 +233,12 @@ def probe(s, runner, net, mode="workspace-write"):
     try:
         r = dsh(["--runner", runner, "--net", net, "--mode", mode, "--root", s.ws, "--", PY, "-c", PROBE,
                  json.dumps(cfg)], s, cwd=s.ws)
-        t.join(timeout=5)
-        time.sleep(0.3)  # let the listeners count what arrived
+        ended.set()
+        t.join(timeout=10)
+        assert not t.is_alive(), "the host's connect to the command's listener never ended"
     finally:
-        h.close()
+        ended.set()
+        h.close()  # counts what arrived
     got = json.loads(r.out.strip().splitlines()[-1]) if r.rc == 0 and r.out.strip() else None
     seen = set(h.seen)
     # The host reached the command's listener only if both ends saw it: with many tests side by
@@ -375,7 +428,6 @@ def test_old_landlock_without_tcp_rights_still_enforces_off_with_seccomp(s):
         r = dsh(["--runner", "landlock", "--net", "off", "--", PY, "-c",
                  "import socket\ntry:\n socket.create_connection(('127.0.0.1', %d), timeout=2); print('connected')\n"
                  "except OSError as e: print(e.errno)" % h.tcp4], s, pre=[tool("landlock-abi"), "3", "--"])
-        time.sleep(0.3)
     finally:
         h.close()
     assert r.rc == 0 and r.out.strip() == "13", r
@@ -463,7 +515,6 @@ def test_io_uring_cannot_open_a_socket_under_off_or_loopback(s):
             h = Host(s)
             try:
                 r = dsh(["--runner", runner, "--net", net, "--", PY, "-c", IO_URING], s)
-                time.sleep(0.3)
             finally:
                 h.close()
             assert r.rc == 0 and r.out.strip() == "ENOSYS", (runner, net, r)
@@ -484,7 +535,6 @@ def test_curl_to_a_loopback_http_server(s):
             try:
                 r = dsh(["--runner", runner, "--net", net, "--", "/usr/bin/curl", "-sS", "--max-time", "5",
                          "http://127.0.0.1:%d/" % h.http], s)
-                time.sleep(0.3)
             finally:
                 h.close()
             if net == "host":
@@ -656,13 +706,15 @@ print(json.dumps({"made": made, "refused": refused}))
 
 class UnixListeners:
     """A listener of each unix socket type on a pathname in the test's scratch dir and in the
-    abstract namespace; `seen` lists what reached any of them (a connection, a message)."""
+    abstract namespace; `seen` lists what reached any of them (a connection, a message).
+
+    Unix sockets deliver at once (a connect is queued on the listener, a datagram in the
+    receiver's buffer before the call returns): close(), after the run, takes what is queued."""
 
     TYPES = {"stream": socket.SOCK_STREAM, "dgram": socket.SOCK_DGRAM, "seqpacket": socket.SOCK_SEQPACKET}
 
     def __init__(self, s, token):
         self.seen, self.socks, self.paths, self.targets = [], [], [], []
-        self.stop = False
         for kind, ty in self.TYPES.items():
             path = os.path.join(s.outside, "host-%s.sock" % kind)
             self._listen(ty, path, "path-" + kind)
@@ -675,12 +727,13 @@ class UnixListeners:
         l.bind(addr)
         if ty != socket.SOCK_DGRAM:
             l.listen(64)
-        l.settimeout(0.1)
-        self.socks.append(l)
+        l.setblocking(False)
+        self.socks.append((l, ty, name))
         self.targets.append(addr)
 
-        def serve():
-            while not self.stop:
+    def close(self):
+        for l, ty, name in self.socks:
+            while True:
                 try:
                     if ty == socket.SOCK_DGRAM:
                         self.seen.append((name, l.recv(4096)))
@@ -688,15 +741,9 @@ class UnixListeners:
                         c, _ = l.accept()
                         self.seen.append((name, "connection"))
                         c.close()
-                except OSError:
-                    continue
-        threading.Thread(target=serve, daemon=True).start()
-
-    def close(self):
-        time.sleep(0.3)  # let the listeners count what arrived
-        self.stop = True
-        for x in self.socks:
-            x.close()
+                except BlockingIOError:
+                    break
+            l.close()
         for p in self.paths:
             os.unlink(p)
 
