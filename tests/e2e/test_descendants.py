@@ -22,15 +22,21 @@ RUNNERS = ("bwrap", "landlock")
 MODES = (("exec", []), ("supervise", ["--supervise"]))
 
 # The command: two heartbeats, then it exits at once. Their stdio is not the caller's pipes, so
-# a process left running does not hold the harness's stdout open.
+# a process left running does not hold the harness's stdout open. Each heartbeat loop is named
+# beat1-$1 / beat2-$1 (its $0; $1 is token(s)), words no other command line holds (not even this
+# script's, which has them unexpanded): processes_naming() finds them, in any namespace.
 LEAVE_TWO = r'''
-sh -c 'echo $$ > pid1; while :; do date +%s%N > hb1; sleep 0.05; done' </dev/null >/dev/null 2>&1 &
+sh -c 'echo $$ > pid1; while :; do date +%s%N > hb1; sleep 0.05; done' "beat1-$1" </dev/null >/dev/null 2>&1 &
 ( setsid sh -c 'trap "" TERM HUP INT; echo $$ > pid2; while :; do date +%s%N > hb2; sleep 0.05; done' \
-    </dev/null >/dev/null 2>&1 & )
+    "beat2-$1" </dev/null >/dev/null 2>&1 & )
 i=0
 while [ ! -s hb1 ] || [ ! -s hb2 ]; do i=$((i+1)); [ $i -lt 400 ] || exit 9; sleep 0.05; done
 echo started
 '''
+
+
+def token(s):
+    return os.path.basename(s.base)
 
 
 def read(path):
@@ -42,19 +48,45 @@ def read(path):
 
 
 def beating(s, name, window=2.0):
-    """Whether heartbeat file `name` in the workspace still changes (checked for `window` s)."""
+    """Whether heartbeat file `name` in the workspace still changes: True at its first change, False
+    when it has not changed for `window` s (a failure when the test expects it to beat)."""
     path = s.p("ws", name)
     first = read(path)
     deadline = time.time() + window
     while time.time() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.02)
         if read(path) != first:
             return True
     return False
 
 
+def ended(s, n, wait=10.0):
+    """Whether heartbeat loop `n` (1 or 2) has ended: True once no process is named beat<n>-token,
+    False if one still is after `wait` s (a failure when the test expects it gone)."""
+    deadline = time.time() + wait
+    while processes_naming("beat%d-%s" % (n, token(s))):
+        if time.time() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def still_running(s, expected):
+    """(loop 1 runs, loop 2 runs), each decided by the event that shows it: a heartbeat's change when
+    they are `expected` to run, the loop's process gone when not."""
+    if expected:
+        return beating(s, "hb1"), beating(s, "hb2")
+    return not ended(s, 1), not ended(s, 2)
+
+
 def kill_leftovers(s):
-    # Host pids under landlock; under bwrap they are the namespace's and long gone (nothing to do).
+    # The loops by name (in any namespace), and by pid under landlock (host pids).
+    for n in (1, 2):
+        for pid in processes_naming("beat%d-%s" % (n, token(s))):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
     for name in ("pid1", "pid2"):
         pid = read(s.p("ws", name))
         if not pid:
@@ -81,7 +113,7 @@ def run(s, runner, extra, script=LEAVE_TWO, config=None):
         with open(path, "w") as f:
             json.dump(config, f)
         env = {"DSH_CONFINE_CONFIG": path}
-    return dsh(args + ["--", "sh", "-c", script], s, cwd=s.ws, env=env, timeout=120)
+    return dsh(args + ["--", "sh", "-c", script, "sh", token(s)], s, cwd=s.ws, env=env, timeout=120)
 
 
 def check_default(s, runner, mode_args):
@@ -91,8 +123,9 @@ def check_default(s, runner, mode_args):
         assert r.rc == 0 and r.out == "started\n", r
         rec = r.rec("confinement")
         d = rec["descendants"]
-        left = beating(s, "hb1"), beating(s, "hb2")
-        if runner == "landlock" and not mode_args:
+        left_running = runner == "landlock" and not mode_args
+        left = still_running(s, left_running)
+        if left_running:
             # Exec mode under landlock: dsh-confine became the command; nothing is left to end them.
             assert d == {"atExit": "left-running", "by": None,
                          "why": "exec mode leaves no parent to end them; use --supervise"}, d
@@ -129,7 +162,7 @@ def check_keep(s, runner, mode_args):
         assert r.rc == 0 and r.out == "started\n", r
         d = r.rec("confinement")["descendants"]
         assert d == {"atExit": "left-running", "by": None, "why": "asked (--keep-descendants)"}, d
-        assert (beating(s, "hb1"), beating(s, "hb2")) == (True, True), r
+        assert still_running(s, True) == (True, True), r
         if mode_args:
             assert r.rec("result")["descendantsKilled"] is None, r
     finally:
@@ -151,7 +184,7 @@ def test_keep_descendants_under_auto_passes_over_bwrap(s):
     need_landlock()
     try:
         r = dsh(["--mode", "workspace-write", "--root", s.ws, "--keep-descendants", "--supervise",
-                 "--", "sh", "-c", LEAVE_TWO], s, cwd=s.ws, timeout=120)
+                 "--", "sh", "-c", LEAVE_TWO, "sh", token(s)], s, cwd=s.ws, timeout=120)
         assert r.rc == 0, r
         rec = r.rec("confinement")
         assert rec["runner"] == "landlock", rec
@@ -275,17 +308,16 @@ for _runner in ("bwrap", "landlock"):
 # A command that makes itself a subreaper: its orphans go to it, not to dsh-confine. When it exits
 # they come up to the next subreaper (dsh-confine) and are ended with the rest.
 SELF_REAPER = r'''
-import ctypes, os, time
+import ctypes, os, sys, time
 assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
 if os.fork() == 0:
     if os.fork() == 0:
         os.setsid()
         for sig in (1, 2, 15):
             import signal; signal.signal(sig, signal.SIG_IGN)
-        with open("pid2", "w") as f: f.write(str(os.getpid()))
-        while True:
-            with open("hb2", "w") as f: f.write(str(time.time_ns()))
-            time.sleep(0.05)
+        # The heartbeat of LEAVE_TWO's second loop, named beat2-TOKEN (ignored signals stay so).
+        os.execvp("sh", ["sh", "-c", "echo $$ > pid2; while :; do date +%s%N > hb2; sleep 0.05; done",
+                         "beat2-" + sys.argv[1]])
     os._exit(0)
 os.wait()
 for _ in range(400):
@@ -302,10 +334,10 @@ def test_a_command_that_is_its_own_subreaper_loses_its_orphans_at_exit(s):
             need_bwrap()
         try:
             r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", runner] + margs +
-                    ["--", "python3", "-c", SELF_REAPER], s, cwd=s.ws, timeout=120)
+                    ["--", "python3", "-c", SELF_REAPER, token(s)], s, cwd=s.ws, timeout=120)
             assert r.rc == 0 and r.out == "started\n", r
             assert r.rec("confinement")["descendants"]["atExit"] == "killed", r
-            assert not beating(s, "hb2"), (runner, r)
+            assert ended(s, 2), (runner, r)
         finally:
             kill_leftovers(s)
             for name in ("hb2", "pid2"):
