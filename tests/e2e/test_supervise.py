@@ -14,7 +14,8 @@ import termios
 import threading
 import time
 
-from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need_runner, need, need_bwrap, need_landlock, sh, skip, tool
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, main, need_runner, need, need_bwrap, need_landlock, processes_naming,
+                     sh, skip, tool)
 
 DENIAL_MARKER = "[sandbox: file access denied under {mode} mode]"
 HINT = ("[sandbox: escalation available \u2014 retry this exact command once with sandbox_permissions "
@@ -59,6 +60,16 @@ def spawn(args, s, **kw):
         t.join(timeout=30)
         return [json.loads(x) for x in b"".join(chunks).decode().splitlines()]
     return proc, report
+
+
+def sleep_mark():
+    """An argument for `sleep` no other process on the host has (processes_naming of sleep\\0MARK\\0)."""
+    global _marks
+    _marks += 1
+    return "300.%d%04d" % (os.getpid(), _marks)
+
+
+_marks = 0
 
 
 def wait_for(pred, what, limit=30.0):
@@ -166,13 +177,14 @@ def case_sigterm_reaches_the_command(s, runner):
 
 def case_sigterm_kills_an_untrapping_command(s, runner):
     need_runner(runner)
-    ready = s.p("ws", "ready")
+    # A TERM before `exec sleep` would end sh the same way: sent once the sleep runs, found by its
+    # argument, a number no other process on the host sleeps.
+    mark = sleep_mark()
     proc, report = spawn(["--supervise", "--mode", "workspace-write", "--root", s.ws, "--runner", runner,
-                          "--", "sh", "-c", ": > '%s'; exec sleep 300" % ready], s,
+                          "--", "sh", "-c", "exec sleep " + mark], s,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: os.path.exists(ready), "the command to start")
-        time.sleep(0.2)  # let `exec sleep` happen; a TERM before it ends sh the same way
+        wait_for(lambda: processes_naming("sleep\x00%s\x00" % mark), "the command to exec sleep")
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
     finally:
@@ -189,12 +201,13 @@ def case_sigkill_of_the_supervisor_kills_the_command(s, runner):
     pidfile = s.p("ws", "pid")
     # The command records its own pid; `exec` keeps it, so that pid is the
     # command itself (under bwrap, its pid in the host namespace is looked up).
+    mark = sleep_mark()
     proc, _ = spawn(["--supervise", "--mode", "workspace-write", "--root", s.ws, "--runner", runner,
-                     "--", "sh", "-c", "echo $$ > '%s'; exec sleep 300" % pidfile], s,
+                     "--", "sh", "-c", "echo $$ > '%s'; exec sleep %s" % (pidfile, mark)], s,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: os.path.exists(pidfile) and os.path.getsize(pidfile) > 0, "the command's pid")
-        time.sleep(0.2)
+        wait_for(lambda: processes_naming("sleep\x00%s\x00" % mark), "the command to exec sleep")
         pids = command_pids(proc.pid)
         assert pids, "no process under dsh-confine"
         os.kill(proc.pid, signal.SIGKILL)
@@ -317,7 +330,12 @@ def case_ctrl_c_at_a_terminal_reaches_the_command(s, runner):
         wait_for(lambda: os.path.exists(ready), "the command to set its traps")
         os.write(master, b"\x03")  # the terminal's VINTR: SIGINT to the foreground group
         wait_for(lambda: os.path.exists(count), "the trap to run")
-        time.sleep(0.5)  # a separately delivered duplicate would land within this
+        # No window for a duplicate: this TERM flushes it. dsh-confine could only send one SIGINT
+        # of its own before this TERM's forward: from its handler for the terminal's SIGINT (which
+        # runs with the forwarded signals blocked, so TERM's handler comes after it), or from the
+        # signals it held until the command was found (sent in ascending order, INT first). A
+        # signal is pending at the command when the sending call returns, and sh runs pending traps
+        # in signal-number order: a duplicate INT writes its line before TERM's trap exits.
         os.kill(proc.pid, signal.SIGTERM)
         drain = threading.Thread(target=lambda: _drain(master), daemon=True)
         drain.start()
