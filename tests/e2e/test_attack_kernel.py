@@ -7,10 +7,10 @@ import errno
 import fcntl
 import json
 import os
+import select
 import stat
 import struct
 import subprocess
-import time
 
 from harness import dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh
 
@@ -399,7 +399,10 @@ def test_another_terminal_cannot_be_read_under_bwrap_and_is_a_gap_under_landlock
                     # Landlock grants read everywhere: it opens, and the record says so.
                     assert "opened" in r.out and "other-terminals" in gaps, (runner, mode, r)
         os.write(master, b"typed\n")  # nothing confined is left reading it
-        time.sleep(0.1)
+        # The line, once it is there to read, is ours: a reader left behind would take it first
+        # (or race us for it: a read that finds nothing fails rather than blocks).
+        assert select.select([slave], [], [], 10)[0], "the typed line never became readable"
+        os.set_blocking(slave, False)
         assert os.read(slave, 64) == b"typed\n"
     finally:
         os.close(master)
