@@ -627,7 +627,7 @@ def test_finished_connections_leave_no_socket_in_dsh_confine(s):
             # out, which may come just after the client has its answer: wait for it, 5 s at most.
             deadline = time.monotonic() + 5
             while (after := sockets_of(proc.pid)) != before and time.monotonic() < deadline:
-                time.sleep(0.05)
+                time.sleep(0.01)
             proc.stdin.write(b"\n")
             proc.stdin.flush()
             assert proc.wait(timeout=20) == 0, proc.stderr.read()

@@ -292,7 +292,7 @@ def _wait_for(pred, what, limit=30.0):
         v = pred()
         if v:
             return v
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise AssertionError("waited %ss for %s" % (limit, what))
 
 
