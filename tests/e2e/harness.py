@@ -108,6 +108,63 @@ def need_runner(runner):
         skip("this build has no %s runner" % runner)
 
 
+# The axes tests are stamped out over (matrix below).
+RUNNERS = ("bwrap", "landlock")
+MODES = ("read-only", "workspace-write")
+EXEC_SUPERVISE = {"exec": [], "supervise": ["--supervise"]}
+
+
+class Matrix:
+    """What @matrix leaves under the body's own name: not a test (run_module runs functions only),
+    it keeps the body and the names of the tests stamped out of it."""
+
+    def __init__(self, body, names):
+        self.body, self.names = body, names
+
+    def __repr__(self):
+        return "<matrix %s: %s>" % (self.body.__name__, ", ".join(self.names))
+
+
+def _label(value):
+    return str(value).replace("-", "_").replace(".", "_").replace("=", "_").replace("/", "_")
+
+
+def matrix(**axes):
+    """Stamps out one module-level test per combination of `axes` from the decorated body:
+
+        @matrix(runner=RUNNERS, mode=MODES, supervise=EXEC_SUPERVISE)
+        def test_writes_outside_are_refused(s, runner, mode, supervise):
+            ...
+
+    makes test_writes_outside_are_refused__bwrap__read_only__exec and the seven others, in the
+    order of the axes as given (the last one varies fastest). An axis is a sequence of values
+    (each names itself, "-" and "." as "_") or a dict of name -> value (EXEC_SUPERVISE: the
+    arguments that make the mode). The body gets every axis as a keyword argument. With a
+    `runner` axis each test first calls need_runner(runner): skipped where the host or the build
+    cannot run it (a failure under DSH_CONFINE_MUST_WORK=1). The stamped tests take the body's
+    place in the file (run_module orders tests by line), one after the other."""
+    def stamp(body):
+        module = body.__globals__
+        combos = [((), {})]
+        for axis, values in axes.items():
+            items = list(values.items()) if isinstance(values, dict) else [(_label(v), v) for v in values]
+            combos = [(names + (n,), dict(kw, **{axis: v})) for names, kw in combos for n, v in items]
+        made = []
+        for names, kw in combos:
+            def test(s, kw=kw):
+                if "runner" in kw:
+                    need_runner(kw["runner"])
+                return body(s, **kw)
+            test.__code__ = test.__code__.replace(co_firstlineno=body.__code__.co_firstlineno)
+            test.__name__ = "__".join((body.__name__,) + names)
+            test.__qualname__ = test.__name__
+            assert test.__name__ not in module, "matrix: %s is defined twice" % test.__name__
+            module[test.__name__] = test
+            made.append(test.__name__)
+        return Matrix(body, made)
+    return stamp
+
+
 class Scratch:
     def __init__(self):
         self.base = tempfile.mkdtemp(prefix="dsh-e2e-", dir="/var/tmp")

@@ -16,10 +16,9 @@ import signal
 import subprocess
 import time
 
-from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock, processes_naming
+from harness import (DSH, EXEC_SUPERVISE, RUNNERS, SANDBOX_UNAVAILABLE, dsh, main, matrix, need_bwrap, need_landlock,
+                     processes_naming)
 
-RUNNERS = ("bwrap", "landlock")
-MODES = (("exec", []), ("supervise", ["--supervise"]))
 
 # The command: two heartbeats, then it exits at once. Their stdio is not the caller's pipes, so
 # a process left running does not hold the harness's stdout open. Each heartbeat loop is named
@@ -101,10 +100,6 @@ def kill_leftovers(s):
             pass
 
 
-def need(runner):
-    need_bwrap() if runner == "bwrap" else need_landlock()
-
-
 def run(s, runner, extra, script=LEAVE_TWO, config=None):
     args = ["--mode", "workspace-write", "--root", s.ws, "--runner", runner] + list(extra)
     env = None
@@ -116,8 +111,8 @@ def run(s, runner, extra, script=LEAVE_TWO, config=None):
     return dsh(args + ["--", "sh", "-c", script, "sh", token(s)], s, cwd=s.ws, env=env, timeout=120)
 
 
-def check_default(s, runner, mode_args):
-    need(runner)
+@matrix(runner=RUNNERS, mode_args=EXEC_SUPERVISE)
+def test_left_running_processes_by_default(s, runner, mode_args):
     try:
         r = run(s, runner, mode_args)
         assert r.rc == 0 and r.out == "started\n", r
@@ -145,8 +140,8 @@ def check_default(s, runner, mode_args):
         kill_leftovers(s)
 
 
-def check_keep(s, runner, mode_args):
-    need(runner)
+@matrix(runner=RUNNERS, mode_args=EXEC_SUPERVISE)
+def test_keep_descendants(s, runner, mode_args):
     try:
         r = run(s, runner, ["--keep-descendants"] + mode_args)
         if runner == "bwrap":
@@ -167,17 +162,6 @@ def check_keep(s, runner, mode_args):
             assert r.rec("result")["descendantsKilled"] is None, r
     finally:
         kill_leftovers(s)
-
-
-for _runner in RUNNERS:
-    for _mname, _margs in MODES:
-        def _default(s, runner=_runner, margs=_margs):
-            check_default(s, runner, margs)
-
-        def _keep(s, runner=_runner, margs=_margs):
-            check_keep(s, runner, margs)
-        globals()["test_left_running_processes_by_default__%s__%s" % (_runner, _mname)] = _default
-        globals()["test_keep_descendants__%s__%s" % (_runner, _mname)] = _keep
 
 
 def test_keep_descendants_under_auto_passes_over_bwrap(s):
@@ -239,7 +223,8 @@ i=0; while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 30 ]; do i=$((i+1)); [ 
                 pass
 
 
-def _bwrap_tree_still_forking(s, mode_args):
+@matrix(mode_args=EXEC_SUPERVISE)
+def test_a_bwrap_tree_still_forking_at_exit_is_gone_when_dsh_confine_returns(s, mode_args):
     # Thirty double-forked sleepers (init's children once their subshells exit), the last ones
     # started as the command exits, must all be gone the moment dsh-confine returns, not a
     # moment later when bwrap's exit takes the namespace down. Each sleeps a number no other
@@ -263,22 +248,14 @@ i=0; while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 25 ]; do i=$((i+1)); [ 
                 pass
 
 
-def test_a_bwrap_tree_still_forking_at_exit_is_gone_when_dsh_confine_returns__exec(s):
-    _bwrap_tree_still_forking(s, [])
-
-
-def test_a_bwrap_tree_still_forking_at_exit_is_gone_when_dsh_confine_returns__supervise(s):
-    _bwrap_tree_still_forking(s, ["--supervise"])
-
-
-def _nothing_of_the_run_outlives_it(s, runner, mode_args):
+@matrix(runner=RUNNERS, mode_args=EXEC_SUPERVISE)
+def test_nothing_of_the_run_outlives_dsh_confine(s, runner, mode_args):
     # bwrap, its init (pid 1 of the sandbox, which holds its namespaces) and our own sentinel carry
     # the command's words in their command lines; none may be there once dsh-confine has returned
     # (a namespace still held would keep the roots' file systems busy). Fifty runs, each checked at
     # once: a process that ends "a moment later" is seen.
     # Only the pids handed out since dsh-confine started are read (not the whole /proc), so the
     # look comes within a millisecond or so of its return.
-    need(runner)
     for i in range(50):
         mark = ("outlive-%d-%d-%s" % (os.getpid(), i, "-".join(mode_args) or "exec")).encode()
         p = subprocess.Popen([DSH, "--mode", "workspace-write", "--root", s.ws, "--runner", runner] + mode_args +
@@ -296,13 +273,6 @@ def _nothing_of_the_run_outlives_it(s, runner, mode_args):
                     pass
         assert rc == 0, (i, rc)
         assert left == [], "run %d: still there when dsh-confine returned: %r" % (i, left)
-
-
-for _runner in ("bwrap", "landlock"):
-    for _mode, _args in (("exec", []), ("supervise", ["--supervise"])):
-        def _t(s, runner=_runner, args=_args):
-            _nothing_of_the_run_outlives_it(s, runner, args)
-        globals()["test_nothing_of_the_run_outlives_dsh_confine__%s_%s" % (_runner, _mode)] = _t
 
 
 # A command that makes itself a subreaper: its orphans go to it, not to dsh-confine. When it exits

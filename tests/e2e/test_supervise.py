@@ -14,8 +14,8 @@ import termios
 import threading
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, main, need_runner, need, need_bwrap, need_landlock, processes_naming,
-                     sh, skip, tool)
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, main, matrix, need_runner, need, need_bwrap, need_landlock,
+                     processes_naming, sh, skip, tool)
 
 DENIAL_MARKER = "[sandbox: file access denied under {mode} mode]"
 HINT = ("[sandbox: escalation available \u2014 retry this exact command once with sandbox_permissions "
@@ -95,7 +95,8 @@ def gone(pid):
 
 # ---- per-runner cases -------------------------------------------------------------------------------------
 
-def case_denied_write_is_a_denial(s, runner):
+@matrix(runner=RUNNERS)
+def test_denied_write_is_a_denial(s, runner):
     need_runner(runner)
     r = sup("echo x > '%s'" % s.p("ws", "denied.txt"), s, runner)
     assert r.rc != 0, r
@@ -108,7 +109,8 @@ def case_denied_write_is_a_denial(s, runner):
     assert r.rec("error") is None, r
 
 
-def case_allowed_write_is_not_a_denial(s, runner):
+@matrix(runner=RUNNERS)
+def test_allowed_write_is_not_a_denial(s, runner):
     need_runner(runner)
     r = sup("printf ok > '%s'" % s.p("ws", "allowed.txt"), s, runner, mode="workspace-write")
     assert r.rc == 0, r
@@ -118,7 +120,8 @@ def case_allowed_write_is_not_a_denial(s, runner):
     assert res["denied"] is False and res["runnerFailed"] is False and res["exitCode"] == 0, r
 
 
-def case_outside_write_in_workspace_write_is_a_denial(s, runner):
+@matrix(runner=RUNNERS)
+def test_outside_write_in_workspace_write_is_a_denial(s, runner):
     need_runner(runner)
     r = sup("printf no > '%s'" % s.p("outside", "o.txt"), s, runner, mode="workspace-write")
     assert r.rc != 0, r
@@ -126,7 +129,8 @@ def case_outside_write_in_workspace_write_is_a_denial(s, runner):
     assert result_of(r)["denied"] is True, r
 
 
-def case_denial_words_with_exit_0_are_not_a_denial(s, runner):
+@matrix(runner=RUNNERS)
+def test_denial_words_with_exit_0_are_not_a_denial(s, runner):
     need_runner(runner)
     r = sup("echo 'Permission denied' >&2; echo 'Read-only file system' >&2; exit 0", s, runner)
     assert r.rc == 0, r
@@ -134,7 +138,8 @@ def case_denial_words_with_exit_0_are_not_a_denial(s, runner):
     assert res["denied"] is False and res["runnerFailed"] is False, r
 
 
-def case_exit_statuses_are_reported_exactly(s, runner):
+@matrix(runner=RUNNERS)
+def test_exit_statuses_are_reported_exactly(s, runner):
     need_runner(runner)
     for code in (0, 1, 7, 125, 126, 127):
         r = sup("exit %d" % code, s, runner)
@@ -145,7 +150,8 @@ def case_exit_statuses_are_reported_exactly(s, runner):
         assert r.rec("error") is None, r  # the command's 125 is its own, not ours
 
 
-def case_death_by_sigkill_is_137(s, runner):
+@matrix(runner=RUNNERS)
+def test_death_by_sigkill_is_137(s, runner):
     need_runner(runner)
     r = sup("kill -KILL $$", s, runner)
     assert r.rc == 137, r
@@ -154,7 +160,8 @@ def case_death_by_sigkill_is_137(s, runner):
     assert res["denied"] is False, r
 
 
-def case_sigterm_reaches_the_command(s, runner):
+@matrix(runner=RUNNERS)
+def test_sigterm_reaches_the_command(s, runner):
     need_runner(runner)
     ready, got = s.p("ws", "ready"), s.p("ws", "got-term")
     script = ("trap 'echo term > \"%s\"; exit 42' TERM; : > \"%s\"; while :; do sleep 0.05; done" % (got, ready))
@@ -175,7 +182,8 @@ def case_sigterm_reaches_the_command(s, runner):
     assert res["exitCode"] == 42 and 15 in res["forwardedSignals"], res
 
 
-def case_sigterm_kills_an_untrapping_command(s, runner):
+@matrix(runner=RUNNERS)
+def test_sigterm_kills_an_untrapping_command(s, runner):
     need_runner(runner)
     # A TERM before `exec sleep` would end sh the same way: sent once the sleep runs, found by its
     # argument, a number no other process on the host sleeps.
@@ -196,7 +204,8 @@ def case_sigterm_kills_an_untrapping_command(s, runner):
     assert res["signal"] == 15 and res["exitCode"] is None and res["forwardedSignals"] == [15], res
 
 
-def case_sigkill_of_the_supervisor_kills_the_command(s, runner):
+@matrix(runner=RUNNERS)
+def test_sigkill_of_the_supervisor_kills_the_command(s, runner):
     need_runner(runner)
     pidfile = s.p("ws", "pid")
     # The command records its own pid; `exec` keeps it, so that pid is the
@@ -240,7 +249,8 @@ def command_pids(root):
     return out
 
 
-def case_fifty_megabytes_pass_through_byte_identical(s, runner):
+@matrix(runner=RUNNERS)
+def test_fifty_megabytes_pass_through_byte_identical(s, runner):
     need_runner(runner)
     data = os.urandom(50 * 1000 * 1000)
     src = s.p("ws", "big")
@@ -257,7 +267,8 @@ def case_fifty_megabytes_pass_through_byte_identical(s, runner):
     assert res["exitCode"] == 3 and res["stderrCaptured"] is True, res
 
 
-def case_stdout_and_stderr_on_one_pipe_keep_their_order(s, runner):
+@matrix(runner=RUNNERS)
+def test_stdout_and_stderr_on_one_pipe_keep_their_order(s, runner):
     need_runner(runner)
     script = "i=0; while [ $i -lt 3000 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done"
     proc, report = spawn(["--supervise", "--runner", runner, "--", "sh", "-c", script], s,
@@ -268,13 +279,15 @@ def case_stdout_and_stderr_on_one_pipe_keep_their_order(s, runner):
     assert out.decode() == want
 
 
-def case_stdin_passes_through(s, runner):
+@matrix(runner=RUNNERS)
+def test_stdin_passes_through(s, runner):
     need_runner(runner)
     r = sup("cat; exit 4", s, runner, input=b"to the command\n")
     assert r.rc == 4 and r.out == "to the command\n", r
 
 
-def case_a_terminal_stays_a_terminal(s, runner):
+@matrix(runner=RUNNERS)
+def test_a_terminal_stays_a_terminal(s, runner):
     need_runner(runner)
     master, slave = pty.openpty()
     try:
@@ -306,7 +319,8 @@ def case_a_terminal_stays_a_terminal(s, runner):
     assert res["stderrCaptured"] is False, res
 
 
-def case_ctrl_c_at_a_terminal_reaches_the_command(s, runner):
+@matrix(runner=RUNNERS)
+def test_ctrl_c_at_a_terminal_reaches_the_command(s, runner):
     # The terminal's SIGINT goes to the foreground process group, which the
     # command shares with dsh-confine; dsh-confine does not forward that one
     # again (it may coalesce with the first, so a duplicate is not reliably
@@ -358,7 +372,8 @@ def _drain(fd):
         pass
 
 
-def case_markers_denial_and_hint(s, runner):
+@matrix(runner=RUNNERS)
+def test_markers_denial_and_hint(s, runner):
     need_runner(runner)
     target = s.p("ws", "m.txt")
     r = sup("echo x > '%s'" % target, s, runner, extra=["--markers"])
@@ -378,7 +393,8 @@ def case_markers_denial_and_hint(s, runner):
     assert "[sandbox:" not in r.err, r
 
 
-def case_danger_full_access_has_no_enforcement(s, runner):
+@matrix(runner=RUNNERS)
+def test_danger_full_access_has_no_enforcement(s, runner):
     target = s.p("outside", "free.txt")
     r = sup("printf free > '%s'; echo 'permission denied' >&2; exit 1" % target, s, runner,
             mode="danger-full-access", extra=["--markers"])
@@ -493,16 +509,6 @@ def test_supervisor_leaves_no_zombie(s):
     assert command_pids(os.getpid()) == [], command_pids(os.getpid())
 
 
-for _name, _fn in list(globals().items()):
-    if _name.startswith("case_"):
-        for _runner in RUNNERS:
-            def _make(fn=_fn, runner=_runner):
-                def t(s):
-                    return fn(s, runner)
-                t.__name__ = "test_%s_%s" % (fn.__name__[5:], runner)
-                return t
-            _t = _make()
-            globals()[_t.__name__] = _t
 
 def test_a_command_cannot_forge_a_runner_failure(s):
     # The command prints our own runner-failure line and exits 125, as the bwrap
