@@ -17,7 +17,7 @@ import tarfile
 import threading
 import time
 
-from harness import DSH, dsh, main, need, need_landlock, need_runner, skip
+from harness import DSH, dsh, main, matrix, need, need_landlock, need_runner, skip
 
 PY = "/usr/bin/python3"
 CURL = "/usr/bin/curl"
@@ -277,18 +277,18 @@ def test_npm_install_from_an_allowed_registry(s):
         reg.close()
 
 
-def test_an_unlisted_host_is_a_403_with_a_record_and_reaches_nothing(s):
+@matrix(runner=ALLOW_RUNNERS)
+def test_an_unlisted_host_is_a_403_with_a_record_and_reaches_nothing(s, runner):
     need_curl()
     h = Server()
     try:
-        for runner in runners():
-            r = run(s, "allowed.test,127.0.0.1:%d" % h.port,
-                    [CURL, "-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}",
-                     "http://other.test:%d/" % h.port], runner=runner)
-            assert r.rc == 0 and r.out == "403", r
-            assert h.seen == [], h.seen
-            recs = network_records(r)
-            assert [(x["host"], x["verdict"], x["reason"]) for x in recs] == [("other.test", "refused", "not-listed")], recs
+        r = run(s, "allowed.test,127.0.0.1:%d" % h.port,
+                [CURL, "-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}",
+                 "http://other.test:%d/" % h.port], runner=runner)
+        assert r.rc == 0 and r.out == "403", r
+        assert h.seen == [], h.seen
+        recs = network_records(r)
+        assert [(x["host"], x["verdict"], x["reason"]) for x in recs] == [("other.test", "refused", "not-listed")], recs
     finally:
         h.close()
 
@@ -309,7 +309,8 @@ def test_a_name_resolving_to_loopback_is_refused_unless_the_address_is_listed(s)
         h.close()
 
 
-def test_going_direct_leads_nowhere(s):
+@matrix(runner=ALLOW_RUNNERS)
+def test_going_direct_leads_nowhere(s, runner):
     # curl --noproxy '*', a raw socket to the server's address, a UDP datagram to a socket the
     # test holds on the host's loopback and to an outside address: the namespace has only its own
     # lo and no route.
@@ -341,19 +342,21 @@ attempt("udp-loopback", udp(("127.0.0.1", uport)))
 print(" ".join(out))
 '''
     try:
-        for runner in runners():
-            direct = run(s, "allowed.test,127.0.0.1:%d" % h.port,
-                         [CURL, "-sS", "--max-time", "5", "--noproxy", "*", "http://127.0.0.1:%d/" % h.port],
-                         runner=runner)
-            raw = run(s, "allowed.test,127.0.0.1:%d" % h.port,
-                      [PY, "-c", probe, str(h.port), str(udp.getsockname()[1])], runner=runner)
-            assert direct.rc == 7, direct  # could not connect
-            # The datagram to 127.0.0.1 is sent (the namespace's own lo takes it) and lands nowhere.
-            assert raw.rc == 0 and raw.out.split() == ["loopback:ECONNREFUSED", "outside:ENETUNREACH",
-                                                       "udp:ENETUNREACH", "udp-loopback:ok"], raw
-            assert h.seen == [], h.seen
-            assert select.select([udp], [], [], 0.5)[0] == [], udp.recvfrom(100)
-            assert network_records(direct) == [] and network_records(raw) == []
+        direct = run(s, "allowed.test,127.0.0.1:%d" % h.port,
+                     [CURL, "-sS", "--max-time", "5", "--noproxy", "*", "http://127.0.0.1:%d/" % h.port],
+                     runner=runner)
+        raw = run(s, "allowed.test,127.0.0.1:%d" % h.port,
+                  [PY, "-c", probe, str(h.port), str(udp.getsockname()[1])], runner=runner)
+        assert direct.rc == 7, direct  # could not connect
+        # The datagram to 127.0.0.1 is sent (the namespace's own lo takes it) and lands nowhere:
+        # the host's socket holds nothing ahead of a marker the test sends it after the run.
+        udp.sendto(b"marker", udp.getsockname())
+        udp.settimeout(5)
+        assert udp.recv(100) == b"marker", "a datagram from the command reached the host"
+        assert raw.rc == 0 and raw.out.split() == ["loopback:ECONNREFUSED", "outside:ENETUNREACH",
+                                                   "udp:ENETUNREACH", "udp-loopback:ok"], raw
+        assert h.seen == [], h.seen
+        assert network_records(direct) == [] and network_records(raw) == []
     finally:
         h.close()
         udp.close()
@@ -438,22 +441,21 @@ def test_a_relayed_connect_through_an_allowed_host_reaches_only_that_host(s):
         other.close()
 
 
-def test_the_first_connection_after_start_succeeds(s):
+@matrix(runner=ALLOW_RUNNERS)
+def test_the_first_connection_after_start_succeeds(s, runner):
     # The listener exists before the command's first instruction: no start-up race, 100 of 100.
     need_curl()
     h = Server()
     try:
-        for runner in runners():
-            del h.seen[:]
-            fails = []
-            for i in range(100):
-                r = run(s, "allowed.test,127.0.0.1:%d" % h.port,
-                        [CURL, "-sS", "--max-time", "5", "http://allowed.test:%d/%d" % (h.port, i)], runner=runner,
-                        report=False)
-                if r.rc != 0 or r.out != "hi":
-                    fails.append(r)
-            assert fails == [], (len(fails), fails[:1])
-            assert len(h.seen) == 100, h.seen
+        fails = []
+        for i in range(100):
+            r = run(s, "allowed.test,127.0.0.1:%d" % h.port,
+                    [CURL, "-sS", "--max-time", "5", "http://allowed.test:%d/%d" % (h.port, i)], runner=runner,
+                    report=False)
+            if r.rc != 0 or r.out != "hi":
+                fails.append(r)
+        assert fails == [], (len(fails), fails[:1])
+        assert len(h.seen) == 100, h.seen
     finally:
         h.close()
 
