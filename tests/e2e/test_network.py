@@ -13,8 +13,8 @@ import threading
 import time
 import http.server
 
-from harness import (SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, need_runner, skip,
-                     tool)
+from harness import (RUNNERS, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, matrix, need_bwrap, need_landlock,
+                     skip, tool)
 
 PY = "/usr/bin/python3"
 
@@ -271,7 +271,8 @@ REFUSED_OFF = ["tcp4", "tcp6", "udp", "inner", "listen", "raw", "packet", "vsock
                "unix_inside", "abstract", "http"]
 
 
-def run_off(s, runner):
+@matrix(runner=RUNNERS)
+def test_off_refuses_everything_and_the_host_sees_nothing(s, runner):
     r, got, seen, h = probe(s, runner, "off")
     assert r.rc == 0 and got is not None, r
     check_network_record(r, "off", runner)
@@ -283,16 +284,6 @@ def run_off(s, runner):
     # Ordinary things keep working: a socketpair, name resolution of localhost.
     assert got["socketpair"] == "ok" and got["getent"] == "ok", got
     assert seen == set(), (seen, got)  # the host's listeners saw nothing at all
-
-
-def test_landlock_off_refuses_everything_and_the_host_sees_nothing(s):
-    need_landlock()
-    run_off(s, "landlock")
-
-
-def test_bwrap_off_refuses_everything_and_the_host_sees_nothing(s):
-    need_bwrap()
-    run_off(s, "bwrap")
 
 
 def run_loopback(s, runner):
@@ -361,7 +352,8 @@ def test_landlock_loopback_without_a_namespace_fails_closed_and_auto_goes_on(s):
     assert c["runner"] == "landlock" and "net-namespace" in c["network"]["enforced"], c
 
 
-def run_host(s, runner):
+@matrix(runner=RUNNERS)
+def test_host_leaves_the_network_as_it_is(s, runner):
     r, got, seen, h = probe(s, runner, "host")
     assert r.rc == 0 and got is not None, r
     check_network_record(r, "host", runner)
@@ -376,16 +368,6 @@ def run_host(s, runner):
     for k in want | {"inner", "socketpair", "getent"}:
         assert got[k] == "ok", (k, got)
     assert want <= seen, (want - seen, got)
-
-
-def test_landlock_host_leaves_the_network_as_it_is(s):
-    need_landlock()
-    run_host(s, "landlock")
-
-
-def test_bwrap_host_leaves_the_network_as_it_is(s):
-    need_bwrap()
-    run_host(s, "bwrap")
 
 
 def test_ordinary_tools_work_under_off(s):
@@ -760,10 +742,10 @@ def allowed_by(net, call, fam, ty, proto):
     return fam == socket.AF_NETLINK and t in (socket.SOCK_RAW, socket.SOCK_DGRAM)
 
 
-def run_socket_sweep(s, runner):
+@matrix(runner=RUNNERS)
+def test_no_socket_of_any_family_or_type_reaches_a_host_unix_listener(s, runner):
     # Under each --net mode that refuses the host: nothing reaches a host unix listener of any
     # type, only the allow-list is made, everything else is EACCES, and the record is unchanged.
-    need_runner(runner)
     assert landlock_abi() < 9, "this test's allow-list is the one without Landlock's RESOLVE_UNIX"
     for net in ("off", "loopback", "allow=127.0.0.1:9"):
         token = "dsh-sweep-%d-%f" % (os.getpid(), time.time())
@@ -793,14 +775,6 @@ def run_socket_sweep(s, runner):
         n = r.rec("confinement")["network"]
         assert n["mode"] == mode and n["enforcement"] == "full" and n["gaps"] == [], (runner, net, n)
         assert "seccomp-socket-families" in n["enforced"] and "unix-socket-refused" in n["enforced"], (runner, net, n)
-
-
-def test_bwrap_no_socket_of_any_family_or_type_reaches_a_host_unix_listener(s):
-    run_socket_sweep(s, "bwrap")
-
-
-def test_landlock_no_socket_of_any_family_or_type_reaches_a_host_unix_listener(s):
-    run_socket_sweep(s, "landlock")
 
 
 if __name__ == "__main__":
