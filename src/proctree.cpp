@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -160,28 +162,133 @@ int signal_listed(int sig, int skip_depth, std::vector<long>* signalled) {
 
 int signal_all(int sig, int skip_depth) { return signal_listed(sig, skip_depth, nullptr); }
 
-int end_all(pid_t keep) {
-    std::set<long> killed;
-    for (int round = 0; round < 200; ++round) {
-        std::vector<long> now;
-        const int n = signal_listed(SIGKILL, 0, &now);
-        killed.insert(now.begin(), now.end());
-        // Reap our own: the ones just killed are waited for (SIGKILL cannot
-        // be refused), the others only if they have ended (a process that
-        // came to us during the round is alive: it is killed in the next).
-        // Children of the killed come to us, and go in the next round.
-        std::set<long> just(now.begin(), now.end());
-        std::vector<long> mine;
-        children_of(static_cast<long>(::getpid()), mine);
-        for (long c : mine) {
-            if (c == keep) continue;
-            const int flags = just.count(c) ? 0 : WNOHANG;
-            while (::waitpid(static_cast<pid_t>(c), nullptr, flags) < 0 && errno == EINTR) {
-            }
+namespace {
+
+double now_ms() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) * 1000.0 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// One look at the whole tree, signalling each process listed with `sig`
+// (held by a pidfd and checked to be the child it was listed as, as in
+// signal_listed; zombies too: a thread group whose leader exited shows 'Z'
+// while its other threads run, and a signal to a real zombie does nothing).
+struct Round {
+    std::set<long> live;          // listed and not a zombie
+    std::set<long> zombies;       // listed as zombies
+    bool running = false;         // some live process was not stopped
+    std::vector<long> signalled;  // live ones signalled now
+    bool moved = false;           // one listed had ended or moved by the time it was read
+};
+
+// `only_running`: signals only the processes not stopped (the freeze).
+Round look(int sig, bool only_running) {
+    Round r;
+    for (const auto& d : descendants()) {
+        const int pidfd = spawn::pidfd_open(static_cast<pid_t>(d.pid));
+        if (pidfd < 0 && errno != ENOSYS) {  // ended (and reaped) since it was listed
+            r.moved = true;
+            continue;
         }
-        if (n == 0) break;
+        const Stat st = stat_of(d.pid);
+        if (st.state == 0 || st.state == 'X' || st.ppid != d.parent) {
+            // Gone, or moved to another parent (us, when its parent ended):
+            // found where it is now in the next round.
+            r.moved = true;
+        } else {
+            const bool zombie = st.state == 'Z';
+            const bool stopped = st.state == 'T' || st.state == 't';
+            (zombie ? r.zombies : r.live).insert(d.pid);
+            if (!zombie && !stopped) r.running = true;
+            if (sig && !(only_running && stopped) &&
+                (pidfd >= 0 ? pidfd_signal(pidfd, sig) : ::kill(static_cast<pid_t>(d.pid), sig)) == 0 && !zombie)
+                r.signalled.push_back(d.pid);
+        }
+        if (pidfd >= 0) ::close(pidfd);
     }
-    return static_cast<int>(killed.size());
+    return r;
+}
+
+// Reaps our own children that have ended (never `keep`: the caller reaps it).
+void reap_ended(pid_t keep, const Round& r) {
+    std::vector<long> mine;
+    children_of(static_cast<long>(::getpid()), mine);
+    for (long c : mine)
+        if (c != keep && r.zombies.count(c))
+            while (::waitpid(static_cast<pid_t>(c), nullptr, WNOHANG) < 0 && errno == EINTR) {
+            }
+}
+
+void pause_briefly() {
+    timespec ts{0, 1000000};  // 1 ms: a killed process's exit, a stop taking effect
+    ::nanosleep(&ts, nullptr);
+}
+
+}  // namespace
+
+End end_all(pid_t keep, double budget_ms) {
+    End out;
+    const double deadline = now_ms() + budget_ms;
+    // 1. Freeze. SIGSTOP to every process of the run, round after round,
+    // until two rounds in a row list the same processes, all of them
+    // stopped, none gone or newly a zombie in between. A stopped process
+    // neither forks nor exits, so its children stay where the next round
+    // looks; a process forked or reparented to us during a round is listed
+    // in the next (a fork's child under its parent, an orphan under us). So
+    // the second look sees the whole tree, and it cannot move any more.
+    // Bounded (half the budget): a process that cannot stop (uninterruptible
+    // sleep, a vfork parent) does not hold the end up; step 2 goes on.
+    {
+        std::set<long> prev_live, prev_zombies;
+        bool prev_still = false;
+        const double freeze_until = now_ms() + budget_ms / 2;
+        while (now_ms() < freeze_until) {
+            Round r = look(SIGSTOP, true);
+            reap_ended(keep, r);
+            bool new_zombie = false;
+            for (long z : r.zombies)
+                if (!prev_zombies.count(z)) new_zombie = true;
+            const bool still = !r.running && !r.moved && !new_zombie;
+            if (still && prev_still && r.live == prev_live) break;
+            prev_still = still;
+            prev_live = std::move(r.live);
+            prev_zombies = std::move(r.zombies);
+            if (r.running && r.signalled.empty()) pause_briefly();  // stops still to take effect
+        }
+    }
+    // 2. Kill. SIGKILL to every process of the run, round after round, until
+    // a round finds none alive (only zombies that were zombies the round
+    // before: their children came to us before they became zombies, so our
+    // own list, read first, holds the top of anything left). Never ended by
+    // a round that signalled nobody: a process in the middle of a fork or of
+    // being reparented is not seen in that round, and is in the next.
+    std::set<long> prev_zombies, last_live;
+    for (;;) {
+        Round r = look(SIGKILL, false);
+        bool fresh = false;  // signalled for the first time
+        for (long p : r.signalled) fresh = out.killed.insert(p).second || fresh;
+        reap_ended(keep, r);
+        bool new_zombie = false;
+        for (long z : r.zombies)
+            if (z != keep && !prev_zombies.count(z)) new_zombie = true;
+        last_live = r.live;
+        if (r.live.empty() && !r.moved && !new_zombie) break;
+        if (now_ms() >= deadline) break;
+        prev_zombies = std::move(r.zombies);
+        if (!fresh) pause_briefly();  // killed ones still exiting
+    }
+    // Zombies of ours that ended last.
+    reap_ended(keep, look(0, false));
+    out.left.assign(last_live.begin(), last_live.end());
+    // Whatever the last round still found may have ended since: only those still there are left.
+    out.left.erase(std::remove_if(out.left.begin(), out.left.end(),
+                                  [](long p) {
+                                      const char s = stat_of(p).state;
+                                      return s == 0 || s == 'Z' || s == 'X';
+                                  }),
+                   out.left.end());
+    return out;
 }
 
 void reap_orphans(pid_t keep) {

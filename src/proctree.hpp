@@ -8,7 +8,9 @@
 // process's parent where the kernel has no such list). Elsewhere the tree is
 // not visible: nothing is found, nothing signalled.
 
+#include <set>
 #include <string>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -24,12 +26,21 @@ bool become_subreaper();
 // unrelated process is never signalled. Returns how many were signalled.
 int signal_all(int sig, int skip_depth);
 
-// SIGKILLs every descendant in rounds until none is left (a process that
-// forks while we look is found in the next round; a fork bomb runs out once
-// all of its processes are killed), reaping the ones that are our own
-// children except `keep` (the caller reaps it). Returns how many were killed
-// (zombies, which ended on their own, are not counted).
-int end_all(pid_t keep);
+// Ends every descendant (issue 38): freezes the tree first (SIGSTOP in
+// rounds until two rounds in a row find the same processes, all stopped),
+// then SIGKILLs in rounds until a round finds none alive. A process forked or
+// reparented to us during a round is found in the next; no round that
+// signals nobody ends the loop while any process of the run is there. Reaps
+// the ones that are our own children except `keep` (the caller reaps it).
+// Bounded by `budget_ms`: what is still alive then is returned in `left`
+// (never claimed as killed). `killed`: the processes it SIGKILLed (zombies,
+// which ended on their own, are not counted).
+struct End {
+    std::set<long> killed;
+    std::vector<long> left;
+};
+inline constexpr double kEndBudgetMs = 5000;
+End end_all(pid_t keep, double budget_ms = kEndBudgetMs);
 
 // Reaps the descendants that came to us and have ended (never `keep`), so
 // that a long run leaves no zombies.

@@ -48,6 +48,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -741,9 +742,13 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     int phase = 0;  // 0: running; 1: SIGTERM sent; 2: SIGKILL sent
     bool timed_out = false;
     double next_at = lim.timeout_ms ? start + static_cast<double>(*lim.timeout_ms) : 0;
+    // Every process of the run ended, or named in `left` (issue 38).
+    std::set<long> killed_pids, left_pids;
     auto kill_all = [&]() {
         if (leaf.active()) (void)leaf.kill();
-        return proctree::end_all(pid);
+        proctree::End e = proctree::end_all(pid);
+        killed_pids.insert(e.killed.begin(), e.killed.end());
+        left_pids = std::set<long>(e.left.begin(), e.left.end());
     };
     // The pty's job: the command, whose group is in front of its pty.
     auto pty_job = [&]() -> pid_t {
@@ -859,12 +864,28 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // with a timeout or a leaf, always (issue 21; also what a subreaper does
     // not reach: bwrap's namespace).
     std::optional<int> descendants_killed;
+    std::optional<std::vector<long>> descendants_left;
     // Ours, not the command's: neither killed with them nor counted (so
     // reaped first where the command's orphans are reaped and counted).
     end_sentinel();
     if (subreaper || lim.timeout_ms || leaf.active()) {
-        const int killed = kill_all();
-        if (subreaper) descendants_killed = killed;
+        killed_pids.clear();  // counted: what the command left running at its exit
+        kill_all();
+        if (subreaper) descendants_killed = static_cast<int>(killed_pids.size());
+        descendants_left = std::vector<long>(left_pids.begin(), left_pids.end());
+        // Never claimed as ended: named, in the report and on stderr.
+        if (!left_pids.empty()) {
+            std::string line = "dsh-confine: " + std::to_string(left_pids.size()) +
+                               " process(es) of the command could not be ended within " +
+                               std::to_string(static_cast<int>(proctree::kEndBudgetMs / 1000)) + " s:";
+            for (long l : left_pids) line += " " + std::to_string(l);
+            say(line);
+            (void)report.write(ordered_json{{"type", "gap"},
+                                            {"version", 1},
+                                            {"gap", "descendants-left"},
+                                            {"pids", *descendants_left},
+                                            {"why", "still running when the end-of-run kill gave up"}});
+        }
     }
     // The user's terminal back as it was, the pty hung up.
     tty.finish();
@@ -944,6 +965,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (!opts.forwarder) {
         ordered_json rr = result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
                                         descendants_killed, limit);
+        rr["descendantsLeft"] = descendants_left ? ordered_json(*descendants_left) : ordered_json(nullptr);
         rr["violations"] = carveouts::violations(carve_before, carveouts::fingerprint(p.c.policy));
         if (!rr["violations"].empty()) say(protected_changed_text(rr["violations"].size()));
         (void)report.write(rr);

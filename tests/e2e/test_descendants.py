@@ -10,6 +10,7 @@ double-forked, setsid'd grandchild that ignores TERM, HUP and INT) keep rewritin
 in the workspace; after dsh-confine has returned, a heartbeat that still changes is a process that
 still runs. Whatever a case leaves running is killed by the test (their pids are in the workspace).
 """
+import concurrent.futures
 import json
 import os
 import signal
@@ -333,6 +334,143 @@ def test_explain_says_what_becomes_of_them(s):
     r = dsh(["explain", "--mode", "workspace-write", "--runner", "landlock", "--keep-descendants", "--", "true"],
             s, cwd=s.ws)
     assert "at exit:     processes the command leaves running run on (asked (--keep-descendants))\n" in r.out, r.out
+
+
+
+# A fork chain (issue 38): each process forks the next and exits at once, so at any moment the
+# chain is one or two processes, one of them in the middle of a fork or just reparented. It
+# ignores TERM, HUP and INT, leaves its own session, and every link holds the write end of a
+# pipe whose read end the test keeps: after dsh-confine returns, that pipe at EOF is the exact
+# proof that no process of the chain exists; the token in every link's command line is how the
+# host's /proc names one that is left (and how the test kills it, by its process group).
+CHAIN = r"""
+import os, signal, sys, time
+hold = sys.argv[2] == "hold"
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    os.setsid()
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    n = 0
+    while True:
+        n += 1
+        if n == 30:
+            os.write(w, b"x")
+            os.close(w)
+        if os.fork():
+            os._exit(0)
+os.close(w)
+if os.read(r, 1) != b"x":
+    sys.exit(9)
+print("started", flush=True)
+if hold:
+    time.sleep(120)
+"""
+CHAIN_RUNS = 20
+
+
+def _held(r):
+    """Whether any process still holds the write end of pipe `r` (not at EOF)."""
+    try:
+        return os.read(r, 1) != b""
+    except BlockingIOError:
+        return True
+
+
+def _newest_naming(token):
+    """The host's processes whose command line holds `token`, newest pid first and one at a time
+    (a chain's live link is among the newest; a full list is stale before it is read)."""
+    mine = os.getpid()
+    for n in sorted((int(n) for n in os.listdir("/proc") if n.isdigit()), reverse=True):
+        try:
+            with open("/proc/%d/cmdline" % n, "rb") as f:
+                if n != mine and token.encode() in f.read():
+                    yield n
+        except OSError:
+            pass
+
+
+def _kill_chain(token, r):
+    # Survivors, found by their token on the host, killed by process group (all links share the
+    # chain's, and a group signal reaches a fork in progress too), until the pipe says none is
+    # left. Bounded.
+    deadline = time.monotonic() + 20
+    while _held(r) and time.monotonic() < deadline:
+        for pid in _newest_naming(token):
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    pgid = int(f.read().rsplit(")", 1)[1].split()[2])
+                if pgid > 1:
+                    os.killpg(pgid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+                break
+            except (OSError, ValueError, IndexError):
+                pass
+    return not _held(r)
+
+
+def _one_chain(s, runner, margs, timed, i):
+    token = "dsh-chain-%d-%d-%s-%s-%s" % (os.getpid(), i, runner, "-".join(margs) or "exec",
+                                          "timeout" if timed else "exit")
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    args = ["--mode", "workspace-write", "--root", s.ws, "--runner", runner, "--keep-fd", str(w)] + margs
+    if timed:
+        args += ["--timeout", "1s", "--kill-after", "200ms"]
+    elif runner == "landlock" and not margs:
+        # Exec mode keeps a parent to end them only with a timeout (or a pty, or a leaf).
+        args += ["--timeout", "60s"]
+    try:
+        try:
+            res = dsh(args + ["--", "python3", "-c", CHAIN, token, "hold" if timed else "exit"], s, cwd=s.ws,
+                      extra_fds=(w,), timeout=30)
+        finally:
+            os.close(w)
+        held = _held(r)
+        named = list(_newest_naming(token))
+        return res, held, named
+    finally:
+        clean = _kill_chain(token, r)
+        os.close(r)
+        assert clean, "run %d: could not kill what the chain left (%s)" % (i, token)
+
+
+def _fork_chain_is_ended(s, runner, margs, timed):
+    need(runner)
+    # Four at a time (a timed run takes its second): twenty take about five runs' time.
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: _one_chain(s, runner, margs, timed, i), range(CHAIN_RUNS)))
+    outlived = [i for i, (res, held, named) in enumerate(results) if held or named]
+    assert outlived == [], "runs %r of %d: the chain outlived dsh-confine: %r" % (
+        outlived, CHAIN_RUNS, results[outlived[0]][0] if outlived else None)
+    for i, (res, held, named) in enumerate(results):
+        assert "descendants-left" not in [x.get("gap") for x in res.report], res
+        if timed:
+            assert res.rc == 124, (i, res)
+        else:
+            assert res.rc == 0 and res.out == "started\n", (i, res)
+        assert res.rec("confinement")["descendants"]["atExit"] == "killed", res
+        if margs:
+            out = res.rec("result")
+            assert out["descendantsLeft"] == ([] if runner == "landlock" or timed else None), out
+            if timed:
+                assert out["limit"] == "timeout", out
+            if runner == "landlock" and not timed:
+                # The subreaper killed the chain's head (at least one process) and says so.
+                assert out["descendantsKilled"] >= 1, out
+
+
+for _runner in RUNNERS:
+    for _mname, _margs in MODES:
+        for _timed in (True, False):
+            def _chain(s, runner=_runner, margs=_margs, timed=_timed):
+                _fork_chain_is_ended(s, runner, margs, timed)
+            globals()["test_a_fork_chain_is_ended__%s__%s__%s" % (
+                _runner, _mname, "timeout" if _timed else "at_exit")] = _chain
 
 
 if __name__ == "__main__":

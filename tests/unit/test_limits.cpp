@@ -7,11 +7,13 @@
 #include <csignal>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../src/cli.hpp"
 #include "../../src/config.hpp"
 #include "../../src/limits.hpp"
+#include "../../src/proctree.hpp"
 
 using namespace dsh;
 
@@ -404,3 +406,48 @@ TEST_CASE("limits: the child joins every leaf it is given, up to the first -1") 
     ::signal(SIGPIPE, SIG_DFL);
     for (int fd : {a[1], b[0], b[1], c[0], c[1]}) ::close(fd);
 }
+
+#if defined(__linux__)
+// Issue 38: a fork chain (each process forks the next and exits at once) is the
+// tree that a kill loop stopping at a round that signals nobody lets go. In a
+// child of the test (it becomes a subreaper, which the test process must not):
+// twenty chains, each ended by end_all, each checked by a pipe whose write end
+// every link holds (at EOF: no link is left).
+TEST_CASE("proctree: end_all ends a fork chain, and names nothing as left") {
+    const pid_t judge = ::fork();
+    REQUIRE(judge >= 0);
+    if (judge == 0) {
+        int failures = 0;
+        ::setpgid(0, 0);  // a group of its own, which the chains share
+        if (!proctree::become_subreaper()) ::_exit(100);
+        for (int run = 0; run < 20; ++run) {
+            int p[2];
+            if (::pipe(p) != 0) ::_exit(101);
+            if (::fork() == 0) {
+                ::close(p[0]);
+                for (int n = 1;; ++n) {
+                    if (n == 50) (void)!::write(p[1], "x", 1);  // running: tell the judge
+                    if (::fork() != 0) ::_exit(0);
+                }
+            }
+            ::close(p[1]);
+            char c = 0;
+            if (::read(p[0], &c, 1) != 1) ++failures;
+            const proctree::End e = proctree::end_all(0);
+            // Every link gone: the pipe is at EOF at once.
+            ::fcntl(p[0], F_SETFL, O_NONBLOCK);
+            const ssize_t got = ::read(p[0], &c, 1);
+            if (got != 0 || !e.left.empty() || e.killed.empty()) ++failures;
+            if (got != 0) {
+                ::kill(0, SIGKILL);  // never leave a chain running: this judge's group, the chain's too
+            }
+            ::close(p[0]);
+        }
+        ::_exit(failures);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(judge, &status, 0) == judge);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
