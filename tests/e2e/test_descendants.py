@@ -439,8 +439,9 @@ def _one_chain(s, runner, margs, timed, i):
         assert clean, "run %d: could not kill what the chain left (%s)" % (i, token)
 
 
-def _fork_chain_is_ended(s, runner, margs, timed):
-    need(runner)
+@matrix(runner=RUNNERS, mode_args=EXEC_SUPERVISE, end={"timeout": True, "at_exit": False})
+def test_a_fork_chain_is_ended(s, runner, mode_args, end):
+    margs, timed = mode_args, end
     # Four at a time (a timed run takes its second): twenty take about five runs' time.
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda i: _one_chain(s, runner, margs, timed, i), range(CHAIN_RUNS)))
@@ -462,15 +463,6 @@ def _fork_chain_is_ended(s, runner, margs, timed):
             if runner == "landlock" and not timed:
                 # The subreaper killed the chain's head (at least one process) and says so.
                 assert out["descendantsKilled"] >= 1, out
-
-
-for _runner in RUNNERS:
-    for _mname, _margs in MODES:
-        for _timed in (True, False):
-            def _chain(s, runner=_runner, margs=_margs, timed=_timed):
-                _fork_chain_is_ended(s, runner, margs, timed)
-            globals()["test_a_fork_chain_is_ended__%s__%s__%s" % (
-                _runner, _mname, "timeout" if _timed else "at_exit")] = _chain
 
 
 if __name__ == "__main__":
