@@ -324,6 +324,53 @@ def processes_naming(token):
     return found
 
 
+def proc_stat(pid):
+    """(name, state, ppid, pgrp, tpgid) of a process, from /proc/PID/stat; None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return stat[stat.index("(") + 1:stat.rindex(")")], fields[0], int(fields[1]), int(fields[2]), int(fields[5])
+
+
+def proc_argv(pid):
+    """A process's argv as bytes, from /proc/PID/cmdline; None once it is gone."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")[:-1]
+    except OSError:
+        return None
+
+
+def alive(pids):
+    """The pids that still run (a zombie nobody has reaped yet runs nothing)."""
+    return [p for p in pids if (proc_stat(p) or ("", "X"))[1] not in ("Z", "X")]
+
+
+def in_foreground(ancestor, comm=None):
+    """Whether a live descendant of `ancestor` (dsh-confine may give the command a terminal of its
+    own) is in the foreground group of its terminal, named `comm` (None: anything but
+    dsh-confine): a key typed after that reaches it, not a shell before its fork."""
+    procs = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit():
+            st = proc_stat(int(n))
+            if st:
+                procs[int(n)] = st
+    for pid, (name, state, ppid, pgrp, tpgid) in procs.items():
+        if pgrp != tpgid or state in ("Z", "X"):
+            continue
+        if name != comm and (comm is not None or name == os.path.basename(DSH)[:15]):
+            continue
+        while ppid > 1 and ppid != ancestor:
+            ppid = procs.get(ppid, ("", "", 0))[2]
+        if ppid == ancestor:
+            return True
+    return False
+
+
 def pty_run(args, s, send=None, wait=10, pre=(), when=None):
     """Runs dsh-confine (after `pre`, e.g. sysfault) as the session leader of a new pty.
 
@@ -358,36 +405,12 @@ def pty_run(args, s, send=None, wait=10, pre=(), when=None):
         out += chunk
         return True
 
-    def in_foreground(comm):
-        # A descendant of dsh-confine (which may give the command a terminal of its own) in the
-        # foreground group of its terminal, named `comm` (or anything but dsh-confine).
-        procs = {}
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open("/proc/%s/stat" % pid) as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            procs[int(pid)] = (stat[stat.index("(") + 1:stat.rindex(")")], fields[0], int(fields[1]),
-                               int(fields[2]), int(fields[5]))
-        for pid, (name, state, ppid, pgrp, tpgid) in procs.items():
-            if pgrp != tpgid or state in ("Z", "X"):
-                continue
-            if name != comm and (comm is not None or name == os.path.basename(DSH)[:15]):
-                continue
-            while pid > 1 and pid != p.pid:
-                pid = procs.get(pid, ("", "", 0))[2]
-            if pid == p.pid:
-                return True
-        return False
-
     def ready():
         if isinstance(when, bytes):
             return when in out
         if when is None and out:
             return True
-        return in_foreground(when)
+        return in_foreground(p.pid, when)
 
     if send is not None:
         deadline = time.time() + wait

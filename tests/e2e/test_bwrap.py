@@ -6,7 +6,7 @@ import stat
 import subprocess
 import time
 
-from harness import (processes_naming, pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
+from harness import (alive, processes_naming, pty_run, DSH, SANDBOX_UNAVAILABLE, dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh,
                      skip, tool)
 
 BW = ["--runner", "bwrap"]
@@ -190,19 +190,6 @@ def test_private_pid_namespace_and_proc_1_root(s):
         assert ns and ns != host_ns, r
         assert int(count) < 10, r  # only the sandbox's own processes
         assert os.listdir(s.outside) == [] and not os.path.exists(shm)
-
-
-def alive(pids):
-    """The pids that still run (not zombies)."""
-    left = []
-    for p in pids:
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                    left.append(p)
-        except OSError:
-            pass
-    return left
 
 
 def test_grandchildren_and_background_processes(s):

@@ -15,7 +15,8 @@ import subprocess
 import time
 import uuid
 
-from harness import DSH, SANDBOX_UNAVAILABLE, STD_PATH, dsh, is_root, main, need_runner, processes_naming, skip, tool
+from harness import (DSH, SANDBOX_UNAVAILABLE, STD_PATH, alive, dsh, is_root, main, need_runner, processes_naming, skip,
+                     tool)
 
 RUNNERS = ("bwrap", "landlock")
 
@@ -62,19 +63,6 @@ def unique_sleep():
     """A `sleep` argument no other process of the machine has (other tests run
     beside this one): a run's processes are the ones naming it."""
     return "30.%d%06d" % (os.getpid(), uuid.uuid4().int % 1000000)
-
-
-def alive(pids):
-    """The pids that still run (a zombie nobody has reaped yet runs nothing)."""
-    left = []
-    for p in pids:
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                    left.append(p)
-        except OSError:
-            pass
-    return left
 
 
 def sleeping(token):

@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 
-from harness import DSH, STD_PATH, main, need_bwrap, need_landlock, processes_naming, skip, tool
+from harness import DSH, STD_PATH, main, need_bwrap, need_landlock, proc_argv, proc_stat, processes_naming, skip, tool
 
 # Under bwrap a signal reaches the command only once dsh-confine stays as its forwarding parent
 # (issue 15, "Signals and terminals"). Set to False when that lands: the signal cases then run
@@ -538,15 +538,9 @@ def command_states(token):
     `token` (under bwrap, bwrap's copies of that argv are not the command's) and its sleep."""
     states = []
     for pid in processes_naming(token):
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
-            with open("/proc/%d/stat" % pid) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if argv[:2] in ([b"sh", b"-c"], [b"sleep", token.encode()]):
-            states.append(state)
+        argv, st = proc_argv(pid), proc_stat(pid)
+        if argv and st and argv[:2] in ([b"sh", b"-c"], [b"sleep", token.encode()]):
+            states.append(st[1])
     return states
 
 

@@ -21,7 +21,8 @@ import subprocess
 import termios
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need_bwrap, need_landlock, processes_naming)
+from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, in_foreground, is_root, main, need_bwrap, need_landlock, proc_argv,
+                     proc_stat, processes_naming)
 
 RUNNERS = ("bwrap", "landlock")
 MODES = ((), ("--supervise",))
@@ -269,23 +270,8 @@ class Term:
         group of its terminal: a key typed after that reaches it, not the shell before its fork."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            procs = {}
-            for pid in filter(str.isdigit, os.listdir("/proc")):
-                try:
-                    with open("/proc/%s/stat" % pid) as f:
-                        stat = f.read()
-                except OSError:
-                    continue
-                fields = stat[stat.rindex(")") + 2:].split()
-                procs[int(pid)] = (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[1]),
-                                   int(fields[2]), int(fields[5]))
-            for pid, (name, ppid, pgrp, tpgid) in procs.items():
-                if name != comm or pgrp != tpgid:
-                    continue
-                while ppid > 1 and ppid != self.p.pid:
-                    ppid = procs.get(ppid, ("", 0))[1]
-                if ppid == self.p.pid:
-                    return
+            if in_foreground(self.p.pid, comm):
+                return
             self.read_some(0.02)
         raise AssertionError("no %r in the foreground: %r" % (comm, self.out[-3000:]))
 
@@ -605,14 +591,10 @@ def test_a_child_left_behind_cannot_read_the_users_next_line(s):
 
 def _is_thief(pid, loot):
     """Whether `pid` runs the thief of `loot` (python3 -c THIEF loot; not a zombie)."""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            argv = f.read().split(b"\0")
-        with open("/proc/%d/stat" % pid) as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
+    argv, st = proc_argv(pid), proc_stat(pid)
+    if not argv or not st:
         return False
-    return os.path.basename(argv[0]).startswith(b"python3") and loot.encode() in argv and state not in ("Z", "X")
+    return os.path.basename(argv[0]).startswith(b"python3") and loot.encode() in argv and st[1] not in ("Z", "X")
 
 
 def _thief_alive(loot):
