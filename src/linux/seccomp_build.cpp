@@ -393,23 +393,14 @@ int unknown_syscall_guard(std::vector<sock_filter>& out) {
     };
     return 0;
 #else
-#if defined(__aarch64__)
-    constexpr uint32_t native = AUDIT_ARCH_AARCH64;
-#elif defined(__i386__)
-    constexpr uint32_t native = AUDIT_ARCH_I386;
-#elif defined(__riscv) && __riscv_xlen == 64
-    constexpr uint32_t native = AUDIT_ARCH_RISCV64;
-#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    constexpr uint32_t native = AUDIT_ARCH_PPC64LE;
-#elif defined(__s390x__)
-    constexpr uint32_t native = AUDIT_ARCH_S390X;
-#else
-    // Another numbering (mips, alpha, 32-bit arm's private calls): review
-    // its table before building there; seccomp-gen fails until then.
-    (void)kArch, (void)kNr, (void)kEnosys;
-    out.clear();
-    return -EOPNOTSUPP;
-#endif
+    if constexpr (kNativeArch == 0) {
+        // Another numbering (mips, alpha, 32-bit arm's private calls): review
+        // its table before building there; seccomp-gen fails until then.
+        (void)kArch, (void)kNr, (void)kEnosys;
+        out.clear();
+        return -EOPNOTSUPP;
+    }
+    constexpr uint32_t native = kNativeArch;
     out = {
         stmt(kLd, kArch),
         jump(kJeq, native, 0, 3),                // else B

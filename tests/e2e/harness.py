@@ -349,6 +349,17 @@ def alive(pids):
     return [p for p in pids if (proc_stat(p) or ("", "X"))[1] not in ("Z", "X")]
 
 
+def sleepers(token):
+    """Pids of `sleep TOKEN` processes (a command once its shell has exec'd it; not the shells
+    whose scripts name the token)."""
+    return [p for p in processes_naming(token) if proc_argv(p) == [b"sleep", token.encode()]]
+
+
+def described(pids):
+    """'PID ARGV' of each pid still there, for a failure's message."""
+    return ["%d %s" % (p, b" ".join(a).decode("utf-8", "replace")) for p in pids if (a := proc_argv(p)) is not None]
+
+
 def in_foreground(ancestor, comm=None):
     """Whether a live descendant of `ancestor` (dsh-confine may give the command a terminal of its
     own) is in the foreground group of its terminal, named `comm` (None: anything but

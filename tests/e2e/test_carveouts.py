@@ -15,8 +15,8 @@ import subprocess
 import time
 import uuid
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, STD_PATH, alive, dsh, is_root, main, need_runner, processes_naming, skip,
-                     tool)
+from harness import (DSH, SANDBOX_UNAVAILABLE, STD_PATH, alive, described, dsh, is_root, main, need_runner, processes_naming,
+                     skip, sleepers, tool)
 
 RUNNERS = ("bwrap", "landlock")
 
@@ -65,32 +65,12 @@ def unique_sleep():
     return "30.%d%06d" % (os.getpid(), uuid.uuid4().int % 1000000)
 
 
-def sleeping(token):
-    """Pids of `sleep TOKEN` (the command, once its shell has exec'd it)."""
-    found = []
-    for p in processes_naming(token):
-        try:
-            with open("/proc/%d/cmdline" % p, "rb") as f:
-                if f.read() == b"sleep\0" + token.encode() + b"\0":
-                    found.append(p)
-        except OSError:
-            pass
-    return found
-
-
 def wait_gone(token, limit=10.0):
     """Waits until no process names `token`; returns what is still running after `limit` seconds."""
     deadline = time.time() + limit
     while alive(processes_naming(token)) and time.time() < deadline:
         time.sleep(0.02)
-    described = []
-    for p in alive(processes_naming(token)):
-        try:
-            with open("/proc/%d/cmdline" % p, "rb") as f:
-                described.append("%d %s" % (p, f.read().replace(b"\0", b" ").decode("utf-8", "replace")))
-        except OSError:
-            pass
-    return described
+    return described(alive(processes_naming(token)))
 
 
 def blocked_opening_fifo(pid):
@@ -1101,9 +1081,9 @@ def leftovers(s, supervise):
     assert os.path.exists(marker), "the command never started"
     # The check can see the run: the command (`sleep TOKEN`, after its exec) names the token.
     deadline = time.time() + 10
-    while not sleeping(token) and time.time() < deadline:
+    while not sleepers(token) and time.time() < deadline:
         time.sleep(0.02)
-    assert sleeping(token), "the command is not seen running"
+    assert sleepers(token), "the command is not seen running"
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=10)
     left = wait_gone(token)

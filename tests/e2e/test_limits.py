@@ -16,7 +16,8 @@ import sys
 import threading
 import time
 
-from harness import DSH, dsh, is_root, main, need_runner, need, need_bwrap, need_landlock, processes_naming, sh, skip
+from harness import (DSH, dsh, is_root, main, need_runner, need, need_bwrap, need_landlock, processes_naming, sh, skip,
+                     sleepers)
 
 RUNNERS = ["landlock", "bwrap"]
 
@@ -113,20 +114,6 @@ def leaves(d):
 def can_make_leaf():
     d = cgroup2_dir()
     return d is not None and os.access(d, os.W_OK) and os.access(os.path.join(d, "cgroup.procs"), os.W_OK)
-
-
-def sleepers(token):
-    """Pids of `sleep TOKEN` processes (not the shells whose scripts name it)."""
-    want = b"sleep\0" + token.encode() + b"\0"
-    found = []
-    for p in processes_naming(token):
-        try:
-            with open("/proc/%d/cmdline" % p, "rb") as f:
-                if f.read() == want:
-                    found.append(p)
-        except OSError:
-            pass
-    return found
 
 
 def gone(pids, limit=20.0):
