@@ -21,8 +21,8 @@ import subprocess
 import termios
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, in_foreground, is_root, main, need_bwrap, need_landlock, proc_argv,
-                     proc_stat, processes_naming)
+from harness import (DSH, EXEC_SUPERVISE, SANDBOX_UNAVAILABLE, dsh, in_foreground, is_root, main, matrix, need_bwrap,
+                     need_landlock, proc_argv, proc_stat, processes_naming)
 
 RUNNERS = ("bwrap", "landlock")
 MODES = ((), ("--supervise",))
@@ -154,7 +154,8 @@ def test_death_by_signal_is_seen_as_for_the_bare_command(s):
             assert got == shell, (sig, opts, got)
 
 
-def test_a_command_that_dies_at_once_is_still_seen_dying(s):
+@matrix(mode_args=EXEC_SUPERVISE, batch=["a", "b"])
+def test_a_command_that_dies_at_once_is_still_seen_dying(s, mode_args, batch):
     # Under bwrap the command's status reaches dsh-confine through bwrap (as
     # 128+n for a death by signal n) or, exactly, through its pidfd. A command
     # that dies as it starts could be reaped by bwrap's init before
@@ -170,10 +171,11 @@ def test_a_command_that_dies_at_once_is_still_seen_dying(s):
         return [got for got in (_bare([DSH] + opts + ["--", "sh", "-c", "kill -INT $$"], s)[0]
                                 for _ in range(n)) if got != want]
 
-    for opts in (["--runner", "bwrap"], ["--runner", "bwrap", "--supervise"]):
-        with concurrent.futures.ThreadPoolExecutor(4) as ex:
-            wrong = sum(ex.map(lambda _: runs(opts, 60), range(4)), [])
-        assert wrong == [], (opts, wrong)
+    # 240 runs a mode, in two batches (two tests, so that they run side by side in the suite).
+    opts = ["--runner", "bwrap"] + mode_args
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        wrong = sum(ex.map(lambda _: runs(opts, 30), range(4)), [])
+    assert wrong == [], (opts, batch, wrong)
 
 
 def test_signals_sent_to_dsh_confine_reach_the_command(s):
