@@ -239,7 +239,12 @@ ordered_json confinement_record(const Confinement& c) {
 }
 
 namespace {
-std::string g_run;  // the run's nonce, once made or adopted
+// The run's nonce, once made or adopted. Function-local: the bwrap stage runs
+// before dynamic initialisers (bwrap_stage.cpp early_entry).
+std::string& run_storage() {
+    static std::string run;
+    return run;
+}
 constexpr size_t kRunBytes = 16;
 constexpr std::string_view kRunMember = R"(,"run":")";
 }  // namespace
@@ -264,12 +269,12 @@ void begin_run() {
         std::random_device rd;
         for (size_t i = got; i < sizeof b; ++i) b[i] = static_cast<unsigned char>(rd());
     }
-    g_run = to_hex(std::string(reinterpret_cast<const char*>(b), sizeof b));
+    run_storage() = to_hex(std::string(reinterpret_cast<const char*>(b), sizeof b));
 }
 
-void end_run() noexcept { g_run.clear(); }
+void end_run() noexcept { run_storage().clear(); }
 
-const std::string& run_id() noexcept { return g_run; }
+const std::string& run_id() noexcept { return run_storage(); }
 
 bool adopt_run_id(std::string_view record) {
     const size_t at = record.rfind(kRunMember);
@@ -279,12 +284,12 @@ bool adopt_run_id(std::string_view record) {
     const std::string_view hex = rest.substr(0, 2 * kRunBytes);
     for (char ch : hex)
         if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
-    g_run.assign(hex);
+    run_storage().assign(hex);
     return true;
 }
 
 std::string report_line(ordered_json record) {
-    if (!g_run.empty()) record["run"] = g_run;
+    if (const std::string& run = run_storage(); !run.empty()) record["run"] = run;
     return json_line(record);
 }
 
