@@ -76,19 +76,32 @@ Outcome plan_limits(const Request& req, Plan& p) {
 // Chooses the runner and fills the plan: the report's record, the in-process
 // layers and what to exec. Runs nothing. Shared by run, explain and
 // supervise, so that what is shown is what runs.
-Outcome prepare_plan(const Request& req, Plan& p) {
+Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
     Confinement& c = p.c;
     const Policy& policy = c.policy;
     for (int fd : policy.keep_fds) {
         if (fd <= 2) return failf(Err::Usage, "--keep-fd {}: stdio is always passed through", fd);
         // The command could write forged records into the caller's report.
-        if (fd == req.report_fd)
-            return failf(Err::Usage, "--keep-fd {}: that is the --report-fd, which the command must not write; "
-                                     "pass the command another fd", fd);
+        if (fd == req.report_fd) return fail(Err::Usage, report_text(ReportText::KeepFdIsReport, fd));
         // Said here, before any runner: found later it reads as a sandbox failure.
         if (!fd_is_open(fd))
             return failf(Err::Usage, "--keep-fd {}: fd {} is not open; open it before calling dsh-confine", fd, fd);
+#if !defined(_WIN32)
+        // Another number for the report's open file (a dup, the same pipe):
+        // the same forgery by another route, so the files are compared.
+        if (report.enabled() && reaches_report(report.fd(), fd))
+            return fail(Err::Usage, report_text(ReportText::KeepFdSharesReport, fd, report.named()));
+#endif
     }
+    // A report above 2 is one the command must not hold; one of its standard
+    // fds that reaches the same file is the same hole. --report-fd 1 or 2 is
+    // the caller sharing that stream on purpose (the nonce tells the lines apart).
+#if !defined(_WIN32)
+    if (report.enabled() && report.named() > 2)
+        for (int fd = 0; fd <= 2; ++fd)
+            if (fd_is_open(fd) && reaches_report(report.fd(), fd))
+                return fail(Err::Usage, report_text(ReportText::StdFdSharesReport, fd, report.named()));
+#endif
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, p); !o) return o;
     const char* path = p.env ? env_lookup(*p.env, "PATH") : std::getenv("PATH");
@@ -101,20 +114,21 @@ Outcome prepare_plan(const Request& req, Plan& p) {
         c.runner = RunnerKind::None;
         return Outcome::success();
     }
-    return chain::choose(p.config.runner.value_or(RunnerKind::Auto), runner_env(p.config, req.report_fd), p);
+    return chain::choose(p.config.runner.value_or(RunnerKind::Auto), runner_env(p.config, report.fd()), p);
 }
 
 // Resolution (config, session, escalation with approval) -> the plan.
 // `ask` is No for explain: every check runs, nobody is asked, nothing runs.
 // `late_walk`: a run, whose carve-outs may be walked after the spawn (Plan::late_walk).
-Outcome resolve_and_prepare(const Request& req, AskApprover ask, Resolution& res, Plan& p, bool late_walk = false) {
+Outcome resolve_and_prepare(const Request& req, const Report& report, AskApprover ask, Resolution& res, Plan& p,
+                            bool late_walk = false) {
     PolicyRequest pr = req.policy_request();
     pr.late_walk = late_walk;
     if (auto o = resolve(pr, current_env(), ask, res); !o) return o;
     p.c.policy = res.policy;
     p.config = res.settings;
     p.late_walk = std::move(res.late_walk);
-    return prepare_plan(req, p);
+    return prepare_plan(req, report, p);
 }
 
 int run_command(const Request& req, const Report& report) {
@@ -123,7 +137,7 @@ int run_command(const Request& req, const Report& report) {
         return report_failure(report, fail(Err::Usage, "--markers needs --supervise: in exec mode nothing is left to "
                                                "write them once the command ends"));
     Resolution res;
-    if (auto o = resolve_and_prepare(req, AskApprover::Yes, res, l, true); !o) return report_failure(report, o);
+    if (auto o = resolve_and_prepare(req, report, AskApprover::Yes, res, l, true); !o) return report_failure(report, o);
     // Escalation is advertised when an approver is composed (flag or config).
     SuperviseOptions opts;
     opts.pty = !req.no_pty;
@@ -168,7 +182,7 @@ int explain_command(const Request& req, const Report& report) {
     }
     Plan l;
     Resolution res;
-    if (auto o = resolve_and_prepare(req, AskApprover::No, res, l); !o) return report_failure(report, o);
+    if (auto o = resolve_and_prepare(req, report, AskApprover::No, res, l); !o) return report_failure(report, o);
     chain::settle_descendants(l, req.supervise || needs_parent(l, !req.no_pty));
     std::string text = req.json ? plan_json(res, l).dump() + "\n" : plan_text(res, l);
     std::fputs(text.c_str(), stdout);
@@ -249,6 +263,8 @@ int run(int argc, const char* const* argv) {
         }
         case Action::SelfTest: return selftest::run(req);
     }
+    // The run's nonce, on every record of the report (issue 38).
+    if (req.report_fd >= 0) begin_run();
     Report report;
     if (auto o = report.open(req.report_fd); !o) {
         print_error(o.text());

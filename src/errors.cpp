@@ -276,6 +276,34 @@ std::string Outcome::text() const {
     return t;
 }
 
+std::string report_text(ReportText t, int a, int b) {
+    switch (t) {
+        case ReportText::KeepFdIsReport:
+            return fmt::format("--keep-fd {}: that is the --report-fd, which the command must not write; "
+                               "pass the command another fd", a);
+        case ReportText::KeepFdSharesReport:
+            return fmt::format("--keep-fd {}: it is the same open file as --report-fd {}, so the command could "
+                               "write forged records into the report; pass the command an fd of another file",
+                               a, b);
+        case ReportText::StdFdSharesReport:
+            if (a == 0)
+                return fmt::format("fd 0 is the same open file as --report-fd {}, so the command could write forged "
+                                   "records into the report; give the report a file of its own (a pipe)",
+                                   b);
+            return fmt::format("fd {} is the same open file as --report-fd {}, so the command could write forged "
+                               "records into the report; give the report a file of its own (a pipe), or name fd "
+                               "{} itself with --report-fd {} to share it on purpose",
+                               a, b, a, a);
+    }
+    return {};
+}
+
+std::string session_seq_exhausted_text(std::string_view path) {
+    return fmt::format("session log {}: its last seq is 18446744073709551615, the largest there is, so no event "
+                       "can follow it; start a new session log",
+                       path);
+}
+
 std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
     switch (t) {
         case UsageText::NoCommand: return "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]";

@@ -153,6 +153,18 @@ enum class UsageText {
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 
+// The report's texts (issue 38), one line each: what is wrong and how to fix it.
+enum class ReportText {
+    KeepFdIsReport,      // a: the --keep-fd, which is the --report-fd's number
+    KeepFdSharesReport,  // a: the --keep-fd, b: the --report-fd whose open file it reaches
+    StdFdSharesReport,   // a: the standard fd (0, 1, 2), b: the --report-fd whose open file it reaches
+};
+std::string report_text(ReportText t, int a, int b = -1);
+
+// session set-mode on a log whose largest seq is the 64-bit maximum: no next
+// seq exists (it would wrap to 0, and readers take the largest as the latest).
+std::string session_seq_exhausted_text(std::string_view path);
+
 // The resource limits' texts (issue 21), one line each. `a` and `b` are the
 // words the text names (the option and its value, or a reason).
 enum class LimitText {

@@ -52,9 +52,10 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     return failf(Err::CommandNotFound, "{}: command not found", name);
 }
 
-[[gnu::hot]] Outcome prepare_entry(Plan& p, int report_fd, const std::string* record, const std::vector<int>& open_fds,
+[[gnu::hot]] Outcome prepare_entry(Plan& p, const Report& report, const std::string* record, const std::vector<int>& open_fds,
                       Entry& e) {
     e = Entry{};
+    const int report_fd = report.fd();
     if (p.in_process) {
         std::vector<int> keep = open_fds;
         if (report_fd >= 0) keep.push_back(report_fd);
@@ -70,9 +71,10 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     // the largest single piece of a start that nobody asked a report of.
     if (record) e.record = *record;
     else if (report_fd >= 0 || p.record_carries_argv)
-        e.record = json_line(confinement_record(p.c));
+        e.record = report_line(confinement_record(p.c));
     e.record_fd = p.record_fd;
     e.report_fd = report_fd;
+    e.report_named = report.named();
     // A line of the report; the stage's mailbox takes it bare (the stage ends the line).
     if (!e.record.empty() && e.record_fd < 0) e.record += '\n';
     e.inherit = p.inherit_fds;
@@ -107,7 +109,7 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
             }
         } else if (e.report_fd >= 0) {
             if (const int err = write_whole(e.report_fd, e.record)) {
-                f = Fault{Step::ReportWrite, err, e.report_fd};
+                f = Fault{Step::ReportWrite, err, e.report_named};
                 return false;
             }
         }
@@ -150,7 +152,7 @@ Outcome enter_and_exec(Plan& p, const Report& report) {
     // Only a parent that stays can walk the carve-outs after the spawn.
     if (p.late_walk) return fail(Err::Internal, "the carve-outs were left for a parent that is not there");
     Entry e;
-    if (auto o = prepare_entry(p, report.fd(), nullptr, {}, e); !o) return o;
+    if (auto o = prepare_entry(p, report, nullptr, {}, e); !o) return o;
     Fault f;
     enter(&e, f);
     return entry_failure(p, f);

@@ -28,7 +28,8 @@ struct Entry {
     const InProcess* layers = nullptr;
     std::string record;  // the line with its newline; empty: none
     int record_fd = -1;  // the record goes here at offset 0 (bwrap's stage) ...
-    int report_fd = -1;  // ... or here
+    int report_fd = -1;  // ... or here (Report::fd)
+    int report_named = -1;  // the --report-fd the caller named, for the texts
     std::vector<int> inherit;
     int seal_fd = -1;    // bwrap's stage: its mailbox, sealed just before exec
     std::string sh = "/bin/sh";
@@ -46,7 +47,7 @@ struct Entry {
 // add to the record's notGranted), then the record (`record`, or the plan's
 // own when null), then the arrays. open_fds: ours to keep open through the
 // layers' fd cleanup (supervise's exec pipe). Runs nothing.
-Outcome prepare_entry(Plan& p, int report_fd, const std::string* record, const std::vector<int>& open_fds,
+Outcome prepare_entry(Plan& p, const Report& report, const std::string* record, const std::vector<int>& open_fds,
                       Entry& e);
 
 // System calls on the entry only (spawn::EnterFn); returns only on failure.

@@ -6,9 +6,20 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <random>
 #ifndef _WIN32
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#endif
+#if defined(__linux__)
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#endif
+#if defined(__APPLE__)
+#include <cstdlib>
+#include <sys/types.h>
 #endif
 
 namespace dsh {
@@ -227,6 +238,61 @@ ordered_json confinement_record(const Confinement& c) {
     return j;
 }
 
+namespace {
+// The run's nonce, once made or adopted. Function-local: the bwrap stage runs
+// before dynamic initialisers (bwrap_stage.cpp early_entry).
+std::string& run_storage() {
+    static std::string run;
+    return run;
+}
+constexpr size_t kRunBytes = 16;
+constexpr std::string_view kRunMember = R"(,"run":")";
+}  // namespace
+
+void begin_run() {
+    unsigned char b[kRunBytes];
+    size_t got = 0;
+#if defined(__linux__)
+    while (got < sizeof b) {
+        const ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+    }
+#elif defined(__APPLE__)
+    ::arc4random_buf(b, sizeof b);
+    got = sizeof b;
+#endif
+    if (got < sizeof b) {
+        // No getrandom (a kernel before 3.17, a seccomp profile that refuses
+        // it): the C++ library's source, /dev/urandom or the OS's generator.
+        std::random_device rd;
+        for (size_t i = got; i < sizeof b; ++i) b[i] = static_cast<unsigned char>(rd());
+    }
+    run_storage() = to_hex(std::string(reinterpret_cast<const char*>(b), sizeof b));
+}
+
+void end_run() noexcept { run_storage().clear(); }
+
+const std::string& run_id() noexcept { return run_storage(); }
+
+bool adopt_run_id(std::string_view record) {
+    const size_t at = record.rfind(kRunMember);
+    if (at == std::string_view::npos) return false;
+    const std::string_view rest = record.substr(at + kRunMember.size());
+    if (rest.size() != 2 * kRunBytes + 2 || rest.substr(2 * kRunBytes) != "\"}") return false;
+    const std::string_view hex = rest.substr(0, 2 * kRunBytes);
+    for (char ch : hex)
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+    run_storage().assign(hex);
+    return true;
+}
+
+std::string report_line(ordered_json record) {
+    if (const std::string& run = run_storage(); !run.empty()) record["run"] = run;
+    return json_line(record);
+}
+
 ordered_json error_record(const Outcome& o) {
     ordered_json j;
     j["type"] = "error";
@@ -239,6 +305,25 @@ ordered_json error_record(const Outcome& o) {
 }
 
 #ifndef _WIN32  // Windows: src/windows/platform_win.cpp (C runtime fds)
+bool reaches_report(int report_fd, int fd) {
+    struct stat a {}, b {};
+    if (::fstat(report_fd, &a) != 0 || ::fstat(fd, &b) != 0) return false;
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) return false;
+    // What is written to /dev/null is read by nobody: nothing to forge.
+    if (S_ISCHR(a.st_mode) && major(a.st_rdev) == 1 && minor(a.st_rdev) == 3) return false;
+    // The same pipe, socket or file: whatever description, a write lands in
+    // what the report's reader reads.
+    if (S_ISFIFO(a.st_mode) || S_ISSOCK(a.st_mode) || S_ISREG(a.st_mode)) return true;
+    // A terminal or another device: the same open file description only.
+#if defined(__linux__)
+    const long r = ::syscall(SYS_kcmp, ::getpid(), ::getpid(), 0 /* KCMP_FILE */, report_fd, fd);
+    if (r == 0) return true;
+    if (r > 0) return false;
+#endif
+    // kcmp refused: the status flags decide, and a tie is taken as the same.
+    return ::fcntl(report_fd, F_GETFL) == ::fcntl(fd, F_GETFL);
+}
+
 [[gnu::hot]] Outcome Report::open(int fd) {
     if (fd < 0) return Outcome::success();
     if (fd == 0) return fail(Err::ReportFd, "--report-fd 0: the report needs an fd open for writing, not stdin");
@@ -246,26 +331,32 @@ ordered_json error_record(const Outcome& o) {
     if (fl < 0) return failf(Err::ReportFd, "--report-fd {}: {}", fd, std::strerror(errno));
     if ((fl & O_ACCMODE) == O_RDONLY) return failf(Err::ReportFd, "--report-fd {}: not open for writing", fd);
     // Close-on-exec so the command never holds the report; stdout/stderr stay
-    // as they are when the caller chose them.
+    // as they are when the caller chose them, and the records go to a copy of
+    // their open file above 2: a pipe a supervisor or a runner puts on the
+    // command's fd 1 or 2 never carries a record.
     if (fd > 2) {
         int fdfl = ::fcntl(fd, F_GETFD);
         if (fdfl < 0 || ::fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) < 0)
             return failf(Err::ReportFd, "--report-fd {}: {}", fd, std::strerror(errno));
+        fd_ = fd;
+    } else {
+        fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (fd_ < 0) return failf(Err::ReportFd, "--report-fd {}: {}", fd, std::strerror(errno));
     }
-    fd_ = fd;
+    named_ = fd;
     return Outcome::success();
 }
 
 Outcome Report::write(const ordered_json& record) const {
     if (fd_ < 0) return Outcome::success();
-    return write_line(json_line(record));
+    return write_line(report_line(record));
 }
 
 [[gnu::hot]] Outcome Report::write_line(std::string line) const {
     if (fd_ < 0) return Outcome::success();
     line += '\n';
     const int err = write_whole(fd_, line);
-    if (err) return failf(Err::ReportWrite, "cannot write the report to fd {}: {}", fd_, std::strerror(err));
+    if (err) return failf(Err::ReportWrite, "cannot write the report to fd {}: {}", named_, std::strerror(err));
     return Outcome::success();
 }
 #endif

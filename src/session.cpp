@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <limits>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
@@ -261,6 +262,10 @@ Outcome append_mode_event(const std::string& path, Mode mode, std::optional<Netw
     const SessionState& s = f.state();
     // seq continues the log: one past the largest seen, else one past the
     // number of events (1 for a new log).
+    // The largest seq has no successor: wrapping to 0 would make this event
+    // read as the oldest, and the log's current mode would not change.
+    if (s.max_seq && *s.max_seq == std::numeric_limits<uint64_t>::max())
+        return done(fail(Err::SessionInvalid, session_seq_exhausted_text(path)));
     const uint64_t seq = s.max_seq ? *s.max_seq + 1 : static_cast<uint64_t>(s.lines) + 1;
     const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())

@@ -512,7 +512,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
     // Everything the child does is made here, before it exists.
     Entry entry;
-    if (auto o = prepare_entry(p, report.fd(), nullptr, {exec_pipe[1]}, entry); !o)
+    if (auto o = prepare_entry(p, report, nullptr, {exec_pipe[1]}, entry); !o)
         return failed(o);
     // Late, the record is written once the carve-outs are in it (Watch::go), not by the child.
     if (p.late_walk) entry.record.clear();

@@ -336,6 +336,8 @@ void take_foreground() noexcept {
     }
     // One line, as the launcher rendered it (no newline inside: JSON escapes it).
     if (record.find('\n') != std::string::npos) record.clear();
+    // The run's nonce is the launcher's: the stage's own records carry it too.
+    (void)adopt_run_id(record);
     // Inside bwrap's mount view before anything else (see check_mount_view).
     Outcome entered = in_mount_view();
     // Landlock is stacked whenever this kernel has it: a stage told less
@@ -386,7 +388,7 @@ void take_foreground() noexcept {
     p.exec_argv = std::move(req.argv);
     p.rlimits = std::move(req.rlimits);
     Entry e;
-    if (auto o = prepare_entry(p, report.fd(), &record, {mailbox}, e); !o)
+    if (auto o = prepare_entry(p, report, &record, {mailbox}, e); !o)
         return stage_failed(report, mailbox, o);
     // Loader variables stashed for the trip through bwrap go back for the
     // command alone (see stash_loader_env): pointers into our own environment,

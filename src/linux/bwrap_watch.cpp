@@ -150,7 +150,7 @@ public:
         settle_carve_outs(p.c, true, true);
         std::string data;
         if (record || p.record_carries_argv)
-            data = json_line(confinement_record(p.c));
+            data = report_line(confinement_record(p.c));
         data += '\n';
         data += carve_list(p.c.policy);
         size_t done = 0;

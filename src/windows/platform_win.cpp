@@ -102,12 +102,13 @@ Outcome Report::open(int fd) {
     if (::_get_osfhandle(fd) == -1) return failf(Err::ReportFd, "--report-fd {}: not an open file descriptor", fd);
     ::_setmode(fd, _O_BINARY);
     fd_ = fd;
+    named_ = fd;
     return Outcome::success();
 }
 
 Outcome Report::write(const ordered_json& record) const {
     if (fd_ < 0) return Outcome::success();
-    std::string line = json_line(record);
+    std::string line = report_line(record);
     line += '\n';
     size_t off = 0;
     while (off < line.size()) {

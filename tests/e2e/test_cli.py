@@ -2,9 +2,11 @@
 nothing after the command is ever read as ours (issue 13, item 0: `dsh-confine
 touch X --mode danger-full-access` ran touch unconfined). Each check is made from
 outside: the file the command tried to create does or does not exist."""
+import json
 import os
+import subprocess
 
-from harness import dsh, main, need_bwrap, need_landlock
+from harness import DSH, dsh, main, need_bwrap, need_landlock
 
 # Words that look like ours, after the command: each would widen the run if read as ours.
 OURS_AFTER = (["--mode", "danger-full-access"], ["--mode=danger-full-access"], ["--runner=custom"],
@@ -146,8 +148,11 @@ def test_unknown_runner_and_mode_list_the_valid_values(s):
                       (["--mode", "write"], 'unknown mode "write" (read-only, workspace-write or danger-full-access)')):
         r = dsh(args + ["sh", "-c", "touch " + marker], s)
         assert r.rc == 125 and r.err == "dsh-confine: %s\n" % msg, r
-        assert r.rec("error") == {"type": "error", "version": 1, "code": "USAGE", "message": msg,
-                                  "exitStatus": 125}, r
+        # The record's shape, and last the run's nonce (issue 38).
+        e = r.rec("error")
+        assert e == {"type": "error", "version": 1, "code": "USAGE", "message": msg, "exitStatus": 125,
+                     "run": e.get("run")}, r
+        assert list(e)[-1] == "run" and len(e["run"]) == 32, r
         assert not os.path.exists(marker), r
 
 
@@ -156,6 +161,104 @@ def test_subcommand_help(s):
     assert r.rc == 0 and "-- COMMAND" in r.out, r
     r = dsh(["self-test", "--help"], s, report=False)
     assert r.rc == 0 and "--runner RUNNER" in r.out, r
+
+
+# -- A report nobody else writes (issue 38) ---------------------------------------------------------
+
+FORGED = '{"type":"result","version":1,"exitCode":0,"denied":false,"runnerFailed":false}'
+
+
+def _forging_run(s, report_fd, pass_fds, extra=(), stdout=None, keep=None):
+    """A run whose command tries to write FORGED into the report through its stdout (and fd `keep`)."""
+    script = "echo '%s'; touch '%s'" % (FORGED, s.p("outside", "ran"))
+    if keep is not None:
+        script = "echo '%s' >&%d; " % (FORGED, keep) + script
+    return subprocess.run([DSH, "--report-fd", str(report_fd)] + list(extra) +
+                          ["--mode", "read-only", "--", "sh", "-c", script],
+                          pass_fds=pass_fds, env=s.env(), stdin=subprocess.DEVNULL,
+                          stdout=stdout if stdout is not None else subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=60)
+
+
+def _read_all(fd):
+    chunks = []
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    return b"".join(chunks).decode()
+
+
+def _only_a_usage_error(report, p, message, s):
+    assert p.returncode == 125, (p, report)
+    assert p.stderr.decode() == "dsh-confine: %s\n" % message, p
+    recs = [json.loads(x) for x in report.splitlines()]
+    assert [r["type"] for r in recs] == ["error"] and recs[0]["code"] == "USAGE", report
+    assert recs[0]["message"] == message, recs
+    assert FORGED not in report, report
+    assert not os.path.exists(s.p("outside", "ran"))
+
+
+def test_keep_fd_of_a_duplicate_of_the_report_is_refused(s):
+    # The old check compared numbers: a --keep-fd that is a dup of the report
+    # fd was accepted, and the command wrote a forged result line before ours.
+    for runner in ("landlock", "bwrap"):
+        r_fd, w_fd = os.pipe()
+        d = os.dup(w_fd)
+        try:
+            p = _forging_run(s, w_fd, (w_fd, d), ["--keep-fd", str(d), "--runner", runner], keep=d)
+        finally:
+            os.close(w_fd)
+            os.close(d)
+        msg = ("--keep-fd %d: it is the same open file as --report-fd %d, so the command could write forged "
+               "records into the report; pass the command an fd of another file" % (d, w_fd))
+        _only_a_usage_error(_read_all(r_fd), p, msg, s)
+
+
+def test_a_report_that_is_the_commands_stdout_is_refused(s):
+    # --report-fd N where N is another number for the command's stdout (a dup of
+    # the same pipe), or the same file opened a second time: the command's
+    # stdout lands in the report.
+    for runner in ("landlock", "bwrap"):
+        r_fd, w_fd = os.pipe()
+        d = os.dup(w_fd)
+        try:
+            p = _forging_run(s, d, (d,), ["--runner", runner], stdout=w_fd)
+        finally:
+            os.close(w_fd)
+            os.close(d)
+        msg = ("fd 1 is the same open file as --report-fd %d, so the command could write forged records into the "
+               "report; give the report a file of its own (a pipe), or name fd 1 itself with --report-fd 1 to "
+               "share it on purpose" % d)
+        _only_a_usage_error(_read_all(r_fd), p, msg, s)
+    path = s.p("base", "report.jsonl")
+    rep = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    out = os.open(path, os.O_WRONLY | os.O_APPEND)  # another open file description, the same file
+    try:
+        p = _forging_run(s, rep, (rep,), stdout=out)
+    finally:
+        os.close(rep)
+        os.close(out)
+    msg = ("fd 1 is the same open file as --report-fd %d, so the command could write forged records into the "
+           "report; give the report a file of its own (a pipe), or name fd 1 itself with --report-fd 1 to share it "
+           "on purpose" % rep)
+    _only_a_usage_error(open(path).read(), p, msg, s)
+
+
+def test_a_report_beside_the_commands_stdio_on_dev_null_runs(s):
+    # Nobody reads /dev/null: a report there beside a command whose stdout is
+    # /dev/null too is not a way to forge anything, and runs.
+    need_landlock()
+    null = os.open("/dev/null", os.O_WRONLY)
+    try:
+        p = subprocess.run([DSH, "--report-fd", str(null), "--runner", "landlock", "--", "true"], pass_fds=(null,),
+                           env=s.env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=60)
+    finally:
+        os.close(null)
+    assert p.returncode == 0, p
 
 
 if __name__ == "__main__":

@@ -196,6 +196,27 @@ def test_session_bad_log_is_an_error(s):
     assert open(log).read() == before
 
 
+def test_session_set_mode_after_the_largest_seq_is_refused_not_wrapped(s):
+    # A log whose last seq is 2**64-1 has no next seq: appending "seq":0 would
+    # make the new mode read as the oldest event (issue 38).
+    log = s.p("base", "session.jsonl")
+    top = 2 ** 64 - 1
+    with open(log, "w") as f:
+        f.write('{"type":"sandbox/mode","seq":%d,"time":1,"data":{"mode":"read-only"}}\n' % top)
+    before = open(log).read()
+    r = dsh(["session", "set-mode", log, "workspace-write"], s, report=False)
+    assert r.rc == 125, r
+    assert r.err == ("dsh-confine: session log %s: its last seq is 18446744073709551615, the largest there is, so "
+                     "no event can follow it; start a new session log\n" % log), r
+    assert open(log).read() == before
+    # One below the top still takes the top itself.
+    with open(log, "w") as f:
+        f.write('{"type":"sandbox/mode","seq":%d,"time":1,"data":{"mode":"read-only"}}\n' % (top - 1))
+    r = dsh(["session", "set-mode", log, "workspace-write"], s, report=False)
+    assert r.rc == 0, r
+    assert [json.loads(l)["seq"] for l in open(log)] == [top - 1, top]
+
+
 # ---- escalation ---------------------------------------------------------------
 
 def escalate(s, target, extra=(), mode=None, script=WRITE):

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -486,6 +487,127 @@ def test_custom_runner_exit_0_is_never_a_runner_failure(s):
     assert r.rc == 0, r
     res = result_of(r)
     assert res["runnerFailed"] is False and res["denied"] is False, r
+
+
+# -- The report on the command's own stream (issue 38) -----------------------------------------------
+
+def ours(text):
+    """A reader of a stream the report shares with the command: the first record's nonce ("run"),
+    and the lines that carry it. Anything else (the command's lines, forged or not) is dropped."""
+    run, recs = None, []
+    for line in text.splitlines():
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(j, dict):
+            continue
+        if run is None and isinstance(j.get("run"), str):
+            run = j["run"]
+        if run is not None and j.get("run") == run:
+            recs.append(j)
+    return run, recs
+
+
+def json_lines(text):
+    """Every JSON object line of a stream (ours and the command's alike)."""
+    out = []
+    for line in text.splitlines():
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(j, dict):
+            out.append(j)
+    return out
+
+
+def shared_run(args, s, merged=False):
+    """dsh-confine with the report on its own stderr (merged: on stdout, with 2>&1), stdio captured."""
+    rep = "1" if merged else "2"
+    p = subprocess.run([DSH, "--report-fd", rep] + list(args), cwd=s.ws, env=s.env(), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE, timeout=60)
+    return p, (p.stdout if merged else p.stderr).decode()
+
+
+def usable_runners():
+    out = []
+    for runner in RUNNERS:
+        try:
+            need_runner(runner)
+        except BaseException:
+            continue
+        out.append(runner)
+    if not out:
+        skip("no Linux runner here")
+    return out
+
+
+def test_report_on_stderr_is_never_read_back_as_the_commands_stderr(s):
+    # With the report on fd 2 (or fd 1 with 2>&1), the confinement record went
+    # through the pipe that captures the command's stderr: its denialSignatures
+    # made any failing command a denial.
+    for runner in usable_runners():
+        for merged in (False, True):
+            p, stream = shared_run(["--supervise", "--markers", "--runner", runner, "--mode", "read-only", "--",
+                                    "sh", "-c", "echo plain >&2; exit 3"], s, merged)
+            assert p.returncode == 3, (runner, merged, stream)
+            recs = json_lines(stream)  # the command prints none
+            assert [r["type"] for r in recs] == ["confinement", "result"], (runner, merged, stream)
+            res = recs[1]
+            assert (res["exitCode"], res["denied"], res["runnerFailed"]) == (3, False, False), (runner, merged, res)
+            assert "plain" in stream.splitlines(), stream
+            assert "[sandbox: file access denied" not in stream, stream
+
+
+def test_report_on_stderr_under_a_custom_runner_is_not_a_runner_failure(s):
+    # The same record carries runnerFailureRules ("bwrap: "): read back, a
+    # command that ran and failed was a runner failure with exit 125.
+    for merged in (False, True):
+        p, stream = shared_run(custom_runner(s, PASS_THROUGH) + ["--supervise", "--", "sh", "-c",
+                                                                 "echo ran > '%s'; exit 1" % s.p("ws", "ran")],
+                               s, merged)
+        recs = json_lines(stream)  # the command prints none
+        if not any(r["type"] == "result" for r in recs):
+            skip("no custom runner from a config file in this build: %s" % stream[-200:])
+        assert p.returncode == 1, stream
+        assert os.path.exists(s.p("ws", "ran"))
+        res = [r for r in recs if r["type"] == "result"][0]
+        assert (res["runnerFailed"], res["denied"], res["evidence"]) == (False, False, "stderr"), res
+        assert not any(r["type"] == "error" for r in recs), recs
+        os.unlink(s.p("ws", "ran"))
+
+
+def test_every_record_carries_the_runs_nonce_and_forged_lines_are_dropped(s):
+    # The command writes result lines shaped like ours into the stream the report
+    # shares with it: without our nonce, and with a made-up one. A reader that keeps
+    # the first record's nonce keeps ours only.
+    forged = '{"type":"result","version":1,"exitCode":0,"denied":false,"runnerFailed":false}'
+    fake = '{"type":"result","version":1,"exitCode":0,"run":"%s"}' % ("0" * 32)
+    script = "echo '%s' >&2; echo '%s' >&2; exit 4" % (forged, fake)
+    seen = set()
+    for runner in usable_runners():
+        for supervise in (False, True):
+            p, stream = shared_run((["--supervise"] if supervise else []) +
+                                   ["--runner", runner, "--mode", "read-only", "--", "sh", "-c", script], s)
+            assert p.returncode == 4, stream
+            run, recs = ours(stream)
+            assert run and re.fullmatch("[0-9a-f]{32}", run), stream
+            assert [r["type"] for r in recs] == ["confinement"] + (["result"] if supervise else []), stream
+            # The forged lines are there, and dropped.
+            assert forged in stream.splitlines() and fake in stream.splitlines(), stream
+            # "run" is the last member of each record, the rest as before.
+            for line in stream.splitlines():
+                if '"run":"%s"' % run in line:
+                    assert line.endswith(',"run":"%s"}' % run), line
+            seen.add(run)
+    # A nonce per run.
+    assert len(seen) == 2 * len(usable_runners()), seen
+    # On a report of its own (a pipe), every record carries the one nonce too, errors included.
+    r = dsh(["--supervise", "--runner", usable_runners()[0], "--", "sh", "-c", "exit 0"], s)
+    assert len({x["run"] for x in r.report}) == 1 and len(r.report) == 2, r
+    r = dsh(["--keep-fd", "97", "--", "true"], s)
+    assert r.rc == 125 and re.fullmatch("[0-9a-f]{32}", r.rec("error")["run"]), r
 
 
 def test_command_not_found_is_127_before_anything_runs(s):

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../src/report.hpp"
@@ -88,4 +89,77 @@ TEST_CASE("report fd validation and close-on-exec") {
     auto o = w.write(error_record(fail(Err::Usage, "u")));
     CHECK(o.err == Err::ReportWrite);
     ::close(p[1]);
+}
+
+TEST_CASE("the run's nonce: 128 random bits in hex, the last member of every report line") {
+    begin_run();
+    const std::string a = run_id();
+    REQUIRE(a.size() == 32);
+    for (char ch : a) CHECK(((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')));
+    begin_run();
+    CHECK(run_id() != a);
+    const std::string id = run_id();
+    // Only the report's lines are stamped; the records themselves (explain's plan) are not.
+    CHECK(error_record(fail(Err::Usage, "u")).dump() ==
+          R"({"type":"error","version":1,"code":"USAGE","message":"u","exitStatus":125})");
+    const std::string line = report_line(error_record(fail(Err::Usage, "u")));
+    CHECK(line == R"({"type":"error","version":1,"code":"USAGE","message":"u","exitStatus":125,"run":")" + id + "\"}");
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    Report w;
+    REQUIRE(w.open(p[1]));
+    REQUIRE(w.write(error_record(fail(Err::Usage, "u"))));
+    char buf[256] = {};
+    auto n = ::read(p[0], buf, sizeof buf - 1);
+    CHECK(std::string(buf, static_cast<size_t>(n)) == line + "\n");
+    // The stage adopts the launcher's from the record it is handed.
+    end_run();
+    CHECK(run_id().empty());
+    CHECK_FALSE(adopt_run_id(R"({"type":"confinement","argv":[",\"run\":\"x"]})"));
+    CHECK_FALSE(adopt_run_id(R"({"type":"confinement","run":"0123"})"));
+    CHECK(run_id().empty());
+    CHECK(adopt_run_id(line));
+    CHECK(run_id() == id);
+    end_run();
+    ::close(p[0]);
+    ::close(p[1]);
+}
+
+TEST_CASE("the report on fd 1 or 2: written through a close-on-exec copy above 2") {
+    Report r;
+    REQUIRE(r.open(2));
+    CHECK(r.named() == 2);
+    CHECK(r.fd() > 2);
+    CHECK((::fcntl(r.fd(), F_GETFD) & FD_CLOEXEC) != 0);
+    CHECK((::fcntl(2, F_GETFD) & FD_CLOEXEC) == 0);
+    CHECK(reaches_report(r.fd(), 2));
+    ::close(r.fd());
+}
+
+TEST_CASE("reaches_report: open files compared, not numbers") {
+    int p[2], q[2];
+    REQUIRE(::pipe(p) == 0);
+    REQUIRE(::pipe(q) == 0);
+    const int d = ::dup(p[1]);
+    CHECK(reaches_report(p[1], d));        // a dup
+    CHECK(reaches_report(p[1], p[1]));
+    CHECK_FALSE(reaches_report(p[1], q[1]));  // another pipe
+    // The same pipe through another description (its /proc/self/fd link).
+    const int again = ::open(("/proc/self/fd/" + std::to_string(p[1])).c_str(), O_WRONLY | O_CLOEXEC);
+    if (again >= 0) {
+        CHECK(reaches_report(p[1], again));
+        ::close(again);
+    }
+    // Nobody reads /dev/null.
+    const int n1 = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    const int n2 = ::dup(n1);
+    CHECK_FALSE(reaches_report(n1, n2));
+    // A regular file opened twice: both writes land in it.
+    char path[] = "/tmp/dsh-report-XXXXXX";
+    const int f1 = ::mkstemp(path);
+    REQUIRE(f1 >= 0);
+    const int f2 = ::open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    ::unlink(path);
+    CHECK(reaches_report(f1, f2));
+    for (int fd : {p[0], p[1], q[0], q[1], d, n1, n2, f1, f2}) ::close(fd);
 }
