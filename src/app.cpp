@@ -5,6 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#if !defined(_WIN32)
+#include <sys/stat.h>
+#endif
+
 #include "chain.hpp"
 #include "cli.hpp"
 #include "environment.hpp"
@@ -73,6 +77,23 @@ Outcome plan_limits(const Request& req, Plan& p) {
     return Outcome::success();
 }
 
+// A socket the caller hands over with --keep-fd reaches whatever it is
+// connected to (or, unconnected, any address it sends to) past every network
+// layer: the caller's grant, like --writable, but the network axis must not
+// claim `full` over it (issue 38). Named as a gap of the axis, per fd.
+static void name_kept_sockets(Confinement& c) {
+#if !defined(_WIN32)
+    if (c.policy.network == Network::Host) return;
+    for (int fd : c.policy.keep_fds) {
+        struct stat st {};
+        if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
+            c.network.gaps.push_back({"kept-socket", report_text(ReportText::KeptSocketGap, fd), false});
+    }
+#else
+    (void)c;
+#endif
+}
+
 // Chooses the runner and fills the plan: the report's record, the in-process
 // layers and what to exec. Runs nothing. Shared by run, explain and
 // supervise, so that what is shown is what runs.
@@ -114,7 +135,10 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
         c.runner = RunnerKind::None;
         return Outcome::success();
     }
-    return chain::choose(p.config.runner.value_or(RunnerKind::Auto), runner_env(p.config, report.fd()), p);
+    if (auto o = chain::choose(p.config.runner.value_or(RunnerKind::Auto), runner_env(p.config, report.fd()), p); !o)
+        return o;
+    name_kept_sockets(c);
+    return Outcome::success();
 }
 
 // Resolution (config, session, escalation with approval) -> the plan.

@@ -1,5 +1,8 @@
 #include "bytes.hpp"
 
+#include <algorithm>
+#include <vector>
+
 namespace dsh {
 
 bool next_code_point(std::string_view s, size_t& i, uint32_t& cp) noexcept {
@@ -57,6 +60,42 @@ std::optional<std::string> from_hex(std::string_view h) {
         out += static_cast<char>(hi << 4 | lo);
     }
     return out;
+}
+
+namespace {
+
+// The optimal-string-alignment distance (Levenshtein plus one swap of neighbours).
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i)
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string_view nearest_word(std::string_view word, const std::string_view* candidates, size_t n) {
+    if (word.size() > 64) return {};  // nobody mistypes that much by two letters
+    std::string_view best;
+    size_t best_d = 3;
+    bool tie = false;
+    for (size_t i = 0; i < n; ++i) {
+        const size_t dist = edit_distance(word, candidates[i]);
+        if (dist < best_d) {
+            best = candidates[i], best_d = dist, tie = false;
+        } else if (dist == best_d) {
+            tie = true;
+        }
+    }
+    if (best.empty() || tie || best_d == 0 || best_d >= word.size()) return {};
+    return best;
 }
 
 }  // namespace dsh

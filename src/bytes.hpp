@@ -22,6 +22,12 @@ bool is_utf8(std::string_view s) noexcept;
 std::string to_hex(std::string_view s);
 std::optional<std::string> from_hex(std::string_view h);
 
+// The candidate a mistyped word most likely meant: the one nearest to it by
+// edit distance (insert, delete, replace, or swap two neighbours), if that is
+// at most 2 and smaller than the word, and no other candidate is as near.
+// Empty: none (the caller then says nothing about what was meant).
+std::string_view nearest_word(std::string_view word, const std::string_view* candidates, size_t n);
+
 // Calls f(line) for each line of `text`, split at '\n' (not included; a last
 // line without one counts), until f returns false.
 template <class F>

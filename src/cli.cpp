@@ -1,4 +1,5 @@
 #include "cli.hpp"
+#include "bytes.hpp"
 
 #include <cstring>
 #include <string_view>
@@ -530,6 +531,11 @@ Split split(int argc, const char* const* argv) {
             const OptionSpec* o = find_option(name);
             if (!o) {
                 if (word_seen) return problem(UsageText::UnknownCommandOption, name);
+                std::vector<std::string_view> here;
+                for (const OptionSpec& c : kOptions)
+                    if ((c.accepted & bit(ctx)) && c.shown) here.push_back(c.name);
+                const std::string_view near = nearest_word(name, here.data(), here.size());
+                if (!near.empty()) return problem(UsageText::UnknownOptionNear, name, near);
                 return problem(UsageText::UnknownOption, name, help_command(ctx));
             }
             if (!(o->accepted & bit(ctx))) return problem(UsageText::OptionNotHere, o->name, help_command(ctx));

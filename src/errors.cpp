@@ -294,6 +294,10 @@ std::string report_text(ReportText t, int a, int b) {
                                "records into the report; give the report a file of its own (a pipe), or name fd "
                                "{} itself with --report-fd {} to share it on purpose",
                                a, b, a, a);
+        case ReportText::KeptSocketGap:
+            return fmt::format("fd {} (--keep-fd) is a socket: it reaches whatever it is connected to, or any "
+                               "address it sends to, whatever --net says; pass no socket to keep --net whole",
+                               a);
     }
     return {};
 }
@@ -309,6 +313,7 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
         case UsageText::NoCommand: return "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]";
         case UsageText::EmptyCommand: return "the command name is empty";
         case UsageText::UnknownOption: return fmt::format("unknown option \"{}\"; Try '{} --help'", a, b);
+        case UsageText::UnknownOptionNear: return fmt::format("unknown option \"{}\"; did you mean {}?", a, b);
         case UsageText::UnknownCommandOption:
             return fmt::format(
                 "unknown option \"{}\"; if it is the command's, put the command after --: "
@@ -340,6 +345,9 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
         case UsageText::Unreadable: return "the options could not be read; Try 'dsh-confine --help'";
         case UsageText::UnknownMode:
             return fmt::format("unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", a);
+        case UsageText::UnknownModeNear:
+            return fmt::format(
+                "unknown mode \"{}\"; did you mean {}? (read-only, workspace-write or danger-full-access)", a, b);
         case UsageText::UnknownRunner:
             return fmt::format("unknown runner \"{}\" (auto, bwrap, landlock, seatbelt, windows-acl or custom)", a);
         case UsageText::KeepDescendantsWithLimits:

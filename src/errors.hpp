@@ -128,6 +128,7 @@ enum class UsageText {
     NoCommand,            // nothing to run
     EmptyCommand,         // the command word is ""
     UnknownOption,        // a: the option, b: the help command ("dsh-confine probe")
+    UnknownOptionNear,    // a: the option, b: the option of this context it most likely meant
     UnknownCommandOption, // a: the option, seen after a word that looks like a command
     OptionNotHere,        // a: the option, b: the help command
     NeedsValue,           // a: the option, b: its value's name
@@ -143,6 +144,7 @@ enum class UsageText {
     CheckNeedsWrite,      // check without --write
     Unreadable,           // CLI11 refused words the split let through (not expected)
     UnknownMode,          // a: the mode
+    UnknownModeNear,      // a: the mode, b: the mode it most likely meant
     UnknownRunner,        // a: the runner
     PrivateTmpUnconfined, // --private-tmp with danger-full-access
     KeepDescendantsWithLimits, // --keep-descendants with --timeout or a cgroup leaf
@@ -158,6 +160,7 @@ enum class ReportText {
     KeepFdIsReport,      // a: the --keep-fd, which is the --report-fd's number
     KeepFdSharesReport,  // a: the --keep-fd, b: the --report-fd whose open file it reaches
     StdFdSharesReport,   // a: the standard fd (0, 1, 2), b: the --report-fd whose open file it reaches
+    KeptSocketGap,       // a: a --keep-fd that is a socket, under a --net other than host (a network gap)
 };
 std::string report_text(ReportText t, int a, int b = -1);
 

@@ -120,10 +120,12 @@ Stat stat_of(long pid) {
         if (j > i) f.push_back(text.substr(i, j - i));
         i = j;
     }
-    // f[0] is field 3 (state), f[1] field 4 (ppid), f[19] field 22 (start time).
+    // f[0] is field 3 (state), f[1] field 4 (ppid), f[17] field 20 (threads),
+    // f[19] field 22 (start time).
     if (f.size() < 2 || f[0].empty()) return st;
     st.state = f[0][0];
     st.ppid = std::atol(f[1].c_str());
+    if (f.size() > 17) st.threads = std::atol(f[17].c_str());
     if (f.size() > 19) st.start_time = f[19];
     return st;
 }
@@ -147,7 +149,7 @@ int signal_listed(int sig, int skip_depth, std::vector<long>* signalled) {
         const int pidfd = spawn::pidfd_open(static_cast<pid_t>(d.pid));
         if (pidfd < 0 && errno != ENOSYS) continue;  // gone
         const Stat st = stat_of(d.pid);
-        const bool live = st.state != 0 && st.state != 'Z' && st.state != 'X' && st.ppid == d.parent;
+        const bool live = st.state != 0 && (st.state != 'Z' || st.threads > 1) && st.state != 'X' && st.ppid == d.parent;
         // Without pidfds (Linux < 5.3) the check and the kill are apart.
         if (live && (pidfd >= 0 ? pidfd_signal(pidfd, sig) : ::kill(static_cast<pid_t>(d.pid), sig)) == 0) {
             ++n;
@@ -168,6 +170,26 @@ double now_ms() {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<double>(ts.tv_sec) * 1000.0 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// A zombie leader's group: is any of its threads neither stopped nor ended?
+bool group_running(long pid) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%ld/task", pid);
+    DIR* d = ::opendir(path);
+    if (!d) return false;
+    bool running = false;
+    std::string text;
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::snprintf(path, sizeof path, "/proc/%ld/task/%.20s/stat", pid, e->d_name);
+        if (!read_small(path, text)) continue;
+        const size_t close = text.rfind(')');
+        const char state = close != std::string::npos && close + 2 < text.size() ? text[close + 2] : 'X';
+        if (state != 'T' && state != 't' && state != 'Z' && state != 'X') running = true;
+    }
+    ::closedir(d);
+    return running;
 }
 
 // One look at the whole tree, signalling each process listed with `sig`
@@ -197,8 +219,11 @@ Round look(int sig, bool only_running) {
             // found where it is now in the next round.
             r.moved = true;
         } else {
-            const bool zombie = st.state == 'Z';
-            const bool stopped = st.state == 'T' || st.state == 't';
+            // A group leader that exited shows 'Z' while its other threads
+            // run (the group's thread count still holds it): alive, and
+            // signalled and counted as the process it still is.
+            const bool zombie = st.state == 'Z' && st.threads <= 1;
+            const bool stopped = st.state == 'Z' ? !zombie && !group_running(d.pid) : st.state == 'T' || st.state == 't';
             (zombie ? r.zombies : r.live).insert(d.pid);
             if (!zombie && !stopped) r.running = true;
             if (sig && !(only_running && stopped) &&

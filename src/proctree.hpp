@@ -50,6 +50,7 @@ void reap_orphans(pid_t keep);
 struct Stat {
     char state = 0;
     long ppid = -1;
+    long threads = 0;        // the thread group's count (a zombie leader with threads left: > 1)
     std::string start_time;  // clock ticks since boot: with the pid, names one process
 };
 Stat stat_of(long pid);

@@ -1,4 +1,5 @@
 #include "resolve.hpp"
+#include "bytes.hpp"
 #include "net_allow.hpp"
 
 #include <algorithm>
@@ -250,8 +251,12 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     std::optional<Mode> flag_mode;
     if (req.mode) {
         flag_mode = parse_mode(*req.mode);
-        if (!flag_mode)
-            return fail(Err::Usage, usage_text(UsageText::UnknownMode, *req.mode));
+        if (!flag_mode) {
+            static constexpr std::string_view kModes[] = {"read-only", "workspace-write", "danger-full-access"};
+            const std::string_view near = nearest_word(*req.mode, kModes, std::size(kModes));
+            return fail(Err::Usage, near.empty() ? usage_text(UsageText::UnknownMode, *req.mode)
+                                                 : usage_text(UsageText::UnknownModeNear, *req.mode, near));
+        }
     }
 
     // 2. The config file, then the flags that override it.

@@ -121,6 +121,7 @@ def test_usage_errors_are_ours_and_nothing_runs(s):
     run = ["sh", "-c", "touch " + marker]
     cases = (
         (["-la"] + run, "unknown option \"-la\"; Try 'dsh-confine --help'"),
+        (["--supervsie"] + run, "unknown option \"--supervsie\"; did you mean --supervise?"),
         (["--root", s.ws, "-la"] + run,
          "unknown option \"-la\"; if it is the command's, put the command after --: "
          "dsh-confine [OPTIONS] -- COMMAND [ARG...]"),
@@ -145,7 +146,9 @@ def test_unknown_runner_and_mode_list_the_valid_values(s):
     marker = s.p("outside", "ran")
     for args, msg in ((["--runner", "bubblewrap"], 'unknown runner "bubblewrap" (auto, bwrap, landlock, seatbelt, '
                                                    'windows-acl or custom)'),
-                      (["--mode", "write"], 'unknown mode "write" (read-only, workspace-write or danger-full-access)')):
+                      (["--mode", "write"], 'unknown mode "write" (read-only, workspace-write or danger-full-access)'),
+                      (["--mode", "workspace-wrtie"], 'unknown mode "workspace-wrtie"; did you mean workspace-write? '
+                                                      '(read-only, workspace-write or danger-full-access)')):
         r = dsh(args + ["sh", "-c", "touch " + marker], s)
         assert r.rc == 125 and r.err == "dsh-confine: %s\n" % msg, r
         # The record's shape, and last the run's nonce (issue 38).

@@ -779,3 +779,37 @@ def test_no_socket_of_any_family_or_type_reaches_a_host_unix_listener(s, runner)
 
 if __name__ == "__main__":
     main()
+
+
+@matrix(runner=RUNNERS)
+def test_a_kept_socket_is_named_as_a_network_gap(s, runner):
+    # A socket the caller passes with --keep-fd reaches past --net off (here
+    # an unconnected UDP socket sends to a host listener): the caller's grant,
+    # which the network axis must name instead of claiming `full` (issue 38).
+    host = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    host.bind(("127.0.0.1", 0))
+    kept = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        fd = kept.fileno()
+        script = ("import socket; s = socket.socket(fileno=%d); s.sendto(b'kept', ('127.0.0.1', %d))"
+                  % (fd, host.getsockname()[1]))
+        r = dsh(["--runner", runner, "--net", "off", "--keep-fd", str(fd), "--", "python3", "-c", script], s,
+                extra_fds=(fd,))
+        assert r.rc == 0, r
+        host.settimeout(10)
+        assert host.recv(16) == b"kept"  # the grant is real: the datagram went out
+        n = r.rec("confinement")["network"]
+        assert n["enforcement"] == "partial", n
+        gaps = [g for g in n["gaps"] if g["effect"] == "kept-socket"]
+        assert len(gaps) == 1 and ("fd %d " % fd) in gaps[0]["detail"], n
+        # A kept fd that is no socket is no gap.
+        rd, wr = os.pipe()
+        try:
+            r = dsh(["--runner", runner, "--net", "off", "--keep-fd", str(wr), "--", "true"], s, extra_fds=(wr,))
+            assert r.rc == 0 and r.rec("confinement")["network"]["gaps"] == [], r
+        finally:
+            os.close(rd)
+            os.close(wr)
+    finally:
+        kept.close()
+        host.close()

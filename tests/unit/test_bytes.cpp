@@ -41,3 +41,19 @@ TEST_CASE("bytes: hex both ways, exactly") {
     CHECK_FALSE(from_hex("6G"));   // not hex
     CHECK_FALSE(from_hex("6A"));   // upper case is not what the records write
 }
+
+TEST_CASE("nearest_word: one clear near miss, or nothing", "[bytes]") {
+    static constexpr std::string_view kWords[] = {"read-only", "workspace-write", "danger-full-access", "root", "net"};
+    auto near = [](std::string_view w) { return std::string(dsh::nearest_word(w, kWords, std::size(kWords))); };
+    CHECK(near("read-onyl") == "read-only");          // two neighbours swapped: one step
+    CHECK(near("workspace-wrte") == "workspace-write");
+    CHECK(near("workspce-wirte") == "workspace-write"); // two steps
+    CHECK(near("workspace") == "");                    // six away
+    CHECK(near("read-only") == "");                    // not a miss
+    CHECK(near("ne") == "net");
+    CHECK(near("no") == "");                           // as far from "net" as it is long: a guess
+    CHECK(near("rot") == "root");
+    CHECK(near("nt") == "net");
+    static constexpr std::string_view kTwins[] = {"--keep-fd", "--keep-fds"};
+    CHECK(dsh::nearest_word("--keep-fdx", kTwins, 2).empty());  // as near to both: no guess
+}

@@ -220,6 +220,12 @@ TEST_CASE("usage errors: exact texts, one line, no library words", "[cli]") {
           "unknown option \"-n\"; if it is the command's, put the command after --: "
           "dsh-confine [OPTIONS] -- COMMAND [ARG...]");
     CHECK(error_of({"check", "-n"}) == "unknown option \"-n\"; Try 'dsh-confine check --help'");
+    // A near miss of an option this context accepts names it; far misses and ties do not guess.
+    CHECK(error_of({"--supervsie", "--", "true"}) == "unknown option \"--supervsie\"; did you mean --supervise?");
+    CHECK(error_of({"--writeable", "/x", "--", "true"}) == "unknown option \"--writeable\"; did you mean --writable?");
+    CHECK(error_of({"probe", "--jsn"}) == "unknown option \"--jsn\"; did you mean --json?");
+    // --json is not an option of a run: nothing near is offered from another context.
+    CHECK(error_of({"--jsn", "--", "true"}) == "unknown option \"--jsn\"; Try 'dsh-confine --help'");
 
     CHECK(error_of({"--json", "probe"}) == "option --json does not apply here; Try 'dsh-confine --help'");
     CHECK(error_of({"probe", "--write", "/x"}) == "option --write does not apply here; Try 'dsh-confine probe --help'");

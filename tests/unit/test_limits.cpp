@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <csignal>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -455,6 +457,51 @@ TEST_CASE("proctree: end_all ends a fork chain, and names nothing as left") {
             }
             ::close(p[0]);
         }
+        ::_exit(failures);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(judge, &status, 0) == judge);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+}
+// A group whose leader exited while another thread runs shows 'Z': the kill
+// loop must see it as alive, end it, and count it (the report said 0).
+TEST_CASE("proctree: end_all ends and counts a zombie leader whose thread runs") {
+    const pid_t judge = ::fork();
+    REQUIRE(judge >= 0);
+    if (judge == 0) {
+        if (!proctree::become_subreaper()) ::_exit(100);
+        int p[2];
+        if (::pipe(p) != 0) ::_exit(101);
+        const pid_t leader = ::fork();
+        if (leader == 0) {
+            ::close(p[0]);
+            pthread_t t;
+            // The thread holds the pipe's write end and runs until killed.
+            if (::pthread_create(
+                    &t, nullptr,
+                    [](void* fd) -> void* {
+                        (void)!::write(*static_cast<int*>(fd), "x", 1);
+                        for (;;) ::pause();
+                    },
+                    &p[1]) != 0)
+                ::_exit(102);
+            ::syscall(SYS_exit, 0);  // the leader's thread alone
+        }
+        ::close(p[1]);
+        char c = 0;
+        if (::read(p[0], &c, 1) != 1) ::_exit(103);
+        // The leader is a zombie now, or about to be.
+        for (int i = 0; i < 1000 && proctree::stat_of(leader).state != 'Z'; ++i) ::usleep(1000);
+        if (proctree::stat_of(leader).state != 'Z') ::_exit(104);
+        const proctree::End e = proctree::end_all(leader);
+        ::fcntl(p[0], F_SETFL, O_NONBLOCK);
+        const ssize_t got = ::read(p[0], &c, 1);  // the thread gone: EOF
+        int failures = 0;
+        if (got != 0) ++failures, ::kill(leader, SIGKILL);
+        if (!e.killed.count(leader)) failures += 2;
+        if (!e.left.empty()) failures += 4;
+        ::waitpid(leader, nullptr, 0);
         ::_exit(failures);
     }
     int status = 0;
