@@ -85,8 +85,14 @@ pid_t wake_at(double at) {
             (void)::nanosleep(&d, nullptr);
             if (::getppid() != parent) ::_exit(0);
         }
-        (void)::kill(parent, SIGCONT);
-        ::_exit(0);
+        // Again until we are continued (and end it): one that came just
+        // before our own stop took effect would have been undone by it.
+        for (;;) {
+            (void)::kill(parent, SIGCONT);
+            timespec d {0, 20 * 1000 * 1000};
+            (void)::nanosleep(&d, nullptr);
+            if (::getppid() != parent) ::_exit(0);
+        }
     }
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     // Out of our group before we stop it (set on both sides, as shells do).
@@ -321,8 +327,8 @@ void Relay::master_ready(short revents) {
     if (revents & POLLOUT) flush_to_master();
     if (!(revents & (POLLIN | POLLHUP | POLLERR))) return;
     char buf[65536];
-    for (;;) {
-        ssize_t n = ::read(master_, buf, sizeof buf);
+    while (to_user_.size() < kOutCap) {
+        ssize_t n = ::read(master_, buf, std::min(sizeof buf, kOutCap - to_user_.size()));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) return;
         if (n <= 0) {
@@ -332,7 +338,6 @@ void Relay::master_ready(short revents) {
             return;
         }
         relay_out(buf, static_cast<size_t>(n));
-        if (to_user_.size() >= kOutCap) return;
     }
 }
 
@@ -348,16 +353,18 @@ void Relay::flush_to_user() {
     // a write (SIGTTOU): blocked, the kernel lets the write through.
     std::optional<HoldTtou> hold;
     if (!raw_) hold.emplace();
-    while (!to_user_.empty()) {
-        const ssize_t w = ::write(out_nb_, to_user_.data(), to_user_.size());
+    size_t done = 0;
+    while (done < to_user_.size()) {
+        const ssize_t w = ::write(out_nb_, to_user_.data() + done, to_user_.size() - done);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno == EAGAIN) return;
+        if (w < 0 && errno == EAGAIN) break;
         if (w <= 0) {
-            to_user_.clear();  // the terminal is gone (EIO): nothing to wait for
-            return;
+            done = to_user_.size();  // the terminal is gone (EIO): nothing to wait for
+            break;
         }
-        to_user_.erase(0, static_cast<size_t>(w));
+        done += static_cast<size_t>(w);
     }
+    to_user_.erase(0, done);
 }
 
 void Relay::output_ready() { flush_to_user(); }
@@ -491,7 +498,10 @@ void Relay::finish() {
     for (;;) {
         const double now = spawn::now_ms();
         if (pty_open && now >= until) pty_open = false;
-        if (!to_user_.empty() && (now - taken >= kStallMs || now >= give_up)) to_user_.clear();
+        if (!to_user_.empty() && (now - taken >= kStallMs || now >= give_up)) {
+            to_user_.clear();
+            dropped_ = true;
+        }
         if (!pty_open && to_user_.empty()) break;
         pollfd pfd[2];
         nfds_t n = 0;
@@ -546,7 +556,7 @@ void Relay::restore() {
     if (saved_ && (raw_ || foreground())) {
         struct termios now {};
         if (raw_ || (::tcgetattr(user_, &now) == 0 && !same_termios(now, orig_)))
-            (void)::tcsetattr(user_, TCSADRAIN, &orig_);
+            (void)::tcsetattr(user_, dropped_ ? TCSANOW : TCSADRAIN, &orig_);  // nothing drains a terminal that took nothing
         raw_ = false;
     }
     int ld = -1;

@@ -141,6 +141,7 @@ private:
     // Terminal queries in the command's output (cursor position, device
     // attributes, colours...) with no typed input since: their answers may
     // still be on the way. `da_` counts device-attribute queries among them.
+    bool dropped_ = false;   // output dropped at the end: the terminal took nothing
     bool query_ = false;
     int da_ = 0;
     // The output scanner's state: where in an escape sequence it is.
