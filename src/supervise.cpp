@@ -784,8 +784,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // The exec pipe is not watched: its EOF at exec would cost a wake-up
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
-        pollfd fds[8];  // relay, proxy, stderr, pty input, master, wake, watch, child
-        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_wake = -1;
+        pollfd fds[9];  // relay, proxy, stderr, pty input, master, terminal output, wake, watch, child
+        int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_out = -1, i_wake = -1;
 #if defined(__linux__)
         int i_relay = -1, i_proxy = -1;  // the allow-list's relay and proxy (Linux only)
         if (p.relay_fd >= 0) fds[i_relay = n++] = {p.relay_fd, POLLIN, 0};
@@ -795,6 +795,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         if (tty.active()) {
             if (tty.input_fd() >= 0) fds[i_in = n++] = {tty.input_fd(), POLLIN, 0};
             if (tty.master_events()) fds[i_master = n++] = {tty.master(), tty.master_events(), 0};
+            if (tty.output_fd() >= 0) fds[i_out = n++] = {tty.output_fd(), POLLOUT, 0};
             fds[i_wake = n++] = {wake_pipe[0], POLLIN, 0};
         }
         if (watch && watch->fd() >= 0) fds[i_watch = n++] = {watch->fd(), POLLIN, 0};
@@ -818,8 +819,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // and a poll interrupted by a signal (SIGWINCH) must not read as failed.
         const bool poll_failed = r < 0 && errno != EINTR;
         if (reaper) proctree::reap_orphans(pid);
+        // A stop followed with a deadline pending ends by then at the latest.
         if (tty.active() && tty.tick())
-            if (const pid_t command = pty_job(); tty.command_stopped(command)) tty.follow_stop(command);
+            if (const pid_t command = pty_job(); tty.command_stopped(command))
+                tty.follow_stop(command, lim.timeout_ms && phase < 2 ? next_at : 0);
         if (poll_failed) break;
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();
@@ -828,6 +831,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             if (i_proxy >= 0 && fds[i_proxy].revents) proxy->step();
 #endif
             if (i_err >= 0 && fds[i_err].revents) err.pump();
+            if (i_out >= 0 && fds[i_out].revents) tty.output_ready();
             if (i_master >= 0 && fds[i_master].revents) tty.master_ready(fds[i_master].revents);
             if (i_in >= 0 && fds[i_in].revents) tty.input_readable();
             if (i_wake >= 0 && fds[i_wake].revents) {

@@ -3,6 +3,7 @@
 #include "errors.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <iterator>
 #include <csignal>
@@ -13,7 +14,12 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <ctime>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "spawn.hpp"
 
@@ -23,6 +29,15 @@ namespace {
 
 // How often a stop of the command is looked for when nothing was typed.
 constexpr double kLookMs = 200;
+// The pty's output held for a terminal that does not take it: beyond, the
+// relay stops reading the pty and the command's writes wait, as they would
+// on the bare terminal.
+constexpr size_t kOutCap = 64 * 1024;
+// At the end: how long a terminal that takes nothing is waited for before
+// the rest of the output is dropped, and how long answers to the command's
+// last queries are waited for.
+constexpr double kStallMs = 500;
+constexpr double kAnswerMs = 1000;
 
 // The same terminal device?
 bool same_tty(int a, int b) {
@@ -43,6 +58,48 @@ struct HoldTtou {
     ~HoldTtou() { ::sigprocmask(SIG_SETMASK, &old, nullptr); }
 };
 
+// A process outside our process group that sends us SIGCONT at `at`
+// (spawn::now_ms()'s clock): a stop of our group (ours, mirroring the
+// command's) then never outlasts the deadline. It runs only async-signal-safe
+// calls, with every signal blocked, and dies with us (PDEATHSIG on Linux;
+// elsewhere it checks that we are still its parent). -1: not started.
+pid_t wake_at(double at) {
+    const pid_t parent = ::getpid();
+    sigset_t all, old;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, &old);
+    const pid_t w = ::fork();
+    if (w == 0) {
+#if defined(__linux__)
+        (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+        if (::getppid() != parent) ::_exit(0);
+        (void)::setpgid(0, 0);
+        for (;;) {
+            timespec now {};
+            ::clock_gettime(CLOCK_MONOTONIC, &now);
+            const double left = at - (static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6);
+            if (left <= 0) break;
+            const double ms = left > 1000 ? 1000 : left;
+            timespec d {static_cast<time_t>(ms / 1000), static_cast<long>((ms - static_cast<double>(static_cast<long>(ms / 1000)) * 1000) * 1e6)};
+            (void)::nanosleep(&d, nullptr);
+            if (::getppid() != parent) ::_exit(0);
+        }
+        // Again until we are continued (and end it): one that came just
+        // before our own stop took effect would have been undone by it.
+        for (;;) {
+            (void)::kill(parent, SIGCONT);
+            timespec d {0, 20 * 1000 * 1000};
+            (void)::nanosleep(&d, nullptr);
+            if (::getppid() != parent) ::_exit(0);
+        }
+    }
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    // Out of our group before we stop it (set on both sides, as shells do).
+    if (w > 0) (void)::setpgid(w, w);
+    return w;
+}
+
 bool same_termios(const struct termios& a, const struct termios& b) {
     return a.c_iflag == b.c_iflag && a.c_oflag == b.c_oflag && a.c_cflag == b.c_cflag && a.c_lflag == b.c_lflag &&
            std::equal(std::begin(a.c_cc), std::end(a.c_cc), std::begin(b.c_cc)) &&
@@ -55,6 +112,8 @@ bool any_std_terminal() noexcept { return ::isatty(0) || ::isatty(1) || ::isatty
 
 Relay::~Relay() {
     if (raw_) restore();  // a failure between going raw and the child's start
+    shared_nonblock(false);
+    if (own_out_ && out_nb_ >= 0) ::close(out_nb_);
     if (slave_ >= 0) ::close(slave_);
     if (master_ >= 0) ::close(master_);
     if (own_in_ && in_ >= 0) ::close(in_);
@@ -105,6 +164,23 @@ Outcome Relay::open() {
     }
     out_ = (on_ & 2u) ? 1 : (on_ & 4u) ? 2 : (in_ >= 0 ? in_ : user_);
     ::fcntl(master_, F_SETFL, ::fcntl(master_, F_GETFL) | O_NONBLOCK);
+    // The output is written without blocking, on an open of the terminal of
+    // our own: O_NONBLOCK on out_'s description would be the caller's
+    // shell's too. Where the terminal cannot be opened again, out_'s own
+    // description is non-blocking while the relay runs (not while stopped).
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", out_);
+    int o = ::open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (o < 0 && ::ttyname_r(out_, name, sizeof name) == 0) o = ::open(name, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (o >= 0 && same_tty(o, out_)) {
+        out_nb_ = o;
+        own_out_ = true;
+    } else {
+        if (o >= 0) ::close(o);
+        out_nb_ = out_;
+        out_flags_ = ::fcntl(out_, F_GETFL);
+        shared_nonblock(true);
+    }
     return Outcome::success();
 }
 
@@ -121,6 +197,11 @@ void Relay::go_raw() {
     raw.c_cc[VTIME] = 0;
     HoldTtou hold;
     if (::tcsetattr(user_, TCSADRAIN, &raw) == 0) raw_ = true;
+}
+
+void Relay::shared_nonblock(bool on) {
+    if (own_out_ || out_flags_ < 0 || (out_flags_ & O_NONBLOCK)) return;
+    (void)::fcntl(out_, F_SETFL, on ? out_flags_ | O_NONBLOCK : out_flags_);
 }
 
 void Relay::spawned(pid_t leader) {
@@ -160,7 +241,8 @@ int Relay::input_fd() const noexcept {
 
 short Relay::master_events() const noexcept {
     if (master_ < 0 || master_done_) return 0;
-    return static_cast<short>(POLLIN | (to_master_.empty() ? 0 : POLLOUT));
+    // Not read while the user's terminal has not taken what came before.
+    return static_cast<short>((to_user_.size() < kOutCap ? POLLIN : 0) | (to_master_.empty() ? 0 : POLLOUT));
 }
 
 void Relay::input_readable() {
@@ -177,6 +259,9 @@ void Relay::input_readable() {
     }
     to_master_.append(buf, static_cast<size_t>(n));
     flush_to_master();
+    // Input came: the terminal answered what was asked before, or the user typed.
+    query_ = false;
+    da_ = 0;
     watch_until_ = spawn::now_ms() + 500;
 }
 
@@ -205,14 +290,23 @@ bool Relay::command_stopped(pid_t command) const noexcept {
     return close && close[1] == ' ' && close[2] == 'T';
 }
 
-void Relay::follow_stop(pid_t command) {
+void Relay::follow_stop(pid_t command, double deadline) {
     watch_until_ = 0;
     if (!foreground()) return;  // not ours to stop: the job waits for a SIGCONT from elsewhere
     restore();
+    shared_nonblock(false);
+    // The deadline is kept by a process that is not stopped with us.
+    const pid_t waker = deadline > 0 ? wake_at(deadline) : -1;
     // The terminal would have sent SIGTSTP to the bare command's process
     // group, which is ours: the caller's shell sees its job stopped.
     (void)::kill(0, SIGTSTP);
-    // Continued (fg, or bg): the job goes on too, in raw mode if in front.
+    // Continued (fg, bg, or the deadline): the job goes on too, in raw mode if in front.
+    if (waker > 0) {
+        (void)::kill(waker, SIGKILL);
+        while (::waitpid(waker, nullptr, 0) < 0 && errno == EINTR) {
+        }
+    }
+    shared_nonblock(true);
     go_raw();
     (void)::kill(-command, SIGCONT);
 }
@@ -233,8 +327,8 @@ void Relay::master_ready(short revents) {
     if (revents & POLLOUT) flush_to_master();
     if (!(revents & (POLLIN | POLLHUP | POLLERR))) return;
     char buf[65536];
-    for (;;) {
-        ssize_t n = ::read(master_, buf, sizeof buf);
+    while (to_user_.size() < kOutCap) {
+        ssize_t n = ::read(master_, buf, std::min(sizeof buf, kOutCap - to_user_.size()));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) return;
         if (n <= 0) {
@@ -243,7 +337,150 @@ void Relay::master_ready(short revents) {
             master_done_ = true;
             return;
         }
-        (void)write_whole(out_, std::string_view(buf, static_cast<size_t>(n)));
+        relay_out(buf, static_cast<size_t>(n));
+    }
+}
+
+void Relay::relay_out(const char* p, size_t n) {
+    scan(p, n);
+    to_user_.append(p, n);
+    flush_to_user();
+}
+
+void Relay::flush_to_user() {
+    if (to_user_.empty()) return;
+    // In the background (not raw) a terminal with `tostop` would stop us on
+    // a write (SIGTTOU): blocked, the kernel lets the write through.
+    std::optional<HoldTtou> hold;
+    if (!raw_) hold.emplace();
+    size_t done = 0;
+    while (done < to_user_.size()) {
+        const ssize_t w = ::write(out_nb_, to_user_.data() + done, to_user_.size() - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) break;
+        if (w <= 0) {
+            done = to_user_.size();  // the terminal is gone (EIO): nothing to wait for
+            break;
+        }
+        done += static_cast<size_t>(w);
+    }
+    to_user_.erase(0, done);
+}
+
+void Relay::output_ready() { flush_to_user(); }
+
+// Terminal queries: sequences a terminal answers with input. CSI ... n
+// (status, cursor position), CSI ... c (device attributes), CSI 11-21 t
+// (window reports), CSI ? ... $ p (modes), CSI > q (version), CSI ? u
+// (keyboard flags), ESC Z, OSC ...?... (colours), DCS $q / +q (settings,
+// capabilities). Scanned across reads, byte by byte.
+void Relay::scan(const char* p, size_t n) {
+    enum : unsigned char { Ground, Escape, Csi, Osc, Dcs, StrEsc };
+    auto asked = [&](bool da) {
+        query_ = true;
+        if (da) ++da_;
+    };
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned char c = static_cast<unsigned char>(p[i]);
+        switch (esc_) {
+        case Ground:
+            if (c == 0x1b) esc_ = Escape;
+            break;
+        case Escape:
+            esc_ = Ground;
+            if (c == '[') {
+                esc_ = Csi;
+                csi_lead_ = csi_inter_ = 0;
+                csi_num_ = 0;
+                csi_first_ = true;
+            } else if (c == ']' || c == 'P') {
+                esc_ = c == ']' ? Osc : Dcs;
+                str_query_ = false;
+                str_len_ = 0;
+                str_head_[0] = str_head_[1] = 0;
+            } else if (c == 'Z') {
+                asked(false);
+            } else if (c == 0x1b) {
+                esc_ = Escape;
+            }
+            break;
+        case Csi:
+            if (c >= 0x40 && c <= 0x7e) {
+                esc_ = Ground;
+                const bool lead_q = csi_lead_ == '?', lead_gt = csi_lead_ == '>';
+                if (c == 'n' || (c == 'c' && !csi_inter_) || (c == 't' && csi_num_ >= 11 && csi_num_ <= 21) ||
+                    (c == 'p' && csi_inter_ == '$') || (c == 'q' && lead_gt) || (c == 'u' && lead_q))
+                    asked(c == 'c' && !csi_lead_);
+            } else if (c >= 0x3c && c <= 0x3f && csi_first_ && !csi_lead_) {
+                csi_lead_ = c;
+            } else if (c >= 0x20 && c <= 0x2f) {
+                csi_inter_ = c;
+            } else if (c >= '0' && c <= '9') {
+                if (csi_first_ && csi_num_ < 1000) csi_num_ = csi_num_ * 10 + (c - '0');
+            } else if (c == ';' || c == ':') {
+                csi_first_ = false;
+            } else if (c == 0x1b) {
+                esc_ = Escape;
+            } else if (c == 0x18 || c == 0x1a) {
+                esc_ = Ground;
+            }
+            break;
+        case Osc:
+        case Dcs:
+            if (c == 0x07 || c == 0x1b || c == 0x18 || c == 0x1a) {
+                if (str_query_) asked(false);
+                esc_ = c == 0x1b ? StrEsc : Ground;
+                break;
+            }
+            if (esc_ == Osc && c == '?') str_query_ = true;
+            if (str_len_ < 2) str_head_[str_len_] = static_cast<char>(c);
+            if (++str_len_ == 2 && esc_ == Dcs && (str_head_[0] == '$' || str_head_[0] == '+') && str_head_[1] == 'q')
+                str_query_ = true;
+            break;
+        case StrEsc:
+            // ESC \ ends the string (counted above); anything else starts anew.
+            esc_ = Ground;
+            if (c == 0x1b) esc_ = Escape;
+            break;
+        default:
+            esc_ = Ground;
+        }
+    }
+}
+
+// The command asked the terminal something and ended before any input came:
+// the answers are on their way to the caller's shell. The terminal answers
+// in order, so a device-attributes query of ours (which every terminal
+// answers) is answered after them: input is read and dropped until as many
+// such answers as were asked, ours included, have come, or kAnswerMs.
+void Relay::settle_answers() {
+    static const char ask[] = "\x1b[c";
+    to_user_.append(ask, sizeof ask - 1);
+    flush_to_user();
+    if (!to_user_.empty()) return;  // not taken: no answer will come either
+    int want = da_ + 1;
+    const double until = spawn::now_ms() + kAnswerMs;
+    // A device-attributes answer: ESC [ ? params c.
+    enum { Plain, Esc, Lb, Params } st = Plain;
+    char buf[512];
+    while (want > 0) {
+        const double left = until - spawn::now_ms();
+        if (left <= 0) break;
+        pollfd pfd{in_, POLLIN, 0};
+        const int r = ::poll(&pfd, 1, static_cast<int>(left) + 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        const ssize_t n = ::read(in_, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n && want > 0; ++i) {
+            const char c = buf[i];
+            if (c == 0x1b) st = Esc;
+            else if (st == Esc) st = c == '[' ? Lb : Plain;
+            else if (st == Lb) st = c == '?' ? Params : Plain;
+            else if (st == Params && c == 'c') st = Plain, --want;
+            else if (st == Params && !((c >= '0' && c <= '9') || c == ';')) st = Plain;
+        }
     }
 }
 
@@ -252,19 +489,56 @@ void Relay::finish() {
     // What the command wrote before it ended is in the pty (the kernel moves
     // it to the master side asynchronously): read until no slave is left
     // (EIO), or briefly while something left behind still holds one.
-    const double until = spawn::now_ms() + 500;
+    // Written while the user's terminal takes it: a terminal that takes
+    // nothing for kStallMs (stopped, not read) has the rest dropped.
+    const double until = spawn::now_ms() + 500, give_up = spawn::now_ms() + 3000;
+    double taken = spawn::now_ms();
+    bool pty_open = true;
     char buf[65536];
-    while (spawn::now_ms() < until) {
-        pollfd pfd{master_, POLLIN, 0};
-        const int r = ::poll(&pfd, 1, 50);
+    for (;;) {
+        const double now = spawn::now_ms();
+        if (pty_open && now >= until) pty_open = false;
+        if (!to_user_.empty() && (now - taken >= kStallMs || now >= give_up)) {
+            to_user_.clear();
+            dropped_ = true;
+        }
+        if (!pty_open && to_user_.empty()) break;
+        pollfd pfd[2];
+        nfds_t n = 0;
+        const bool room = pty_open && to_user_.size() < kOutCap;
+        if (room) pfd[n++] = {master_, POLLIN, 0};
+        if (!to_user_.empty()) pfd[n++] = {out_nb_, POLLOUT, 0};
+        const int r = ::poll(pfd, n, 50);
         if (r < 0 && errno == EINTR) continue;  // a signal (SIGWINCH, SIGCHLD) is not the end
-        if (r <= 0) break;
-        ssize_t n = ::read(master_, buf, sizeof buf);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n <= 0) break;
-        (void)write_whole(out_, std::string_view(buf, static_cast<size_t>(n)));
+        if (r < 0) break;
+        if (r == 0 && room) pty_open = false;   // quiet: something left behind holds the slave
+        if (!to_user_.empty() && (r > 0 || !room)) {
+            const size_t before = to_user_.size();
+            flush_to_user();
+            if (to_user_.size() != before) taken = spawn::now_ms();
+        }
+        if (room && r > 0 && pfd[0].revents) {
+            const ssize_t got = ::read(master_, buf, std::min(sizeof buf, kOutCap - to_user_.size()));
+            if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (got <= 0) {
+                pty_open = false;  // EIO: no slave left
+                continue;
+            }
+            if (to_user_.empty()) taken = spawn::now_ms();
+            relay_out(buf, static_cast<size_t>(got));
+        }
     }
+    const bool front = foreground();
+    if (query_ && raw_ && in_ >= 0 && front) settle_answers();
     restore();
+    // What came in meanwhile is not the caller's shell's to read: answers to
+    // the command's queries above all (and keys typed in the moments since
+    // the command ended, which the bare command's shell would have had).
+    if (front) {
+        HoldTtou hold;
+        (void)::tcflush(user_, TCIFLUSH);
+    }
+    shared_nonblock(false);
     // The hangup: a process left holding the slave gets SIGHUP (if it is
     // the session's) and EIO on every read and write from now on.
     ::close(master_);
@@ -277,10 +551,12 @@ void Relay::restore() {
     // The user's terminal as it was found: modes and line discipline. The
     // command never had it (only the pty), but something that reached the
     // device by name is undone too.
-    if (saved_) {
+    // Only in front: in the background the terminal's modes are the
+    // foreground job's (the caller's shell editing a line).
+    if (saved_ && (raw_ || foreground())) {
         struct termios now {};
         if (raw_ || (::tcgetattr(user_, &now) == 0 && !same_termios(now, orig_)))
-            (void)::tcsetattr(user_, TCSADRAIN, &orig_);
+            (void)::tcsetattr(user_, dropped_ ? TCSANOW : TCSADRAIN, &orig_);  // nothing drains a terminal that took nothing
         raw_ = false;
     }
     int ld = -1;

@@ -65,8 +65,12 @@ public:
     // run as the command is that shell's to handle (it takes the terminal
     // back), never followed.
     bool command_stopped(pid_t command) const noexcept;
-    // Stops as the command did, and on SIGCONT continues its group.
-    void follow_stop(pid_t command);
+    // Stops as the command did, and on SIGCONT continues its group. With a
+    // deadline pending (`deadline`: spawn::now_ms() when the timeout or its
+    // kill is due, 0: none) a watchdog outside our process group continues
+    // us then, so that a stop the command chose never holds the deadline:
+    // the caller's shell sees the job stopped, and then continued and ended.
+    void follow_stop(pid_t command, double deadline);
 
     // Typed input waits until the command is in front of the pty. Before,
     // the pty's foreground group is its session leader's (bwrap, the
@@ -88,9 +92,19 @@ public:
     short master_events() const noexcept;
     void input_readable();
     void master_ready(short revents);
+    // The command's output waits here for the user's terminal, which is
+    // written without blocking (a private non-blocking open of it): a
+    // terminal that takes nothing (XOFF, not read) pauses the relay of the
+    // pty's output, and so the command, never the loop that keeps the
+    // deadline. `output_fd` is -1 while nothing waits.
+    int output_fd() const noexcept { return to_user_.empty() ? -1 : out_nb_; }
+    void output_ready();
 
-    // The command is gone: relays what it wrote, restores the user's
-    // terminal as it was found, closes the master (the pty hangs up).
+    // The command is gone: relays what it wrote (while the terminal takes
+    // it), waits for the answers to terminal queries it wrote last (bounded),
+    // restores the user's terminal as it was found and, in front, discards
+    // its unread input (those answers: never typed input for the caller's
+    // shell), closes the master (the pty hangs up).
     void finish();
 
 private:
@@ -98,6 +112,11 @@ private:
     bool command_in_front();
     void restore();
     void flush_to_master();
+    void flush_to_user();
+    void relay_out(const char* p, size_t n);
+    void scan(const char* p, size_t n);
+    void settle_answers();
+    void shared_nonblock(bool on);
 
     int user_ = -1;    // a std fd on the user's terminal
     int in_ = -1;      // typed input: fd 0, or the controlling terminal opened here
@@ -115,6 +134,21 @@ private:
     double watch_until_ = 0;  // spawn::now_ms() until which a stop is looked for at once
     double next_look_ = 0;    // ...and after which it is looked for again otherwise
     std::string to_master_;
+    std::string to_user_;    // the pty's output not yet taken by the user's terminal (bounded)
+    int out_nb_ = -1;        // out_ written without blocking: our own open of it, or out_ itself
+    bool own_out_ = false;   // out_nb_ is our own open (else out_'s description, O_NONBLOCK while relayed)
+    int out_flags_ = -1;     // out_'s flags as found, when out_nb_ is out_
+    // Terminal queries in the command's output (cursor position, device
+    // attributes, colours...) with no typed input since: their answers may
+    // still be on the way. `da_` counts device-attribute queries among them.
+    bool dropped_ = false;   // output dropped at the end: the terminal took nothing
+    bool query_ = false;
+    int da_ = 0;
+    // The output scanner's state: where in an escape sequence it is.
+    unsigned char esc_ = 0, csi_lead_ = 0, csi_inter_ = 0;
+    int csi_num_ = 0, str_len_ = 0;
+    bool csi_first_ = true, str_query_ = false;
+    char str_head_[2] = {0, 0};
     std::string slave_path_;
 };
 
