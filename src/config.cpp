@@ -1,4 +1,5 @@
 #include "config.hpp"
+#include "own_state.hpp"
 #include "net_allow.hpp"
 
 #include <cerrno>
@@ -313,7 +314,7 @@ std::vector<ConfigCandidate> config_candidates(const std::optional<std::string>&
         out.push_back({std::string(xdg) + "/dsh-confine/config.json", false});
     else if (home != nullptr && home[0] == '/')
         out.push_back({std::string(home) + "/.config/dsh-confine/config.json", false});
-    out.push_back({"/etc/dsh-confine/config.json", false});
+    out.push_back({kSystemConfigPath, false});
     return out;
 }
 
@@ -329,16 +330,21 @@ std::vector<std::string> config_state_paths(const std::optional<std::string>& fl
     const char* home = getenv("HOME");
     if (xdg != nullptr && xdg[0] == '/') out.push_back(std::string(xdg) + "/dsh-confine/config.json");
     if (home != nullptr && home[0] == '/') out.push_back(std::string(home) + "/.config/dsh-confine/config.json");
-    out.push_back("/etc/dsh-confine/config.json");
+    out.push_back(kSystemConfigPath);
     return out;
 }
 
-static Outcome read_file(const std::string& path, std::string& text) {
+static Outcome read_file(const std::string& path, std::string& text, bool& sealed) {
     int fd = -1;
     if (auto o = open_regular_file(path, O_RDONLY, Err::ConfigInvalid, "config", fd,
                                    OpenRules{/*follow_symlink=*/true, /*trusted=*/true});
         !o)
         return o;
+#if defined(_WIN32)
+    sealed = false;
+#else
+    sealed = sealed_file(fd, ::geteuid() == 0, kSystemConfigDir);
+#endif
     text.clear();
     char buf[65536];
     while (true) {
@@ -371,9 +377,32 @@ Outcome load_config(const std::optional<std::string>& flag, Config& out) {
             return failf(Err::ConfigInvalid, "config {}: {}", cand.path, std::strerror(errno));
         }
         std::string text;
-        if (auto o = read_file(cand.path, text); !o) return o;
-        return parse_config(text, cand.path, out);
+        bool sealed = false;
+        if (auto o = read_file(cand.path, text, sealed); !o) return o;
+        if (auto o = parse_config(text, cand.path, out); !o) return o;
+        out.sealed = sealed;
+        return check_widening(out);
     }
+    return Outcome::success();
+}
+
+Outcome check_widening(const Config& c) {
+    if (c.sealed) return Outcome::success();
+    // What takes a run out of confinement or runs a program outside it: a
+    // file that an earlier confined run could have written (whatever that
+    // run's roots were, which this run cannot know) must not say it.
+    auto refuse = [&](std::string_view key, std::string_view fix) {
+        return fail(Err::StateUnsafe, unsealed_widening_text("config", c.path, key, fix));
+    };
+    const std::string system = fmt::format("put it in {} (or a root-owned file in {} named by --config)",
+                                           kSystemConfigPath, kSystemConfigDir);
+    if (c.mode == Mode::DangerFullAccess)
+        return refuse("\"mode\": \"danger-full-access\"",
+                      "pass --mode danger-full-access (or --escalate) on the command line, or " + system);
+    if (!c.runner_command.empty()) return refuse("\"runnerCommand\"", system);
+    if (c.bwrap_path) return refuse("\"bwrapPath\"", system);
+    if (c.approver && *c.approver != "tty")
+        return refuse("an \"approver\" command", "pass --approver on the command line, or " + system);
     return Outcome::success();
 }
 

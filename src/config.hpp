@@ -31,8 +31,20 @@ bool json_depth_within(std::string_view text, size_t limit);
 // Default bound on each functional probe (the seed's probeTimeoutMs default).
 inline constexpr int kDefaultProbeTimeoutMs = 5000;
 
+// The system config and its directory: the one place a root caller's runs
+// can never have written (every run refuses a root inside it and binds it
+// read-only, or refuses, under a root above it), so widening values may come
+// from a file there (issue 37): the system config, or one an operator names
+// with --config.
+inline constexpr const char* kSystemConfigDir = "/etc/dsh-confine";
+inline constexpr const char* kSystemConfigPath = "/etc/dsh-confine/config.json";
+
 struct Config {
     std::string path;                              // the file it came from; empty: no file
+    // No confined run could have written the file (sealed_file): only then
+    // are danger-full-access, runnerCommand, bwrapPath and an approver
+    // command taken from it.
+    bool sealed = false;
     std::optional<Mode> mode;                      // "mode"
     std::optional<std::string> workspace_root;     // "workspaceRoot" (absolute)
     std::optional<RunnerKind> runner;              // "runner"
@@ -91,5 +103,9 @@ std::vector<std::string> config_state_paths(const std::optional<std::string>& fl
 // file and of every directory above it). The last component may be a symlink
 // (dotfile managers) owned by the caller or root; the target is checked too.
 Outcome load_config(const std::optional<std::string>& flag, Config& out);
+// A config that is not sealed and holds what widens a run beyond
+// confinement (danger-full-access, runnerCommand, bwrapPath, an approver
+// command): UNSAFE_STATE (issue 37, docs/SECURITY.md "Our own state").
+Outcome check_widening(const Config& c);
 
 }  // namespace dsh

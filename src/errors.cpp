@@ -1,4 +1,5 @@
 #include "errors.hpp"
+#include "own_state.hpp"
 
 #include "fd.hpp"
 
@@ -302,6 +303,26 @@ std::string report_text(ReportText t, int a, int b) {
     return {};
 }
 
+std::string unsealed_widening_text(std::string_view what, std::string_view path, std::string_view key,
+                                   std::string_view fix) {
+    return fmt::format("{} {}: {} is taken only from the command line or from a file no confined run could have "
+                       "written (owned by root in directories only root can write; for root, one in "
+                       "/etc/dsh-confine), and an earlier run could have written this one; {}",
+                       what, path, key, fix);
+}
+
+std::string system_dir_root_text(std::string_view root, std::string_view source, std::string_view dir) {
+    return fmt::format("the writable root {} ({}) lies in {}, where the configs that decide every later run are kept; "
+                       "choose a root outside it",
+                       root, source, dir);
+}
+
+std::string approver_syntax_text(std::string_view command, std::string_view what) {
+    return fmt::format("approver {}: holds {}, but it is run directly, not by a shell; give a program and plain "
+                       "arguments (such as /usr/local/bin/approve --quiet), and put anything else in a script",
+                       command, what);
+}
+
 std::string session_seq_exhausted_text(std::string_view path) {
     return fmt::format("session log {}: its last seq is 18446744073709551615, the largest there is, so no event "
                        "can follow it; start a new session log",
@@ -498,6 +519,10 @@ Outcome open_regular_file(const std::string& path, int flags, Err err, std::stri
     return Outcome::success();
 }
 Outcome check_trusted_file(const std::string&, Err, std::string_view) { return Outcome::success(); }
+bool sealed_file(int, bool, std::string_view) { return false; }
+Outcome open_trusted_program(const std::string& path, Err err, std::string_view what, int& fd) {
+    return open_regular_file(path, O_RDONLY, err, what, fd);
+}
 #else
 namespace {
 
@@ -702,6 +727,26 @@ Outcome check_trusted_file(const std::string& path, Err err, std::string_view wh
     Outcome o = open_checked(path, O_RDONLY, err, what, fd, OpenRules{true, true}, true);
     if (fd >= 0) ::close(fd);
     return o;
+}
+
+Outcome open_trusted_program(const std::string& path, Err err, std::string_view what, int& fd) {
+    return open_checked(path, O_RDONLY, err, what, fd, OpenRules{true, true}, true);
+}
+
+bool sealed_file(int fd, bool caller_is_root, std::string_view system_dir) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0) return false;
+    const std::string path = fd_path(fd);
+    if (path.empty() || path[0] != '/') return false;
+    // Root's runs may have any directory as a root but never the system
+    // config's (check_own_state): nothing else is out of their reach.
+    if (caller_is_root && dir_of(path) != system_dir) return false;
+    for (std::string dir = dir_of(path);; dir = dir_of(dir)) {
+        // Sticky is no exception here: /tmp lets any run add a name.
+        if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0)
+            return false;
+        if (dir == "/") return true;
+    }
 }
 
 #endif

@@ -1,6 +1,9 @@
 #include "escalation.hpp"
+#include "own_state.hpp"
 
 #include "bytes.hpp"
+#include "fd.hpp"
+#include "policy.hpp"
 #include "report.hpp"
 
 #include <cctype>
@@ -11,6 +14,7 @@
 #include <sys/stat.h>
 #if !defined(_WIN32)
 #include <sys/wait.h>
+#include <termios.h>
 #include "spawn.hpp"
 #endif
 #include <unistd.h>
@@ -188,43 +192,68 @@ Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode&
 
 // ---- the approver's files ---------------------------------------------------
 
-std::vector<std::string> approver_files(const std::string& command, const std::string& cwd, const char* path_env) {
-    std::vector<std::string> out;
-    if (command.empty() || command == "tty") return out;
+Outcome parse_approver(const std::string& command, const std::string& cwd, const char* path_env,
+                       ApproverCommand& out) {
+    out = ApproverCommand{};
+    auto refuse = [&](std::string_view why) {
+        return fail(Err::Usage, approver_syntax_text(nlohmann::json(command).dump(-1, ' ', true,
+                                                                                   nlohmann::json::error_handler_t::replace),
+                                                      why));
+    };
     std::vector<std::string> words;
     std::string w;
     for (char ch : command) {
-        if (ch == ' ' || ch == '\t' || ch == '\n') {
+        const auto u = static_cast<unsigned char>(ch);
+        if (ch == ' ' || ch == '\t') {
             if (!w.empty()) words.push_back(std::move(w));
             w.clear();
-        } else if (ch != '\'' && ch != '"') {
-            w += ch;
+            continue;
         }
+        if (u < 0x20 || u == 0x7f) return refuse("a control character");
+        if (std::string_view("'\"\\$`~*?[]{}()<>|&;#!").find(ch) != std::string_view::npos)
+            return refuse(fmt::format("'{}'", ch));
+        w += ch;
     }
     if (!w.empty()) words.push_back(std::move(w));
-    auto absolute = [&](const std::string& p) { return p[0] == '/' ? p : cwd + "/" + p; };
-    // Redirections ("2>/dev/null", ">log") and expansions name no program.
-    auto operand = [](const std::string& word) {
-        const size_t digits = word.find_first_not_of("0123456789");
-        return digits != std::string::npos && std::string_view("<>|&;$`(").find(word[digits]) == std::string_view::npos;
+    if (words.empty()) return refuse("no program");
+    if (words[0].find('=') != std::string::npos) return refuse("an assignment");
+    auto absolute = [&](const std::string& p) { return lexically_normal(p[0] == '/' ? p : cwd + "/" + p); };
+    auto regular = [](const std::string& p) {
+        struct stat st {};
+        return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
     };
-    for (const auto& word : words)
-        if (word.find('/') != std::string::npos && operand(word)) out.push_back(absolute(word));
-    if (!words.empty() && words[0].find('/') == std::string::npos) {
+    std::string program = words[0];
+    if (program.find('/') != std::string::npos) {
+        program = absolute(program);
+        out.files.push_back(program);
+    } else {
         const std::string path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
-        size_t i = 0;
-        while (i <= path.size()) {
+        for (size_t i = 0; i <= path.size();) {
             size_t j = path.find(':', i);
             if (j == std::string::npos) j = path.size();
             const std::string dir = path.substr(i, j - i);
             const std::string cand = absolute((dir.empty() ? std::string(".") : dir) + "/" + words[0]);
-            out.push_back(cand);
-            struct stat st {};
-            if (::stat(cand.c_str(), &st) == 0) break;  // sh takes this one
+            out.files.push_back(cand);
+            if (regular(cand) && ::access(cand.c_str(), X_OK) == 0) {
+                program = cand;
+                break;
+            }
             i = j + 1;
         }
     }
-    return out;
+    out.argv.push_back(program);
+    for (size_t i = 1; i < words.size(); ++i) {
+        out.argv.push_back(words[i]);
+        if (words[i][0] == '-') continue;
+        if (const std::string f = absolute(words[i]); regular(f)) out.files.push_back(f);
+    }
+    return Outcome::success();
+}
+
+std::vector<std::string> approver_files(const std::string& command, const std::string& cwd, const char* path_env) {
+    ApproverCommand c;
+    if (command.empty() || command == "tty" || !parse_approver(command, cwd, path_env, c)) return {};
+    return c.files;
 }
 
 Outcome check_approver_files(const std::vector<std::string>& files) {
@@ -267,22 +296,31 @@ Approval tty_conversation(const std::function<bool(std::string_view)>& say, cons
     return Approval::Cancelled;
 }
 
-#if !defined(_WIN32)
-namespace {
-
 // Text shown on a terminal must not drive it: control characters (an escape
-// sequence in a justification could redraw the prompt) are shown escaped.
-std::string printable(std::string_view s) {
+// sequence in a justification could redraw the prompt), C1 controls (0x9b is
+// CSI on some terminals) and bidi controls (they reorder what is shown, so a
+// justification could display as something else) are shown escaped, and so
+// are bytes that are not UTF-8.
+std::string escape_for_terminal(std::string_view s) {
     std::string out;
-    for (unsigned char ch : s) {
-        if (ch < 0x20 || ch == 0x7f) out += fmt::format("\\x{:02x}", ch);
-        else out += static_cast<char>(ch);
+    for (size_t i = 0; i < s.size();) {
+        const size_t at = i;
+        uint32_t cp = 0;
+        if (!next_code_point(s, i, cp)) {
+            out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
+            ++i;
+            continue;
+        }
+        const bool bidi = cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+                          (cp >= 0x2066 && cp <= 0x2069);
+        if (cp < 0x20 || cp == 0x7f) out += fmt::format("\\x{:02x}", cp);
+        else if ((cp >= 0x80 && cp <= 0x9f) || bidi) out += fmt::format("\\u{{{:04x}}}", cp);
+        else out.append(s.substr(at, i - at));
     }
     return out;
 }
 
-}  // namespace
-
+#if !defined(_WIN32)
 Approval TtyApprover::ask(const EscalationRequest& r) {
     // The controlling terminal, not stdin: the command's input may be a pipe,
     // and the answer must come from the person at the terminal.
@@ -296,11 +334,12 @@ Approval TtyApprover::ask(const EscalationRequest& r) {
     std::string argv_text = nlohmann::json(r.argv).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
     std::string prompt = fmt::format(
         "dsh-confine: {}\n  {}: {}\n  root: {}\n  current mode: {}\n",
-        printable(escalation_reason(r)), r.subject, printable(argv_text), printable(r.root), to_string(r.current));
+        escape_for_terminal(escalation_reason(r)), r.subject, escape_for_terminal(argv_text), escape_for_terminal(r.root), to_string(r.current));
     if (write_whole(fd, prompt) != 0) {
         ::close(fd);
         return Approval::Unavailable;
     }
+
     // One byte per read: nothing typed after the answer's '\n' is consumed;
     // it stays on the terminal for the command.
     auto read_byte = [fd]() -> int {
@@ -311,7 +350,18 @@ Approval TtyApprover::ask(const EscalationRequest& r) {
             return n == 1 ? ch : -1;
         }
     };
-    const Approval result = tty_conversation([fd](std::string_view s) { return write_whole(fd, s) == 0; }, read_byte);
+    // Only what is typed after the question is shown counts: input already
+    // waiting when it first appears (typed ahead, or queued by anything else
+    // on the terminal) is discarded, so no answer precedes the question. Lines
+    // typed after it are the person's, read one by one when it asks again.
+    bool first = true;
+    auto say = [fd, &first](std::string_view s) {
+        if (write_whole(fd, s) != 0) return false;
+        if (first) (void)::tcflush(fd, TCIFLUSH);
+        first = false;
+        return true;
+    };
+    const Approval result = tty_conversation(say, read_byte);
     ::close(fd);
     return result;
 }
@@ -341,13 +391,26 @@ std::string approver_status_text(int status) {
     if (!WIFEXITED(status)) return fmt::format("it ended with wait status {}", status);
     const int code = WEXITSTATUS(status);
     // /bin/sh's own two: the approver named no program it could run.
-    if (code == 127) return "it exited with status 127 (/bin/sh found no such command)";
-    if (code == 126) return "it exited with status 126 (/bin/sh could not execute it)";
+    if (code == 127) return "it exited with status 127 (its program was not found)";
+    if (code == 126) return "it exited with status 126 (its program could not be executed)";
     return fmt::format("it exited with status {} (0 allows once, 1 rejects, 2 cancels)", code);
 }
 
 Approval CommandApprover::ask(const EscalationRequest& r) {
     failure_.clear();
+    if (command_.argv.empty()) {
+        failure_ = "the approver command names no program";
+        return Approval::Unavailable;
+    }
+    const std::string& program = command_.argv[0];
+    // Opened once, checked, and run by that descriptor: the file checked is
+    // the file run, whatever is renamed in between.
+    int prog = -1;
+    if (auto o = open_trusted_program(program, Err::StateUnsafe, "approver", prog); !o) {
+        failure_ = o.message;
+        return Approval::Failed;
+    }
+    Fd prog_fd(prog);
     // Both ends close on exec: the approver gets the read end as its stdin
     // (dup2 clears the flag there) and must not hold the write end, or it
     // never sees EOF. pipe(2) and fcntl(2), not pipe2: macOS has no pipe2,
@@ -358,20 +421,32 @@ Approval CommandApprover::ask(const EscalationRequest& r) {
         return Approval::Unavailable;
     }
     // stdin: the request. stdout: our stderr, so an approver's chatter never
-    // lands in the output a caller reads from the command.
-    const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
+    // lands in the output a caller reads from the command. The program is
+    // fd 3 in the child, not close-on-exec, so that an interpreter can open
+    // a script through /proc/self/fd/3 too.
+    std::vector<char*> argv;
+    for (const auto& a : command_.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+#if defined(__linux__)
+    const char* path = "/proc/self/fd/3";
+#else
+    const char* path = program.c_str();
+#endif
+    const int pass[] = {prog_fd.get()};
     spawn::Child child;
-    child.path = argv[0];
-    child.argv = const_cast<char* const*>(argv);
+    child.path = path;
+    child.argv = argv.data();
     child.envp = environ;
     child.stdin_fd = in[0];
     child.stdout_fd = STDERR_FILENO;
+    child.pass_fds = pass;
+    child.n_pass = 1;
     const pid_t pid = spawn::start(child);
     ::close(in[0]);
     if (pid < 0) {
         const int e = errno;
         ::close(in[1]);
-        failure_ = fmt::format("the approver command could not be started: /bin/sh: {}", std::strerror(e));
+        failure_ = fmt::format("the approver command could not be started: {}: {}", program, std::strerror(e));
         return Approval::Unavailable;
     }
     // An approver that exits without reading closes the pipe: EPIPE, not a

@@ -97,7 +97,12 @@ inline constexpr size_t kMaxAnswerBytes = 256;
 // unclear answers; the first clear answer decides.
 Approval tty_conversation(const std::function<bool(std::string_view)>& say, const std::function<int()>& read_byte);
 
-// "tty": asks on /dev/tty; no terminal means unavailable.
+// Text for the terminal prompt: C0 and C1 controls, DEL, the bidi controls
+// and bytes that are not UTF-8 escaped (\xNN, \u{NNNN}); the rest as is.
+std::string escape_for_terminal(std::string_view s);
+
+// "tty": asks on /dev/tty; no terminal means unavailable. The question is
+// asked after tcflush: nothing typed before it was shown answers it.
 class TtyApprover : public Approver {
 public:
     Approval ask(const EscalationRequest& r) override;
@@ -107,28 +112,41 @@ private:
     std::string failure_;
 };
 
-// A command, run as /bin/sh -c CMD, with the JSON request on stdin and its
-// stdout sent to our stderr. Exit 0 allowed-once, 1 rejected, 2 cancelled;
-// any other status or a signal: failed (with the status); failure to start
-// it: unavailable.
+// An approver command as it is run (issue 37): no shell reads it. The text
+// is split on blanks into plain words; anything a shell would read otherwise
+// (quotes, escapes, $, `, ~, globs, redirections, ;, &, |, parentheses,
+// braces, a leading NAME=) is refused, so what is checked is what runs.
+struct ApproverCommand {
+    // argv[0]: the program, absolute: as named when it holds a '/' (against
+    // the cwd when relative), else the first executable regular file of that
+    // name on PATH (empty PATH entries: the cwd); as named when none is found.
+    std::vector<std::string> argv;
+    // Every file it runs or would run, for the own-state checks: the PATH
+    // candidates before and including the program (a later run could find a
+    // name planted in an earlier PATH directory), and each argument that
+    // names an existing regular file (an interpreter's script).
+    std::vector<std::string> files;
+};
+Outcome parse_approver(const std::string& command, const std::string& cwd, const char* path_env,
+                       ApproverCommand& out);
+
+// A command (ApproverCommand), with the JSON request on stdin and its
+// stdout sent to our stderr. Its program is opened once, checked (owner and
+// mode, as check_approver_files) and executed by that descriptor. Exit 0
+// allowed-once, 1 rejected, 2 cancelled; any other status or a signal: failed
+// (with the status); failure to start it: unavailable.
 class CommandApprover : public Approver {
 public:
-    explicit CommandApprover(std::string command) : command_(std::move(command)) {}
+    explicit CommandApprover(ApproverCommand command) : command_(std::move(command)) {}
     Approval ask(const EscalationRequest& r) override;
     std::string failure() const override { return failure_; }
 
 private:
-    std::string command_;
+    ApproverCommand command_;
     std::string failure_;
 };
 
-// The files an approver command would run, for the own-state checks: every
-// word of `command` (split on blanks, quotes removed) that holds a '/', made
-// absolute against `cwd` ("python3 ~/a.py" names no file: '~' is not
-// expanded here); and when the first word has no '/', its PATH candidates
-// (`path_env`, as /bin/sh would search it) up to the first one that exists.
-// A heuristic over a shell command line: it finds what a configured approver
-// names, it does not parse sh. Empty for "tty".
+// The files of parse_approver (empty for "tty" and for a command it refuses).
 std::vector<std::string> approver_files(const std::string& command, const std::string& cwd, const char* path_env);
 
 // StrictModes on each approver file that exists (see OpenRules::trusted):

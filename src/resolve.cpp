@@ -1,5 +1,6 @@
 #include "resolve.hpp"
 #include "bytes.hpp"
+#include "own_state.hpp"
 #include "net_allow.hpp"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "report.hpp"
 #include "runner.hpp"
+#include "version.hpp"
 #ifndef _WIN32
 #include "carveouts.hpp"
 #else
@@ -39,10 +41,12 @@ ResolveEnv current_env() {
     return e;
 }
 
-std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec) {
+std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec, const std::string& cwd) {
     if (!spec || spec->empty()) return nullptr;
     if (*spec == "tty") return std::make_unique<TtyApprover>();
-    return std::make_unique<CommandApprover>(*spec);
+    ApproverCommand c;
+    (void)parse_approver(*spec, cwd, std::getenv("PATH"), c);  // refused earlier (resolve) when it does not parse
+    return std::make_unique<CommandApprover>(std::move(c));
 }
 
 static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, const ResolveEnv& env, Mode mode,
@@ -78,6 +82,8 @@ namespace {
 struct StateFile {
     std::string path;
     std::string what;
+    // A program run outside any sandbox (issue 37): never carved, refused.
+    bool program = false;
 };
 
 bool under(std::string_view path, std::string_view root) {
@@ -96,6 +102,12 @@ std::vector<StateFile> own_state(const PolicyRequest& req, const Resolution& r, 
             out.push_back({std::move(p), "approver"});
     for (const Runner* runner : registry())
         for (auto& [path, what] : runner->state_files()) out.push_back({std::move(path), what});
+#if defined(__linux__)
+    // What a later run executes outside any sandbox: bwrap (whichever runner
+    // this run uses: the next may use bwrap) and the custom runner.
+    out.push_back({r.settings.bwrap_path.value_or(kBwrapPath), "bwrap", true});
+#endif
+    if (!r.settings.runner_command.empty()) out.push_back({r.settings.runner_command[0], "custom runner", true});
     return out;
 }
 
@@ -113,12 +125,18 @@ std::vector<StateFile> own_state(const PolicyRequest& req, const Resolution& r, 
 Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolution& r, const ResolveEnv& env,
                         std::vector<carveouts::OwnPath>* carve = nullptr) {
     if (p.writable_roots.empty()) return Outcome::success();  // read-only: nothing to look at
+    // The system config's directory is where widening values may come from
+    // (sealed_file): no run may write anywhere in it. A root above it binds
+    // or refuses it below (the config's own entry); a root inside it is refused.
+    for (const auto& root : p.writable_roots)
+        if (under(root.path, kSystemConfigDir))
+            return fail(Err::StateUnsafe, system_dir_root_text(root.path, to_string(root.source), kSystemConfigDir));
     const std::string& cwd = env.cwd;
     for (const auto& f : own_state(req, r, env)) {
         if (f.path.empty()) continue;
         const std::string lex = lexically_normal(f.path[0] == '/' ? f.path : cwd + "/" + f.path);
         const std::string canon = canonical_path(f.path, cwd);
-        const bool file = f.what == "approver";
+        const bool file = f.what == "approver" || f.program;
         const std::string target = file ? lex : lex.substr(0, std::max<size_t>(lex.rfind('/'), 1));
 #ifndef _WIN32
         struct stat st {};
@@ -126,7 +144,8 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
         // cannot carve refuses anyway, and the directory made for the bind
         // would be left for nothing.
         const std::string runner = r.settings.runner ? std::string(to_string(*r.settings.runner)) : "auto";
-        const bool carvable = carve && (runner == "auto" || runner == "bwrap") && p.mode == Mode::WorkspaceWrite &&
+        const bool carvable = carve && !f.program && (runner == "auto" || runner == "bwrap") &&
+                              p.mode == Mode::WorkspaceWrite &&
                               lex == canon &&
                               (!file || (::lstat(lex.c_str(), &st) == 0 && S_ISREG(st.st_mode)));
 #else
@@ -272,6 +291,12 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         s.approver = *req.approver;
         out.approver_source = "flag";
     }
+    // Run directly, never by a shell: what does not parse as plain words is
+    // refused now, before anything is read or run (issue 37).
+    if (s.approver && *s.approver != "tty") {
+        ApproverCommand c;
+        if (auto o = parse_approver(*s.approver, env.cwd, std::getenv("PATH"), c); !o) return o;
+    }
 
     // 3. The session log. Read even when --mode decides, so a broken log is
     // reported rather than left to bite the next call.
@@ -285,6 +310,13 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
         out.base_mode = *flag_mode;
         out.base_source = ModeSource::Flag;
     } else if (out.session.mode) {
+        // An earlier confined run may have written the log (its roots are
+        // unknown here): it may choose a confined mode, never none at all.
+        if (*out.session.mode == Mode::DangerFullAccess && !out.session.sealed)
+            return fail(Err::StateUnsafe,
+                        unsealed_widening_text("session log", *req.session,
+                                               "a sandbox/mode event \"danger-full-access\"",
+                                               "pass --mode danger-full-access (or --escalate) for the call instead"));
         out.base_mode = *out.session.mode;
         out.base_source = ModeSource::Session;
     } else if (s.mode) {
@@ -409,7 +441,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
             if (auto o = check_approver_files(approver_files(*s.approver, env.cwd, std::getenv("PATH"))); !o)
                 return o;
     }
-    std::unique_ptr<Approver> approver = make_approver(s.approver);
+    std::unique_ptr<Approver> approver = make_approver(s.approver, env.cwd);
     if (ask == AskApprover::No) {
         // Every check approve_escalation makes before asking, without asking.
         Mode granted = target;

@@ -73,7 +73,7 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
 Outcome runner_settings(const PolicyRequest& req, Config& out);
 
 // Builds the approver an escalation goes to: "tty", or a command. Empty: none.
-std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec);
+std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec, const std::string& cwd);
 
 // The one-line policy text the seed shows a model (sandbox-policy's runtime
 // context), for harnesses to put in front of theirs.

@@ -1,4 +1,5 @@
 #include "session.hpp"
+#include "own_state.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -224,9 +225,15 @@ Outcome read_session(const std::string& path, SessionState& out) {
     SessionFolder f(path);
     off_t size = 0;
     Outcome o = fold_fd(fd, path, f, size);
+#if defined(_WIN32)
+    const bool sealed = false;
+#else
+    const bool sealed = sealed_file(fd, ::geteuid() == 0, kSystemConfigDir);
+#endif
     ::close(fd);  // releases the lock
     if (!o) return o;
     out = f.state();
+    out.sealed = sealed;
     return Outcome::success();
 }
 

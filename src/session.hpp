@@ -39,6 +39,9 @@ struct SessionState {
     // session's immutable working directory, its workspace root.
     std::optional<std::string> cwd;
     size_t cwd_line = 0;           // 1-based line of that header
+    // No confined run could have written the log (sealed_file; read_session
+    // sets it): only then is its danger-full-access taken (issue 37).
+    bool sealed = false;
 };
 
 // Folds a log line by line. `origin` names the log in messages:

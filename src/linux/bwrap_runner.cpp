@@ -29,6 +29,10 @@ Outcome check_binary(const std::string& path) {
         return failf(Err::SandboxUnavailable, "bwrap is not usable: {}: {}", path, std::strerror(errno));
     if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0)
         return failf(Err::SandboxUnavailable, "bwrap is not usable: {}: not an executable file", path);
+    // It runs outside any sandbox (issue 37): the caller's or root's, and
+    // nobody else may rewrite it or a directory above it.
+    if (auto o = check_trusted_file(path, Err::SandboxUnavailable, "bwrap"); !o)
+        return fail(Err::SandboxUnavailable, "bwrap is not usable: " + o.message);
     return Outcome::success();
 }
 

@@ -32,6 +32,9 @@ public:
         // the runner failure.
         if (auto o = resolve_command(command.front(), std::getenv("PATH"), resolved); !o)
             return unavailable(to_string(c.policy.mode), "cannot start the runner " + o.message);
+        // It runs outside any sandbox (issue 37): refused unless the caller
+        // or root owns it and nobody else may rewrite it or a directory above.
+        if (auto o = check_trusted_file(resolved, Err::StateUnsafe, "custom runner"); !o) return o;
         auto argv = bwrap::custom_argv(command, c.policy, c.argv);
         Layer layer;
         layer.name = "custom";

@@ -165,6 +165,9 @@ def matrix(**axes):
     return stamp
 
 
+SEALED_DIR = "/etc/dsh-confine"
+
+
 class Scratch:
     def __init__(self):
         self.base = tempfile.mkdtemp(prefix="dsh-e2e-", dir="/var/tmp")
@@ -179,6 +182,7 @@ class Scratch:
         # a run whose writable roots hold that state is refused.
         self.home = tempfile.mkdtemp(prefix="dsh-e2e-home-", dir="/var/tmp")
         os.chmod(self.home, 0o755)
+        self.sealed = []  # what sealed_config made in /etc
 
     def p(self, where, *parts):
         return os.path.join(getattr(self, where), *parts)
@@ -189,6 +193,23 @@ class Scratch:
         with open(path, "w") as f:
             f.write(body)
         os.chmod(path, mode)
+        return path
+
+    def sealed_config(self, keys, name="config"):
+        """A config no confined run could have written (issue 37), the only kind that may hold
+        runnerCommand, bwrapPath, an approver command or danger-full-access: root's file in
+        /etc/dsh-confine, named by --config. A user cannot make one: the test is skipped."""
+        if not is_root():
+            skip("a sealed config (runnerCommand, bwrapPath) needs root to write it in /etc/dsh-confine")
+        made = not os.path.isdir(SEALED_DIR)
+        os.makedirs(SEALED_DIR, mode=0o755, exist_ok=True)
+        if made:
+            self.sealed.append(SEALED_DIR)
+        path = os.path.join(SEALED_DIR, "e2e-%s-%s.json" % (os.path.basename(self.base), name))
+        with open(path, "w") as f:
+            f.write(keys if isinstance(keys, str) else json.dumps(keys))
+        os.chmod(path, 0o644)
+        self.sealed.insert(0, path)
         return path
 
     def env(self):
@@ -209,6 +230,11 @@ class Scratch:
                 pass
         shutil.rmtree(self.base, onerror=onerror)
         shutil.rmtree(self.home, onerror=onerror)
+        for path in self.sealed:  # the files, then the directory if this test made it (and it is empty)
+            try:
+                os.rmdir(path) if os.path.isdir(path) else os.unlink(path)
+            except OSError:
+                pass
 
 
 class Result:
@@ -382,7 +408,7 @@ def in_foreground(ancestor, comm=None):
     return False
 
 
-def pty_run(args, s, send=None, wait=10, pre=(), when=None):
+def pty_run(args, s, send=None, wait=10, pre=(), when=None, typed_ahead=None):
     """Runs dsh-confine (after `pre`, e.g. sysfault) as the session leader of a new pty.
 
     `send` is typed once `when` holds: bytes `when` is text the output has shown (a prompt), a
@@ -391,6 +417,8 @@ def pty_run(args, s, send=None, wait=10, pre=(), when=None):
     Without `when`, once output has come or such a descendant other than dsh-confine itself is
     there. Never typed on a guess: not ready within `wait` seconds is a failure."""
     master, slave = pty.openpty()
+    if typed_ahead is not None:  # in the terminal's input before dsh-confine starts: typed before any prompt
+        os.write(master, typed_ahead)
 
     def session():
         os.setsid()

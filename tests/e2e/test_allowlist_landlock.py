@@ -96,10 +96,8 @@ def test_the_custom_runner_still_refuses_the_allow_list(s):
     # The runner seam's capability (Runner::egress_proxy): a custom runner's namespace is the
     # operator's, our listener never reaches it.
     import json
-    cfg = os.path.join(s.home, "custom.json")
-    with open(cfg, "w") as f:
-        f.write(json.dumps({"runnerCommand": ["/bin/sh", "-c", "exec \"$@\"", "sh"],
-                            "runnerFailureSignatures": ["nope"]}))
+    cfg = s.sealed_config({"runnerCommand": ["/bin/sh", "-c", "exec \"$@\"", "sh"],
+                           "runnerFailureSignatures": ["nope"]})
     r = dsh(["--config", cfg, "--runner", "custom", "--net", "allow=a.test", "--", "true"], s)
     assert r.rc == 125 and "--net allow= needs the bwrap or Landlock runner: the custom runner" in r.err, r
 

@@ -49,6 +49,17 @@ def _state_msg(what, path, root, source):
             "%smove the %s out of it" % (what, path, os.path.realpath(root), source, fix, what))
 
 
+SYSTEM_FIX = ("put it in /etc/dsh-confine/config.json (or a root-owned file in /etc/dsh-confine named by "
+              "--config)")
+MODE_FIX = "pass --mode danger-full-access (or --escalate) on the command line, or " + SYSTEM_FIX
+
+
+def _unsealed_msg(what, path, key, fix):
+    return ("%s %s: %s is taken only from the command line or from a file no confined run could have written "
+            "(owned by root in directories only root can write; for root, one in /etc/dsh-confine), and an "
+            "earlier run could have written this one; %s" % (what, path, key, fix))
+
+
 def _custom_runner_config(s, path, marker):
     """A config whose runnerCommand leaves `marker`: if it ever runs, the attack worked."""
     runner = s.script("evil-runner", "#!/bin/sh\ntouch '%s'\nwhile [ \"$1\" != -- ]; do shift; done; shift\n"
@@ -91,11 +102,11 @@ def test_config_under_the_root_is_refused_and_nothing_is_written(s):
     _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.ws, "workspace"))
     assert open(dots).read() == "{}"
     os.unlink(cfg)
-    # An existing config planted by an earlier run: the next run under the same root is refused,
-    # the next run elsewhere reads it (the caller's own file) but cannot have been written by us.
+    # An existing config planted by an earlier run: its runnerCommand is never taken (issue 37),
+    # whatever this run's roots.
     _custom_runner_config(s, cfg, marker)
     r = sh("true", s, mode="workspace-write", root=s.home, runner="landlock", env=NO_XDG)
-    _refused(r, "UNSAFE_STATE", _state_msg("config", cfg, s.home, "workspace"))
+    _refused(r, "UNSAFE_STATE", _unsealed_msg("config", cfg, '"runnerCommand"', SYSTEM_FIX))
     assert not os.path.exists(marker)
     # auto: the configured custom runner cannot carve, so it is passed over, never run.
     r = sh("true", s, mode="workspace-write", root=s.home, env=NO_XDG)
@@ -223,7 +234,7 @@ def test_approver_under_a_writable_root_or_untrusted(s):
     assert open(inside).read() == body
     # An escalation whose target root holds the approver: nobody is asked.
     r = dsh(["--root", s.ws, "--runner", "landlock", "--escalate", "workspace-write", "--justification", "x",
-             "--approver", "sh '%s'" % inside, "--", "true"], s, env=NO_XDG)
+             "--approver", "sh %s" % inside, "--", "true"], s, env=NO_XDG)
     _refused(r, "UNSAFE_STATE", _state_msg("approver", inside, s.ws, "workspace"))
     assert not os.path.exists(marker)
     # A bare name found on PATH: a PATH directory under the root could hold it next time.
@@ -427,6 +438,192 @@ def test_low_fd_limit_fails_closed_without_orphans(s):
                 assert "file descriptors the open-file limit allows are free" in r.err, r
                 assert not os.path.exists(ran)
                 assert processes_naming(token) == [], "left behind: %r" % processes_naming(token)
+
+
+# ---- issue 37: own state an earlier run could have written never widens a later run --------------
+
+def _other_home(s):
+    """An earlier run's $HOME elsewhere: its own-state paths are not this caller's usual ones, so
+    it may have $HOME as its root and plant the usual config (what a run with another $HOME, an
+    older dsh-confine, or an ancestor rename could do)."""
+    other = s.p("outside", "other-home")
+    os.makedirs(other, exist_ok=True)
+    return dict(NO_XDG, HOME=other)
+
+
+def _plant_via_run(s, runner, path, text, supervise):
+    """A confined run whose root holds `path` (and which does not know it is state) writes it."""
+    r = sh("mkdir -p '%s' && printf '%%s' '%s' > '%s'" % (os.path.dirname(path), text, path), s,
+           mode="workspace-write", root=s.home, runner=runner, extra=supervise, env=_other_home(s))
+    assert r.rc == 0 and open(path).read() == text, r
+
+
+def test_planted_config_never_widens_the_next_run(s):
+    """The issue's repro: with `--root $HOME` a run planted ~/.config/dsh-confine/config.json; the
+    next ordinary run (no --mode) took danger-full-access from it, or ran its runnerCommand, bwrap
+    or approver unconfined. Now each is refused with one line, and nothing runs."""
+    _need_runners()
+    cfg = s.p("home", ".config", "dsh-confine", "config.json")
+    outside = s.p("outside", "escaped")
+    marker = s.p("outside", "program-ran")
+    evil = s.script("evil", "#!/bin/sh\ntouch '%s'\nexit 0\n" % marker)
+    cases = [
+        ({"mode": "danger-full-access"}, '"mode": "danger-full-access"', MODE_FIX),
+        ({"runnerCommand": [evil], "runnerFailureSignatures": ["x"]}, '"runnerCommand"', SYSTEM_FIX),
+        ({"bwrapPath": evil}, '"bwrapPath"', SYSTEM_FIX),
+        ({"approver": evil}, 'an "approver" command', "pass --approver on the command line, or " + SYSTEM_FIX),
+    ]
+    for runner in RUNNERS:
+        for supervise in ([], ["--supervise"]):
+            for obj, key, fix in cases:
+                _plant_via_run(s, runner, cfg, json.dumps(obj), supervise)
+                # The next run of this caller, with its own $HOME: no --mode, or an escalation.
+                for extra in ([], ["--escalate", "workspace-write", "--justification", "x"]):
+                    r = dsh(extra + supervise + ["--root", s.ws, "--", "sh", "-c", "echo x > '%s'" % outside], s,
+                            env=NO_XDG)
+                    _refused(r, "UNSAFE_STATE", _unsealed_msg("config", cfg, key, fix))
+                    assert not os.path.exists(outside) and not os.path.exists(marker), r
+                # The same file named by --config or $DSH_CONFINE_CONFIG.
+                r = dsh(["--config", cfg, "--", "true"], s, env=NO_XDG)
+                _refused(r, "UNSAFE_STATE", _unsealed_msg("config", cfg, key, fix))
+                r = dsh(["--", "true"], s, env=dict(NO_XDG, DSH_CONFINE_CONFIG=cfg))
+                _refused(r, "UNSAFE_STATE", _unsealed_msg("config", cfg, key, fix))
+                assert not os.path.exists(marker)
+                os.unlink(cfg)
+    # What narrows is still read from such a file, and --mode danger-full-access still works.
+    _write(cfg, json.dumps({"mode": "workspace-write", "network": "off", "approver": "tty"}))
+    r = dsh(["--root", s.ws, "--", "true"], s, env=NO_XDG)
+    assert r.rc == 0 and r.rec("confinement")["modeSource"] == "config", r
+    r = dsh(["--mode", "danger-full-access", "--", "touch", outside], s, env=NO_XDG)
+    assert r.rc == 0 and os.path.exists(outside), r
+
+
+def test_sealed_config_may_widen(s):
+    """The operator's way to a wide default: a root-owned file in /etc/dsh-confine."""
+    cfg = s.sealed_config({"mode": "danger-full-access"})
+    outside = s.p("outside", "wide")
+    r = dsh(["--config", cfg, "--", "touch", outside], s, env=NO_XDG)
+    assert r.rc == 0 and os.path.exists(outside) and r.rec("confinement")["modeSource"] == "config", r
+    # The same text in a root-owned file anywhere else: refused for root (a root run could write it).
+    other = _write(s.p("outside", "wide.json"), open(cfg).read())
+    r = dsh(["--config", other, "--", "true"], s, env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", _unsealed_msg("config", other, '"mode": "danger-full-access"', MODE_FIX))
+    # No run may have a root inside /etc/dsh-confine.
+    sub = os.path.join(os.path.dirname(cfg), "e2e-%s-dir" % os.path.basename(s.base))
+    os.mkdir(sub)
+    s.sealed.insert(0, sub)
+    r = dsh(["--mode", "workspace-write", "--root", sub, "--runner", "landlock", "--", "true"], s, env=NO_XDG)
+    _refused(r, "UNSAFE_STATE", "the writable root %s (workspace) lies in /etc/dsh-confine, where the configs "
+                                "that decide every later run are kept; choose a root outside it" % sub)
+
+
+def test_planted_session_log_never_reaches_danger(s):
+    """A run appends a sandbox/mode danger-full-access event to a session log inside its root; the next
+    --session run (no --mode) wrote outside. Now it is refused, whichever run planted it."""
+    _need_runners()
+    log = s.p("ws", "session.jsonl")
+    outside = s.p("outside", "escaped")
+    evil = json.dumps({"type": "sandbox/mode", "seq": 9, "time": 0, "data": {"mode": "danger-full-access"}})
+    for runner in RUNNERS:
+        for supervise in ([], ["--supervise"]):
+            assert dsh(["session", "set-mode", log, "workspace-write"], s, report=False).rc == 0
+            # The planting run does not name the log (a harness that passes --session is refused).
+            r = sh("echo '%s' >> '%s'" % (evil, log), s, mode="workspace-write", root=s.ws, runner=runner,
+                   extra=supervise, env=NO_XDG)
+            assert r.rc == 0 and "danger-full-access" in open(log).read(), r
+            r = dsh(supervise + ["--session", log, "--", "sh", "-c", "echo x > '%s'" % outside], s, env=NO_XDG)
+            _refused(r, "UNSAFE_STATE", _unsealed_msg(
+                "session log", log, 'a sandbox/mode event "danger-full-access"',
+                "pass --mode danger-full-access (or --escalate) for the call instead"))
+            assert not os.path.exists(outside), r
+            os.unlink(log)
+    # set-mode itself writes the event; only the flag takes the run there.
+    assert dsh(["session", "set-mode", log, "danger-full-access"], s, report=False).rc == 0
+    r = dsh(["--session", log, "--", "true"], s, env=NO_XDG)
+    _refused(r, "UNSAFE_STATE")
+    r = dsh(["--session", log, "--mode", "danger-full-access", "--", "touch", outside], s, env=NO_XDG)
+    assert r.rc == 0 and os.path.exists(outside), r
+
+
+def test_programs_run_outside_the_sandbox_are_never_writable_by_a_run(s):
+    """The custom runner and bwrap named by a (sealed) config, inside a run's writable root: that
+    run could rewrite them for the next one, which runs them unconfined. The run is refused, and
+    nothing is rewritten; one writable by others is refused at any run."""
+    _need_runners()
+    marker = s.p("outside", "rewritten-ran")
+    runner = _write(s.p("ws", "runner.sh"), "#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift\n"
+                                           "exec \"$@\"\n", 0o755)
+    stub = _write(s.p("ws", "bwrap"), "#!/bin/sh\nexec /usr/bin/bwrap \"$@\"\n", 0o755)
+    rewrite = "printf '#!/bin/sh\\ntouch %s\\n' > '%%s'" % marker
+    for key, path, what in ((dict(runnerCommand=[runner], runnerFailureSignatures=["x"]), runner, "custom runner"),
+                            (dict(bwrapPath=stub), stub, "bwrap")):
+        before = open(path).read()
+        cfg = s.sealed_config(key, what.replace(" ", "-"))
+        for run in RUNNERS:
+            for supervise in ([], ["--supervise"]):
+                r = sh(rewrite % path, s, mode="workspace-write", root=s.ws, runner=run,
+                       extra=["--config", cfg] + supervise, env=NO_XDG)
+                _refused(r, "UNSAFE_STATE", _state_msg(what, path, s.ws, "workspace"))
+                assert open(path).read() == before and not os.path.exists(marker), r
+        # Outside the roots, but writable by others: refused, never run.
+        os.chmod(path, 0o757)
+        r = dsh(["--config", cfg, "--runner", "custom" if what == "custom runner" else "bwrap", "--", "true"], s,
+                env=NO_XDG)
+        assert r.rc == 125 and r.err.count("\n") == 1 and "writable by group or others" in r.err, r
+        os.chmod(path, 0o755)
+    # bwrap is never looked up on PATH: a `bwrap` a run planted there is not what runs.
+    os.makedirs(s.p("ws", "bin"), exist_ok=True)
+    _write(s.p("ws", "bin", "bwrap"), "#!/bin/sh\ntouch '%s'\nexit 1\n" % marker, 0o755)
+    r = dsh(["--runner", "bwrap", "--", "true"], s, env=dict(NO_XDG, PATH=s.p("ws", "bin") + ":/usr/bin:/bin"))
+    assert r.rc == 0 and not os.path.exists(marker), r
+
+
+def test_approver_in_every_form_is_run_as_checked(s):
+    """The approver's check split the text on blanks while /bin/sh ran it: a quoted path with a space,
+    ~/..., $VAR/..., `sh approve.sh` from the workspace or `cd DIR && ./approve` passed, and a
+    rewritten approver then approved the next --escalate. No shell reads it now: shell syntax is
+    refused, and every file it runs is checked (owner, mode, outside the roots)."""
+    need_landlock()
+    marker = s.p("outside", "approver-ran")
+    body = "#!/bin/sh\ntouch '%s'\nexit 0\n" % marker
+    spaced = _write(s.p("ws", "my approver", "approve"), body, 0o755)
+    plain = _write(s.p("ws", "approve.sh"), body, 0o755)
+    _write(s.p("home", "approve"), body, 0o755)
+    forms = ["'%s'" % spaced, '"%s"' % spaced, s.p("ws", "my\\ approver", "approve"), "~/approve",
+             "$HOME/approve", "${HOME}/approve", "cd %s && ./approve.sh" % s.ws, "%s; true" % plain,
+             "X=1 %s" % plain]
+    esc = ["--root", s.ws, "--runner", "landlock", "--escalate", "workspace-write", "--justification", "x"]
+    for form in forms:
+        r = dsh(esc + ["--approver", form, "--", "touch", s.p("ws", "made")], s, cwd=s.ws, env=NO_XDG)
+        assert r.rc == 125 and r.err.count("\n") == 1 and "run directly, not by a shell" in r.err, (form, r)
+        assert r.rec("error")["code"] == "USAGE" and not os.path.exists(marker), (form, r)
+    # Interpreter and script, the script named relative to the cwd (the workspace).
+    for form, bad in (("sh approve.sh", plain), ("/bin/sh ./approve.sh", plain), (plain, plain),
+                      ("exec %s" % plain, plain)):
+        r = dsh(esc + ["--approver", form, "--", "true"], s, cwd=s.ws, env=NO_XDG)
+        _refused(r, "UNSAFE_STATE", _state_msg("approver", bad, s.ws, "workspace"))
+        assert not os.path.exists(marker), (form, r)
+    # The same program outside the roots, named as it runs, is asked and its yes counts.
+    good = _write(s.p("outside", "approve"), body, 0o755)
+    r = dsh(esc + ["--approver", "/bin/sh %s" % good, "--", "touch", s.p("ws", "made")], s, cwd=s.ws, env=NO_XDG)
+    assert r.rc == 0 and os.path.exists(marker) and os.path.exists(s.p("ws", "made")), r
+
+
+def test_tty_approver_discards_typed_ahead_input_and_escapes_the_justification(s):
+    """An answer in the terminal's input before the prompt (typed ahead, or queued by a command that
+    shares the terminal) never answers it; C1 controls and bidi overrides are shown escaped."""
+    need_landlock()
+    from harness import pty_run
+    target = s.p("ws", "made")
+    prompt = b"Allow once, reject, or cancel? [a/r/c] "
+    justification = "fix\u202etxt.exe\u202c the \x9b31m build"
+    rc, out = pty_run(["--root", s.ws, "--runner", "landlock", "--approver", "tty", "--escalate", "workspace-write",
+                       "--justification", justification, "--", "touch", target], s,
+                      typed_ahead=b"a\n", send=b"r\n", when=prompt)
+    assert rc == 125 and not os.path.exists(target), out
+    assert 'the user rejected escalating this command to "workspace-write"' in out, out
+    assert "fix\\u{202e}txt.exe\\u{202c} the \\u{009b}31m build" in out, out
+    assert "\u202e" not in out and "\x9b" not in out, out
 
 
 if __name__ == "__main__":

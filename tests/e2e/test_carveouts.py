@@ -809,12 +809,11 @@ def test_the_walk_made_while_bwrap_starts(s):
         stub = s.script("status-bwrap", "#!/bin/sh\nfor a; do last=$a; done\n"
                         "[ \"$last\" = __dsh_confine_probe_v1 ] && exec /usr/bin/bwrap \"$@\"\n"
                         "/usr/bin/bwrap \"$@\"\necho $? > '%s'\n" % status)
-        with open(s.p("base", "config.json"), "w") as f:
-            f.write('{"bwrapPath": "%s"}' % stub)
+        conf = s.sealed_config({"bwrapPath": stub})
         cache = s.p("base", "cache")
         os.makedirs(cache, mode=0o700, exist_ok=True)
         for extra in ([], ["--supervise"]):
-            r = dsh(args + extra + ["--config", s.p("base", "config.json"), "--", "sh", "-c", "touch ran"], s,
+            r = dsh(args + extra + ["--config", conf, "--", "sh", "-c", "touch ran"], s,
                     cwd=s.ws, env=dict(GIT_ENV, XDG_RUNTIME_DIR=None, XDG_CACHE_HOME=cache), timeout=20)
             assert r.rc == 125 and r.err == SYMLINK_TEXT.format(path=p, link=p), (extra, r)
             ended = read(status) if os.path.exists(status) else b"killed"
@@ -893,13 +892,12 @@ def test_a_carve_out_swapped_before_the_stage_binds_it(s):
                     "  i=0; until held; do i=$((i+1)); [ $i -lt 2000 ] || exit 8; sleep 0.005; done\n"
                     "  mv '%s' '%s.old' && mkdir '%s' || exit 9\nfi\n"
                     "exec /usr/bin/bwrap \"$@\"\n" % (hooks, hooks, hooks, hooks))
-    with open(s.p("base", "config.json"), "w") as f:
-        f.write('{"bwrapPath": "%s"}' % stub)
+    conf = s.sealed_config({"bwrapPath": stub})
     cache = s.p("base", "cache")
     os.makedirs(cache, mode=0o700, exist_ok=True)
     marker = os.path.join(s.ws, "ran")
     r = run(s, "bwrap", s.ws, "touch ran; ls .git/hooks; echo x > .git/hooks/pre-commit",
-            extra=["--config", s.p("base", "config.json")],
+            extra=["--config", conf],
             env={"XDG_RUNTIME_DIR": None, "XDG_CACHE_HOME": cache})
     if is_root():
         message = (SANDBOX_UNAVAILABLE.format(mode="workspace-write") + " Runner failure: " + hooks +

@@ -336,9 +336,7 @@ def test_landlock_loopback_without_a_namespace_fails_closed_and_auto_goes_on(s):
     assert SANDBOX_UNAVAILABLE.format(mode="workspace-write") in r.err and why in r.err, r
     assert r.rec("confinement") is None and why in r.rec("error")["runnerFailure"], r
     # auto: bwrap unusable too (its path names nothing): no runner is left, so nothing runs.
-    cfg = os.path.join(s.home, "nobwrap.json")
-    with open(cfg, "w") as f:
-        f.write(json.dumps({"bwrapPath": s.p("base", "no-such-bwrap")}))
+    cfg = s.sealed_config({"bwrapPath": s.p("base", "no-such-bwrap")})
     r = dsh(["--config", cfg, "--net", "loopback", "--mode", "workspace-write", "--root", s.ws, "--",
              "sh", "-c", "echo ran > " + marker], s, pre=[tool("sysfault"), "EPERM", str(unshare), "--"])
     assert r.rc == 125 and not os.path.exists(marker), r
@@ -572,7 +570,7 @@ def test_widening_the_network_is_an_escalation(s):
     sock = ["--", PY, "-c", "import socket; socket.socket(); open(%r, 'w').write('ran')" % marker]
     base = ["--config", cfg, "--runner", "landlock", "--mode", "workspace-write", "--root", s.ws]
     r = dsh(base + ["--escalate-net", "host", "--justification", "fetch the index", "--approver",
-                    "cat > '%s'; exit 0" % req] + sock, s)
+                    s.script("approve-net", "#!/bin/sh\ncat > '%s'\nexit 0\n" % req)] + sock, s)
     assert r.rc == 0 and os.path.exists(marker), r
     c = r.rec("confinement")
     assert c["network"]["mode"] == "host" and c["network"]["source"] == "escalation", c
@@ -582,24 +580,25 @@ def test_widening_the_network_is_an_escalation(s):
     assert j["reason"] == "escalate sandbox network to host: fetch the index", j
     os.unlink(marker)
     # Rejected: nothing runs, the outcome names the network.
-    r = dsh(base + ["--escalate-net", "loopback", "--justification", "x", "--approver", "exit 1"] + sock, s)
+    r = dsh(base + ["--escalate-net", "loopback", "--justification", "x", "--approver", "false"] + sock, s)
     assert r.rc != 0 and not os.path.exists(marker), r
     assert 'the user rejected escalating this command to network "loopback"' in r.err, r
     # Not wider than the call's network: refused before anyone is asked.
     asked = s.p("home", "asked")
+    asker = s.script("approve-asked", "#!/bin/sh\ntouch '%s'\nexit 0\n" % asked)
     r = dsh(base + ["--net", "host", "--escalate-net", "loopback", "--justification", "x", "--approver",
-                    "touch '%s'; exit 0" % asked] + sock, s)
+                    asker] + sock, s)
     assert r.rc == 125 and not os.path.exists(marker) and not os.path.exists(asked), r
     assert r.rec("error")["code"] == "ESCALATION_NOT_WIDER", r
     assert "(off < loopback < host)" in r.err, r
     # The pairing rule is --escalate's; off is never a target.
     r = dsh(base + ["--escalate-net", "host"] + sock, s)
     assert r.rc == 125 and "requires a justification" in r.err and not os.path.exists(marker), r
-    r = dsh(base + ["--escalate-net", "off", "--justification", "x", "--approver", "exit 0"] + sock, s)
+    r = dsh(base + ["--escalate-net", "off", "--justification", "x", "--approver", "true"] + sock, s)
     assert r.rc == 125 and 'unknown network "off" for --escalate-net' in r.err, r
     # explain validates it and asks nobody.
     r = dsh(["explain", "--json"] + base + ["--escalate-net", "loopback", "--justification", "x", "--approver",
-                                           "touch '%s'; exit 0" % asked, "--", "/bin/true"], s, report=False)
+                                           asker, "--", "/bin/true"], s, report=False)
     e = json.loads(r.out)["escalation"]
     assert e["state"] == "pending" and e["network"] == "loopback" and e["currentNetwork"] == "off", e
     assert e["mode"] is None and not os.path.exists(asked), e

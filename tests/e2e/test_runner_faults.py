@@ -31,6 +31,9 @@ def _need_runners():
 
 
 def _config(s, **keys):
+    # bwrapPath and runnerCommand: only from a sealed config (issue 37).
+    if isinstance(keys.get("bwrapPath"), str) or "runnerCommand" in keys:
+        return s.sealed_config(keys)
     path = s.p("base", "config.json")
     with open(path, "w") as f:
         json.dump(keys, f)

@@ -438,9 +438,7 @@ def custom_runner(s, body):
     with open(path, "w") as f:
         f.write("#!/bin/sh\n" + body)
     os.chmod(path, 0o755)
-    cfg = s.p("base", "config.json")
-    with open(cfg, "w") as f:
-        json.dump({"runnerCommand": [path], "runnerFailureSignatures": ["bwrap: "]}, f)
+    cfg = s.sealed_config({"runnerCommand": [path], "runnerFailureSignatures": ["bwrap: "]})
     return ["--config", cfg, "--runner", "custom"]
 
 

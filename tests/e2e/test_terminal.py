@@ -203,9 +203,7 @@ def test_bwrap_failing_after_handover_in_exec_mode_is_125_with_an_error_record(s
                     "for a; do last=$a; done\n"
                     "[ \"$last\" = __dsh_confine_probe_v1 ] && exec /usr/bin/bwrap \"$@\"\n"
                     "echo 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
-    conf = s.p("base", "config.json")
-    with open(conf, "w") as f:
-        json.dump({"bwrapPath": stub}, f)
+    conf = s.sealed_config({"bwrapPath": stub})
     message = (SANDBOX_UNAVAILABLE.format(mode="read-only") +
                " Runner failure: bwrap exited with status 1 before starting the command")
     r = dsh(["--config", conf, "--runner", "bwrap", "--", "sh", "-c", "echo ran"], s)
@@ -433,9 +431,7 @@ def test_ctrl_z_typed_while_bwrap_starts_stops_the_command(s):
                 "if [ \"$last\" != __dsh_confine_probe_v1 ]; then echo wrapper-$((5*5)); sleep 1; fi\n"
                 "exec /usr/bin/bwrap \"$@\"\n")
     os.chmod(stub, 0o755)
-    conf = s.p("base", "slow-bwrap.json")
-    with open(conf, "w") as f:
-        json.dump({"bwrapPath": stub}, f)
+    conf = s.sealed_config({"bwrapPath": stub}, "slow-bwrap")
     for extra in MODES:
         _ctrl_z_stops_and_fg_continues(s, ["--root", s.ws, "--config", conf, "--runner", "bwrap"] + list(extra),
                                        lambda t: t.expect("wrapper-25"))

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <fcntl.h>
 #include <fstream>
 #include <map>
 #include <string>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "../../src/config.hpp"
+#include "../../src/own_state.hpp"
 
 using namespace dsh;
 
@@ -371,4 +373,65 @@ TEST_CASE("config: network as an object is an allow list (and a deny list), ever
     CHECK_THAT(err(R"({"network":{"allow":["a.org"],"allowed":["b.org"]}})"),
                Catch::Contains("unknown key \"network.allowed\""));
     CHECK_THAT(err(R"({"network":{"allow":"a.org"}})"), Catch::Contains("\"network.allow\" must be an array of strings"));
+}
+
+TEST_CASE("config: widening values only from a sealed file (issue 37)") {
+    TempDir d;
+    Config c;
+    const std::string fix = "put it in /etc/dsh-confine/config.json (or a root-owned file in /etc/dsh-confine named "
+                            "by --config)";
+    const std::string why = "is taken only from the command line or from a file no confined run could have written "
+                            "(owned by root in directories only root can write; for root, one in /etc/dsh-confine), "
+                            "and an earlier run could have written this one; ";
+    struct Case {
+        const char* text;
+        const char* key;
+        std::string fix;
+    };
+    for (const auto& k : {Case{R"({"mode":"danger-full-access"})", "\"mode\": \"danger-full-access\"",
+                               "pass --mode danger-full-access (or --escalate) on the command line, or " + fix},
+                          Case{R"({"runnerCommand":["/bin/true"],"runnerFailureSignatures":["x"]})",
+                               "\"runnerCommand\"", fix},
+                          Case{R"({"bwrapPath":"/usr/bin/bwrap"})", "\"bwrapPath\"", fix},
+                          Case{R"({"approver":"/usr/bin/true"})", "an \"approver\" command",
+                               "pass --approver on the command line, or " + fix}}) {
+        CAPTURE(k.text);
+        const std::string f = d.write("c.json", k.text);
+        const Outcome o = load_config(f, c);
+        REQUIRE_FALSE(o);
+        CHECK(o.err == Err::StateUnsafe);
+        CHECK(o.message == "config " + f + ": " + k.key + " " + why + k.fix);
+    }
+    // What keeps the run confined is taken from the same file.
+    const std::string ok =
+        d.write("ok.json", R"({"mode":"workspace-write","approver":"tty","network":"off","writableRoots":["/srv"]})");
+    REQUIRE(load_config(ok, c));
+    CHECK_FALSE(c.sealed);
+    CHECK(c.mode == Mode::WorkspaceWrite);
+    // A sealed config may say them.
+    c = Config{};
+    c.sealed = true;
+    c.mode = Mode::DangerFullAccess;
+    c.runner_command = {"/bin/true"};
+    CHECK(check_widening(c));
+}
+
+TEST_CASE("config: a sealed file is root's in a chain only root can write (issue 37)") {
+    auto sealed = [](const char* path, bool root, const char* dir) {
+        const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+        REQUIRE(fd >= 0);
+        const bool s = sealed_file(fd, root, dir);
+        ::close(fd);
+        return s;
+    };
+    // /etc/passwd: root's, 0644, in /etc (0755, root's).
+    CHECK(sealed("/etc/passwd", false, "/etc/dsh-confine"));
+    CHECK_FALSE(sealed("/etc/passwd", true, "/etc/dsh-confine"));  // root: only the system config's directory
+    CHECK(sealed("/etc/passwd", true, "/etc"));
+    // Anything under a sticky directory (/var/tmp): never.
+    TempDir d;
+    const std::string f = d.write("c.json", "{}");
+    if (::geteuid() == 0) REQUIRE(::chown(f.c_str(), 0, 0) == 0);
+    CHECK_FALSE(sealed(f.c_str(), false, d.path.c_str()));
+    CHECK_FALSE(sealed(f.c_str(), true, d.path.c_str()));
 }

@@ -155,8 +155,8 @@ TEST_CASE("escalation: an approver command's status") {
     CHECK(approval_from_status(exited(127)) == Approval::Failed);
     CHECK(approval_from_status(SIGKILL) == Approval::Failed);  // killed by a signal
     CHECK(approver_status_text(exited(5)) == "it exited with status 5 (0 allows once, 1 rejects, 2 cancels)");
-    CHECK(approver_status_text(exited(127)) == "it exited with status 127 (/bin/sh found no such command)");
-    CHECK(approver_status_text(exited(126)) == "it exited with status 126 (/bin/sh could not execute it)");
+    CHECK(approver_status_text(exited(127)) == "it exited with status 127 (its program was not found)");
+    CHECK(approver_status_text(exited(126)) == "it exited with status 126 (its program could not be executed)");
     CHECK(approver_status_text(SIGKILL) == "it was killed by signal 9 (SIGKILL)");
     CHECK(approver_status_text(SIGTERM) == "it was killed by signal 15 (SIGTERM)");
 }
@@ -210,20 +210,19 @@ TEST_CASE("escalation: the report keeps the seed's texts; stderr adds the comman
 
 TEST_CASE("escalation: a real approver command") {
     auto r = req(Mode::WorkspaceWrite, Mode::ReadOnly);
-    CHECK(CommandApprover("exit 0").ask(r) == Approval::AllowedOnce);
-    CHECK(CommandApprover("exit 1").ask(r) == Approval::Rejected);
-    CHECK(CommandApprover("exit 2").ask(r) == Approval::Cancelled);
-    CommandApprover nine("exit 9");
-    CHECK(nine.ask(r) == Approval::Failed);
-    CHECK(nine.failure() == "it exited with status 9 (0 allows once, 1 rejects, 2 cancels)");
-    CommandApprover missing("/nonexistent/approver");
+    auto cmd = [](const std::string& text) {
+        ApproverCommand c;
+        REQUIRE(parse_approver(text, "/", "/usr/bin:/bin", c));
+        return CommandApprover(c);
+    };
+    CHECK(cmd("true").ask(r) == Approval::AllowedOnce);
+    CHECK(cmd("false").ask(r) == Approval::Rejected);
+    CommandApprover missing = cmd("/nonexistent/approver");
     CHECK(missing.ask(r) == Approval::Failed);
-    CHECK(missing.failure() == "it exited with status 127 (/bin/sh found no such command)");
-    CommandApprover killed("kill -9 $$");
-    CHECK(killed.ask(r) == Approval::Failed);
-    CHECK(killed.failure() == "it was killed by signal 9 (SIGKILL)");
+    CHECK(missing.failure().rfind("approver /nonexistent/approver: cannot open", 0) == 0);
     // It reads the request on stdin.
-    CHECK(CommandApprover("grep -q '\"mode\":\"workspace-write\"'").ask(r) == Approval::AllowedOnce);
+    CHECK(cmd("grep -q workspace-write").ask(r) == Approval::AllowedOnce);
+    CHECK(cmd("grep -q danger-full-access").ask(r) == Approval::Rejected);
 }
 
 TEST_CASE("escalation: each tty answer word") {
@@ -321,15 +320,47 @@ TEST_CASE("escalation: the files an approver command names") {
     CHECK(approver_files("tty", "/cwd", "/bin").empty());
     CHECK(approver_files("", "/cwd", "/bin").empty());
     CHECK(approver_files("/opt/approve --quiet", "/cwd", "/bin") == std::vector<std::string>{"/opt/approve"});
-    CHECK(approver_files("sh './a b.sh' 2>/dev/null >log", "/cwd", "/nonexistent-a:/nonexistent-b") ==
-          std::vector<std::string>{"/cwd/./a", "/nonexistent-a/sh", "/nonexistent-b/sh"});
-    // A bare name: PATH's candidates up to the first that exists (the one sh runs).
-    CHECK(approver_files("sh -c true", "/cwd", "/nonexistent-a:/bin:/usr/bin") ==
+    // A bare name: PATH's candidates up to the first executable file (the one run).
+    CHECK(approver_files("sh -x", "/cwd", "/nonexistent-a:/bin:/usr/bin") ==
           std::vector<std::string>{"/nonexistent-a/sh", "/bin/sh"});
-    CHECK(approver_files("python3 \"$HOME/x.py\" /etc/approve.py", "/cwd", "/nonexistent") ==
-          std::vector<std::string>{"/etc/approve.py", "/nonexistent/python3"});
+    CHECK(approver_files("sh", "/cwd", "/nonexistent-a:/nonexistent-b") ==
+          std::vector<std::string>{"/nonexistent-a/sh", "/nonexistent-b/sh"});
+    // An interpreter's script, named absolute or relative to the cwd, is a file it runs.
+    CHECK(approver_files("sh passwd", "/etc", "/bin") == std::vector<std::string>{"/bin/sh", "/etc/passwd"});
+    CHECK(approver_files("./x/../passwd -q", "/etc", "/bin") == std::vector<std::string>{"/etc/passwd"});
     // Root-owned programs pass; a missing file runs nothing and is not an error here.
     CHECK(check_approver_files({"/bin/sh", "/nonexistent/approve"}));
+}
+
+TEST_CASE("escalation: an approver command is parsed as it is run, never by a shell (issue 37)") {
+    ApproverCommand c;
+    REQUIRE(parse_approver("  /bin/sh\t /etc/passwd  -x ", "/cwd", "/bin", c));
+    CHECK(c.argv == std::vector<std::string>{"/bin/sh", "/etc/passwd", "-x"});
+    REQUIRE(parse_approver("sh", "/cwd", "/nonexistent:/bin", c));
+    CHECK(c.argv == std::vector<std::string>{"/bin/sh"});
+    // Everything a shell would read otherwise is refused, naming the first.
+    for (const char* bad : {"'/opt/a b'", "\"/opt/a b\"", "/opt/a\\ b", "~/approve", "$HOME/approve", "${X}/a",
+                            "`id`", "a;b", "cd /x && ./approve", "a|b", "a >log", "a <in", "a*", "a?", "a[1]",
+                            "(a)", "{a,b}", "a # c", "!a", "X=1 approve", "a\nb", "exit 0; true"}) {
+        CAPTURE(bad);
+        const Outcome o = parse_approver(bad, "/cwd", "/bin", c);
+        CHECK(o.err == Err::Usage);
+        CHECK(o.message.find("but it is run directly, not by a shell") != std::string::npos);
+    }
+    CHECK(parse_approver("cd /x && ./approve", "/cwd", "/bin", c).message ==
+          "approver \"cd /x && ./approve\": holds '&', but it is run directly, not by a shell; give a program and "
+          "plain arguments (such as /usr/local/bin/approve --quiet), and put anything else in a script");
+    CHECK(parse_approver("   ", "/cwd", "/bin", c).err == Err::Usage);
+}
+
+TEST_CASE("escalation: the tty prompt escapes controls, C1 and bidi (issue 37)") {
+    CHECK(escape_for_terminal("plain text, \xc3\xbcn\xc3\xaf" "code") == "plain text, \xc3\xbcn\xc3\xaf" "code");
+    CHECK(escape_for_terminal("a\x1b[2Jb\x7f") == "a\\x1b[2Jb\\x7f");
+    CHECK(escape_for_terminal("\xc2\x9b" "31m") == "\\u{009b}31m");                          // C1 CSI
+    CHECK(escape_for_terminal("\xe2\x80\xae" "evil") == "\\u{202e}evil");                   // RLO
+    CHECK(escape_for_terminal("\xe2\x81\xa6x\xe2\x81\xa9") == "\\u{2066}x\\u{2069}");         // LRI .. PDI
+    CHECK(escape_for_terminal("\xe2\x80\x8f\xd8\x9c") == "\\u{200f}\\u{061c}");               // RLM, ALM
+    CHECK(escape_for_terminal("\xff\xc2") == "\\xff\\xc2");                                  // not UTF-8
 }
 
 TEST_CASE("escalation: the network's ladder and its own request (issue 17)") {

@@ -50,7 +50,7 @@ Request run_request(const Scene& s) {
 TEST_CASE("resolve: mode is flag > session > config > read-only, and says which") {
     Scene s;
     s.write(s.config, R"({"mode": "workspace-write"})");
-    s.write(s.session, mode_event_line(Mode::DangerFullAccess, 1, 1000));
+    s.write(s.session, mode_event_line(Mode::WorkspaceWrite, 1, 1000, Network::Off));
     Request req = run_request(s);
     Resolution res;
 
@@ -62,8 +62,15 @@ TEST_CASE("resolve: mode is flag > session > config > read-only, and says which"
     // the session beats the config
     req.session = s.session;
     REQUIRE(resolve(req.policy_request(), s.env(), AskApprover::No, res));
-    CHECK(res.policy.mode == Mode::DangerFullAccess);
+    CHECK(res.policy.mode == Mode::WorkspaceWrite);
     CHECK(to_string(res.policy.mode_source) == "session");
+
+    // ... but never with danger-full-access from a log a confined run could have written (issue 37)
+    s.write(s.session, mode_event_line(Mode::DangerFullAccess, 1, 1000));
+    Outcome danger = resolve(req.policy_request(), s.env(), AskApprover::No, res);
+    CHECK(danger.err == Err::StateUnsafe);
+    CHECK(danger.message.find("a sandbox/mode event \"danger-full-access\" is taken only from the command line") !=
+          std::string::npos);
 
     // the flag beats both
     req.mode = "read-only";
@@ -157,9 +164,10 @@ TEST_CASE("resolve: an unknown --mode is a usage error naming the valid modes") 
 
 TEST_CASE("resolve: escalation starts from the session's or the config's mode") {
     Scene s;
-    s.write(s.config, R"({"mode": "workspace-write", "approver": "/bin/false"})");
+    s.write(s.config, R"({"mode": "workspace-write"})");
     s.write(s.session, mode_event_line(Mode::ReadOnly, 1, 1000));
     Request req = run_request(s);
+    req.approver = "/bin/false";  // a command: from the command line (issue 37)
     req.escalate = "workspace-write";
     req.justification = "build the docs";
     Resolution res;
@@ -238,8 +246,9 @@ TEST_CASE("resolve: --net allow= and the config's allow list are checked and kep
 
 TEST_CASE("resolve: --escalate-net host from an allow list drops the list with the namespace") {
     Scene s;
-    s.write(s.config, R"({"approver": "/bin/false"})");
+    s.write(s.config, "{}");
     Request req = run_request(s);
+    req.approver = "/bin/false";  // a command: from the command line (issue 37)
     req.net = "allow=a.org";
     req.escalate_net = "host";
     req.justification = "fetch from anywhere";
