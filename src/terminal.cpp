@@ -49,10 +49,10 @@ bool same_tty(int a, int b) {
 // SIGTTOU blocked: the kernel then lets them through.
 struct HoldTtou {
     sigset_t old;
-    HoldTtou() {
+    explicit HoldTtou(int sig = SIGTTOU) {
         sigset_t s;
         sigemptyset(&s);
-        sigaddset(&s, SIGTTOU);
+        sigaddset(&s, sig);
         ::sigprocmask(SIG_BLOCK, &s, &old);
     }
     ~HoldTtou() { ::sigprocmask(SIG_SETMASK, &old, nullptr); }
@@ -246,13 +246,24 @@ short Relay::master_events() const noexcept {
 }
 
 void Relay::input_readable() {
+    // Read only while the terminal is ours to read. A stop followed in the
+    // same wakeup (follow_stop) can leave us continued in the background by
+    // the deadline's waker: a read there would stop us with SIGTTIN, with no
+    // one left to wake us, and the deadline would never come (attack pass).
+    if (input_fd() < 0 || !foreground()) return;
     if (!command_in_front()) {
         held_ = true;
         return;
     }
     char buf[4096];
-    ssize_t n = ::read(in_, buf, sizeof buf);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    ssize_t n;
+    {
+        // Should the terminal change hands between the check and the read,
+        // the read fails (EIO) instead of stopping us.
+        HoldTtou hold(SIGTTIN);
+        n = ::read(in_, buf, sizeof buf);
+    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EIO)) return;
     if (n <= 0) {
         input_done_ = true;  // hung up
         return;
@@ -373,7 +384,7 @@ void Relay::output_ready() { flush_to_user(); }
 // (status, cursor position), CSI ... c (device attributes), CSI 11-21 t
 // (window reports), CSI ? ... $ p (modes), CSI > q (version), CSI ? u
 // (keyboard flags), ESC Z, OSC ...?... (colours), DCS $q / +q (settings,
-// capabilities). Scanned across reads, byte by byte.
+// capabilities), ENQ (answerback). Scanned across reads, byte by byte.
 void Relay::scan(const char* p, size_t n) {
     enum : unsigned char { Ground, Escape, Csi, Osc, Dcs, StrEsc };
     auto asked = [&](bool da) {
@@ -385,6 +396,7 @@ void Relay::scan(const char* p, size_t n) {
         switch (esc_) {
         case Ground:
             if (c == 0x1b) esc_ = Escape;
+            if (c == 0x05) asked(false);  // ENQ: the answerback string
             break;
         case Escape:
             esc_ = Ground;
