@@ -908,27 +908,87 @@ Outcome protect(Policy& p, const Input& in) {
     return walk(p, in);
 }
 
+namespace {
+
+// The names directly in a hidden ~/.ssh that stay readable: regular files
+// with one link (a hard link is the same file under another name, so a
+// "x.pub" linked to a private key would show the key), opened without
+// following a link, bound through the descriptor.
+std::vector<std::pair<std::string, int>> shown_parts(const std::string& dir) {
+    std::vector<std::pair<std::string, int>> out;
+    const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0) return out;
+    DIR* listing = ::fdopendir(d);
+    if (!listing) {
+        ::close(d);
+        return out;
+    }
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(listing))
+        if (ssh_public_name(e->d_name)) names.emplace_back(e->d_name);
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) {
+        const int fd = ::openat(::dirfd(listing), n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st {};
+        if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) out.emplace_back(n, fd);
+        else if (fd >= 0) ::close(fd);
+    }
+    ::closedir(listing);
+    return out;
+}
+
+}  // namespace
+
 void hide(Policy& p, const Input& in) {
+    for (auto& h : p.hidden_paths)
+        for (auto& s : h.shown) ::close(s.second);
     p.hidden_paths.clear();
+    if (p.mode == Mode::DangerFullAccess) return;
     // Read-deny, every confined mode: the canonical path (a link's target).
     std::vector<std::string> defaults;
-    if (in.hide_secrets && !in.home.empty()) defaults = secrets(in.home, in.ssh_auth_sock);
-    if (p.mode != Mode::DangerFullAccess)
-        for (const std::vector<std::string>* list : {static_cast<const std::vector<std::string>*>(&defaults), &in.deny_config, &in.deny_flag})
-            for (const auto& s : *list) {
-                ProtectedPath e;
-                e.path = canonical_path(s, in.cwd);
-                e.source = list == &in.deny_flag ? "flag" : list == &defaults ? "hide-secrets" : "config";
-                e.what = "secret";
-                struct stat st {};
-                if (::lstat(e.path.c_str(), &st) == 0) {
-                    e.exists = true;
-                    e.directory = S_ISDIR(st.st_mode);
-                }
-                if (std::none_of(p.hidden_paths.begin(), p.hidden_paths.end(),
-                                 [&](const ProtectedPath& h) { return h.path == e.path; }))
-                    p.hidden_paths.push_back(std::move(e));
+    if (in.hide_secrets) defaults = secrets(in.home, in.env, in.secret_extra);
+    std::string ssh;  // ~/.ssh as found (canonical): hidden whole, its public parts shown
+    std::string home;
+    if (in.hide_secrets && !in.home.empty() && in.home[0] == '/') {
+        ssh = canonical_path(in.home + "/.ssh", in.cwd);
+        home = canonical_path(in.home, in.cwd);
+    }
+    for (const std::vector<std::string>* list : {static_cast<const std::vector<std::string>*>(&defaults), &in.deny_config, &in.deny_flag})
+        for (const auto& s : *list) {
+            ProtectedPath e;
+            e.path = canonical_path(s, in.cwd);
+            e.source = list == &in.deny_flag ? "flag" : list == &defaults ? "hide-secrets" : "config";
+            e.what = "secret";
+            // From the secrets list: what lies below the hidden ~/.ssh is
+            // hidden with it (a link there to its own tree); a link there to
+            // $HOME or above is no key store, and hiding it would hide the
+            // home the command works in.
+            if (list == &defaults && !ssh.empty() &&
+                ((e.path != ssh && under(e.path, ssh)) || under(home, e.path)))
+                continue;
+            struct stat st {};
+            if (::lstat(e.path.c_str(), &st) == 0) {
+                e.exists = true;
+                e.directory = S_ISDIR(st.st_mode);
             }
+            if (std::none_of(p.hidden_paths.begin(), p.hidden_paths.end(),
+                             [&](const ProtectedPath& h) { return h.path == e.path; }))
+                p.hidden_paths.push_back(std::move(e));
+        }
+    // ~/.ssh's public parts, unless a path below it is hidden by name too
+    // (an IdentityFile called config: hidden wins).
+    for (auto& h : p.hidden_paths)
+        if (!ssh.empty() && h.path == ssh && h.exists && h.directory) {
+            h.shown = shown_parts(ssh);
+            for (auto it = h.shown.begin(); it != h.shown.end();)
+                if (std::any_of(p.hidden_paths.begin(), p.hidden_paths.end(),
+                                [&](const ProtectedPath& o) { return o.path == ssh + "/" + it->first; })) {
+                    ::close(it->second);
+                    it = h.shown.erase(it);
+                } else {
+                    ++it;
+                }
+        }
 }
 
 Outcome walk(Policy& p, const Input& in) {
@@ -981,50 +1041,180 @@ Outcome walk(Policy& p, const Input& in) {
     return Outcome::success();
 }
 
-std::vector<std::string> secrets(const std::string& home, const std::string& sock) {
-    std::vector<std::string> out;
-    const std::string ssh = home + "/.ssh";
-    if (DIR* d = ::opendir(ssh.c_str())) {
-        std::vector<std::string> names;
-        while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-        ::closedir(d);
-        std::sort(names.begin(), names.end());
-        for (const auto& n : names) {
-            const auto ends = [&](const char* suf) {
-                const size_t k = std::strlen(suf);
-                return n.size() >= k && n.compare(n.size() - k, k, suf) == 0;
-            };
-            if (n == "." || n == ".." || ends(".pub") || n.rfind("known_hosts", 0) == 0 || n == "config" ||
-                n.rfind("authorized_keys", 0) == 0)
-                continue;
-            struct stat st {};
-            if (::lstat((ssh + "/" + n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.push_back(ssh + "/" + n);
+const std::vector<Secret>& secret_table() {
+    // Directories are hidden whole: their layout (subfolders, links, names
+    // created during the run) does not matter. A store that is one file in
+    // a directory shared with other tools (~/.docker, ~/.m2, $HOME) is
+    // named as the file.
+    static const std::vector<Secret> table = {
+        {"~", ".ssh", true, "ssh private keys, in any layout (*.pub, known_hosts*, config stay readable)"},
+        {"SSH_AUTH_SOCK", "", false, "the ssh agent's socket: it signs with every key it holds"},
+        {"~", ".gnupg", true, "gpg private keys and the gpg agent's sockets (S.*)"},
+        {"GNUPGHOME", "", true, "gpg's home when moved"},
+        {"XDG_RUNTIME_DIR", "gnupg", true, "the gpg agent's sockets (its ssh and extra sockets too)"},
+        {"XDG_RUNTIME_DIR", "keyring", true, "gnome-keyring's control and ssh agent sockets"},
+        {"XDG_RUNTIME_DIR", "gcr", true, "gcr's ssh agent socket"},
+        {"XDG_RUNTIME_DIR", "bus", false, "the session bus: its Secret Service hands out stored passwords"},
+        {"~", ".1password", true, "the 1Password ssh agent's socket"},
+        {"~", ".local/share/keyrings", true, "gnome-keyring's stored passwords"},
+        {"~", ".password-store", true, "pass's passwords"},
+        {"PASSWORD_STORE_DIR", "", true, "pass's passwords when moved"},
+        {"~", ".config/op", true, "the 1Password CLI's session"},
+        {"~", ".aws", true, "AWS keys, the SSO and CLI token caches (sso/cache, cli/cache)"},
+        {"AWS_SHARED_CREDENTIALS_FILE", "", false, "AWS keys when moved"},
+        {"~", ".config/gcloud", true, "Google Cloud tokens and keys"},
+        {"CLOUDSDK_CONFIG", "", true, "Google Cloud tokens when moved"},
+        {"~", ".azure", true, "Azure CLI tokens"},
+        {"AZURE_CONFIG_DIR", "", true, "Azure CLI tokens when moved"},
+        {"~", ".oci", true, "Oracle Cloud API keys"},
+        {"~", ".config/doctl", true, "DigitalOcean tokens"},
+        {"~", ".kube", true, "Kubernetes configs: cluster credentials and tokens"},
+        {"KUBECONFIG", "", false, "Kubernetes configs when moved (each of the list)"},
+        {"~", ".docker/config.json", false, "container registry logins"},
+        {"DOCKER_CONFIG", "config.json", false, "container registry logins when moved"},
+        {"~", ".config/containers/auth.json", false, "podman registry logins"},
+        {"XDG_RUNTIME_DIR", "containers/auth.json", false, "podman registry logins"},
+        {"~", ".netrc", false, "passwords for any host (curl, git, ftp)"},
+        {"~", ".authinfo", false, "passwords for any host (Emacs)"},
+        {"~", ".authinfo.gpg", false, "passwords for any host (Emacs)"},
+        {"~", ".git-credentials", false, "git's stored passwords and tokens"},
+        {"~", ".config/git/credentials", false, "git's stored passwords and tokens"},
+        {"~", ".git-credential-cache", true, "git's credential cache daemon's socket"},
+        {"~", ".cache/git/credential", true, "git's credential cache daemon's socket"},
+        {"~", ".config/gh", true, "GitHub CLI tokens (hosts.yml)"},
+        {"~", ".config/hub", false, "hub's GitHub token"},
+        {"~", ".config/glab-cli", true, "GitLab CLI tokens"},
+        {"~", ".npmrc", false, "npm registry tokens"},
+        {"~", ".yarnrc.yml", false, "yarn registry tokens"},
+        {"~", ".pypirc", false, "PyPI upload tokens"},
+        {"~", ".cargo/credentials", false, "crates.io tokens"},
+        {"~", ".cargo/credentials.toml", false, "crates.io tokens"},
+        {"~", ".gem/credentials", false, "RubyGems API keys"},
+        {"~", ".m2/settings.xml", false, "Maven repository passwords"},
+        {"~", ".m2/settings-security.xml", false, "Maven's master password"},
+        {"~", ".gradle/gradle.properties", false, "Gradle repository and signing passwords"},
+        {"~", ".composer/auth.json", false, "Composer repository tokens"},
+        {"~", ".config/composer/auth.json", false, "Composer repository tokens"},
+        {"~", ".terraform.d/credentials.tfrc.json", false, "Terraform Cloud tokens"},
+        {"~", ".terraformrc", false, "Terraform Cloud tokens"},
+        {"~", ".vault-token", false, "a HashiCorp Vault token"},
+        {"~", ".pgpass", false, "PostgreSQL passwords"},
+        {"~", ".my.cnf", false, "MySQL passwords"},
+        {"~", ".s3cfg", false, "s3cmd's keys"},
+        {"~", ".boto", false, "gsutil's and boto's keys"},
+        {"~", ".config/rclone/rclone.conf", false, "rclone's remote credentials"},
+        {"~", ".config/sops/age/keys.txt", false, "sops's age private keys"},
+        {"~", ".pki/nssdb", true, "client certificates and their keys (NSS)"},
+        {"~", ".codex/auth.json", false, "Codex's login"},
+        {"~", ".claude/.credentials.json", false, "Claude Code's login"},
+        {"~", ".mozilla", true, "Firefox profiles: session cookies and saved passwords"},
+        {"~", ".config/google-chrome", true, "Chrome profiles: session cookies and saved passwords"},
+        {"~", ".config/chromium", true, "Chromium profiles: session cookies and saved passwords"},
+    };
+    return table;
+}
+
+bool ssh_public_name(std::string_view n) {
+    const bool pub = n.size() > 4 && n.compare(n.size() - 4, 4, ".pub") == 0;
+    return pub || n.rfind("known_hosts", 0) == 0 || n == "config";
+}
+
+namespace {
+
+// The targets of the links below a hidden ~/.ssh (a key kept elsewhere and
+// linked there), but the public names directly in it. Bounded: 8 deep,
+// 4096 entries (a tree that large is not a key store).
+void link_targets(std::vector<std::string>& out, int dirfd, const std::string& path, int depth, size_t& budget) {
+    const int d = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0) return;
+    DIR* dir = ::fdopendir(d);
+    if (!dir) {
+        ::close(d);
+        return;
+    }
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(dir)) {
+        const std::string n = e->d_name;
+        if (n != "." && n != ".." && budget > 0) {
+            names.push_back(n);
+            --budget;
         }
     }
-    // IdentityFile lines of ~/.ssh/config (keys kept elsewhere). Read only
-    // where a regular file is found, without blocking: a FIFO planted there
-    // (a root holding $HOME) must neither hang the start nor be opened.
-    struct stat conf {};
-    const std::string text = ::stat((ssh + "/config").c_str(), &conf) == 0 && S_ISREG(conf.st_mode)
-                                 ? read_open(::open((ssh + "/config").c_str(), kReadFlags))
-                                 : std::string();
-    for_each_line(text, [&](std::string_view line) {
-        const std::string l = trim(std::string(line));
-        std::string key = l.substr(0, l.find_first_of(" \t="));
-        for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        if (key != "identityfile") return true;
-        std::string v = trim(l.substr(key.size()));
-        if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
-        if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-        if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
-        if (!v.empty() && v[0] == '/' && v.find('%') == std::string::npos) out.push_back(v);
-        return true;
-    });
-    for (const char* n : {"/.aws/credentials", "/.config/gcloud", "/.azure", "/.kube/config", "/.docker/config.json",
-                          "/.gnupg", "/.netrc", "/.git-credentials", "/.config/gh/hosts.yml", "/.npmrc", "/.pypirc",
-                          "/.cargo/credentials", "/.cargo/credentials.toml"})
-        out.push_back(home + n);
-    if (!sock.empty() && sock[0] == '/') out.push_back(sock);
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) {
+        struct stat st {};
+        if (::fstatat(::dirfd(dir), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (S_ISLNK(st.st_mode) && !(depth == 0 && ssh_public_name(n))) {
+            out.push_back(path + "/" + n);  // hide() hides its canonical path: the target
+        } else if (S_ISDIR(st.st_mode) && depth < 8) {
+            const int sub = ::openat(::dirfd(dir), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                link_targets(out, sub, path + "/" + n, depth + 1, budget);
+                ::close(sub);
+            }
+        }
+    }
+    ::closedir(dir);
+}
+
+}  // namespace
+
+std::vector<std::string> secrets(const std::string& home, Lookup env, const std::vector<std::string>& extra) {
+    std::vector<std::string> out;
+    const bool have_home = !home.empty() && home[0] == '/';
+    const auto var = [&](const char* name) -> std::string {
+        const char* v = env ? env(name) : nullptr;
+        if (v && *v == '/') return v;
+        if (std::strcmp(name, "XDG_RUNTIME_DIR") == 0) return fmt::format("/run/user/{}", ::getuid());
+        return {};
+    };
+    for (const auto& t : secret_table()) {
+        std::string base = std::strcmp(t.base, "~") == 0 ? (have_home ? home : std::string()) : var(t.base);
+        if (base.empty()) continue;
+        if (std::strcmp(t.base, "KUBECONFIG") == 0) {
+            for (size_t i = 0; i <= base.size();) {
+                const size_t j = std::min(base.find(':', i), base.size());
+                if (j > i && base[i] == '/') out.push_back(base.substr(i, j - i));
+                i = j + 1;
+            }
+            continue;
+        }
+        out.push_back(*t.rel ? base + "/" + t.rel : base);
+    }
+    if (have_home) {
+        const std::string ssh = home + "/.ssh";
+        // IdentityFile lines of ~/.ssh/config (keys kept elsewhere). Read only
+        // where a regular file is found, without blocking: a FIFO planted there
+        // (a root holding $HOME) must neither hang the start nor be opened.
+        struct stat conf {};
+        const std::string text = ::stat((ssh + "/config").c_str(), &conf) == 0 && S_ISREG(conf.st_mode)
+                                     ? read_open(::open((ssh + "/config").c_str(), kReadFlags))
+                                     : std::string();
+        for_each_line(text, [&](std::string_view line) {
+            const std::string l = trim(std::string(line));
+            std::string key = l.substr(0, l.find_first_of(" \t="));
+            for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            if (key != "identityfile") return true;
+            std::string v = trim(l.substr(key.size()));
+            if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
+            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+            if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
+            if (!v.empty() && v[0] == '/' && v.find('%') == std::string::npos) out.push_back(v);
+            return true;
+        });
+        const int d = ::open(ssh.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (d >= 0) {
+            size_t budget = 4096;
+            link_targets(out, d, ssh, 0, budget);
+            ::close(d);
+        }
+    }
+    for (const auto& x : extra)
+        if (x.rfind("~/", 0) == 0) {
+            if (have_home) out.push_back(home + x.substr(1));
+        } else if (!x.empty() && x[0] == '/') {
+            out.push_back(x);
+        }
     return out;
 }
 

@@ -43,6 +43,9 @@
 
 namespace dsh::carveouts {
 
+// Looks an environment variable up (nullptr: unset); getenv in a run.
+using Lookup = const char* (*)(const char*);
+
 // dsh-confine's own state under a caller-named root (resolve.cpp): the
 // directory of a config, session log or probe cache (made, 0700, when
 // absent) or an approver file, bound read-only as a whole; `refusal` is the
@@ -60,8 +63,9 @@ struct Input {
     std::vector<std::string> unprotect_flag, unprotect_config;  // --unprotect, config "unprotect"
     std::string home;  // $HOME as found; empty: none
     std::vector<std::string> deny_flag, deny_config;  // --deny-read, config "denyRead"
-    bool hide_secrets = false;  // --hide-secrets or config hideSecrets: secrets(home, ssh_auth_sock)
-    std::string ssh_auth_sock;  // $SSH_AUTH_SOCK as found
+    bool hide_secrets = false;  // --hide-secrets or config hideSecrets: secrets(home, env, secret_extra)
+    std::vector<std::string> secret_extra;  // config secretPaths: more to hide with them, never fewer
+    Lookup env = nullptr;                   // the variables the table names (resolve: getenv)
     // Where git finds its global and system configs (core.hooksPath and
     // includes there can name files inside a root): as found; empty: unset.
     std::string xdg_config_home, git_config_global, git_config_system;
@@ -71,12 +75,30 @@ struct Input {
     std::string cwd;
 };
 
-// The --hide-secrets list under `home`: ~/.ssh private keys (every file
-// of ~/.ssh but *.pub, known_hosts*, config and authorized_keys*, and each
-// IdentityFile of ~/.ssh/config), cloud and registry credentials, and the
-// ssh agent socket.
-std::vector<std::string> secrets(const std::string& home, const std::string& ssh_auth_sock);
+// The --hide-secrets table (docs: the man page's HIDDEN SECRETS): every
+// credential store, one entry each. `base` "~" is $HOME; any other base is
+// an environment variable whose value is the place ("" rel) or the directory
+// `rel` lies in ($XDG_RUNTIME_DIR falls back to /run/user/UID; KUBECONFIG is
+// a colon-separated list). `directory`: the store is a directory, hidden
+// whole (whatever lies below it, and what is created there during the run);
+// otherwise a file or a socket.
+struct Secret {
+    const char* base;
+    const char* rel;
+    bool directory;
+    const char* why;
+};
+const std::vector<Secret>& secret_table();
 
+// ~/.ssh: hidden whole; these names directly in it stay readable (regular
+// files with one link only): *.pub, known_hosts*, config.
+bool ssh_public_name(std::string_view name);
+
+// The --hide-secrets list: each table entry's path (absolute, as named;
+// entries whose base is unset are left out), each IdentityFile of
+// ~/.ssh/config, the target of each link below ~/.ssh (a key kept elsewhere
+// and linked there), then `extra` (config secretPaths, "~/" for $HOME).
+std::vector<std::string> secrets(const std::string& home, Lookup env, const std::vector<std::string>& extra = {});
 
 // What one git config file's text says about what git runs and reads next,
 // parsed as git parses it (sections case-insensitive, subsections not;

@@ -266,13 +266,23 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else if (k == "hideSecrets") {
             if (!v.is_boolean()) return c.wrong(k, "true or false", v);
             out.hide_secrets = v.get<bool>();
+        } else if (k == "secretPaths") {
+            // More for --hide-secrets to hide (with it only): a list adds,
+            // it can never take a table entry away.
+            if (auto o = c.strings(k, v, out.secret_paths); !o) return o;
+            for (size_t i = 0; i < out.secret_paths.size(); ++i) {
+                const auto& p = out.secret_paths[i];
+                if (p.empty() || (p[0] != '/' && p.rfind("~/", 0) != 0))
+                    return c.err("\"secretPaths\"[" + std::to_string(i) + "] must be an absolute path or start with ~/, not " +
+                                 json(p).dump());
+            }
         } else if (k == "keepDescendants") {
             if (!v.is_boolean()) return c.wrong(k, "true or false", v);
             out.keep_descendants = v.get<bool>();
         } else {
             return c.err("unknown key " + json(k).dump() +
                          " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, approver, privateTmp, network, "
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
                          "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, "
                          "allowCore)");
         }

@@ -57,6 +57,7 @@ struct Config {
     std::vector<std::string> unprotect;            // "unprotect" (absolute): see --unprotect
     std::vector<std::string> deny_read;            // "denyRead" (absolute): see --deny-read
     std::optional<bool> hide_secrets;              // "hideSecrets": see --hide-secrets
+    std::vector<std::string> secret_paths;         // "secretPaths" (absolute or "~/..."): more for --hide-secrets
     std::optional<std::string> approver;           // "approver": "tty" or a command
     std::optional<bool> private_tmp;               // "privateTmp": a private /tmp in confined modes
     std::optional<Network> network;                // "network": off, loopback or host

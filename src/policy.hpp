@@ -93,6 +93,10 @@ struct ProtectedPath {
     // dsh-confine's own state (what "own"): a runner that cannot keep this
     // path read-only refuses the run with this message (chain.cpp can_give).
     std::string refusal;
+    // A hidden directory's parts left readable inside it (~/.ssh's public
+    // keys, known_hosts*, config): the name below `path` and an O_PATH
+    // descriptor of the regular file found there (bound through it).
+    std::vector<std::pair<std::string, int>> shown;
 };
 
 struct Policy {

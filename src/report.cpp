@@ -205,6 +205,12 @@ ordered_json confinement_record(const Confinement& c) {
             ej["exists"] = e.exists;
             ej["enforced"] = e.enforced.empty() ? ordered_json(nullptr) : ordered_json(e.enforced);
             ej["whyNot"] = e.why_not.empty() ? ordered_json(nullptr) : ordered_json(e.why_not);
+            // A hidden directory's parts left readable (~/.ssh's public ones).
+            if (!e.shown.empty()) {
+                ordered_json names = ordered_json::array();
+                for (const auto& s : e.shown) names.push_back(s.first);
+                ej["readable"] = std::move(names);
+            }
             out.push_back(std::move(ej));
         }
         return out;

@@ -193,7 +193,8 @@ Outcome carve(Policy& p, const PolicyRequest& req, const Resolution& r, const Re
     in.deny_flag = req.deny_read;
     in.deny_config = r.settings.deny_read;
     in.hide_secrets = req.hide_secrets || r.settings.hide_secrets.value_or(false);
-    if (const char* a = std::getenv("SSH_AUTH_SOCK")) in.ssh_auth_sock = a;
+    in.secret_extra = r.settings.secret_paths;
+    in.env = [](const char* name) -> const char* { return std::getenv(name); };
     if (const char* h = std::getenv("HOME")) in.home = h;
     if (const char* x = std::getenv("XDG_CONFIG_HOME")) in.xdg_config_home = x;
     if (const char* g = std::getenv("GIT_CONFIG_GLOBAL")) in.git_config_global = g;

@@ -67,11 +67,22 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // a directory, /dev/null (read-only) over a file. Only what exists (no
     // mount point is made on the host). Binds of roots come later and cannot
     // uncover them: a hidden path inside a root is hidden again after them.
+    // A hidden directory's shown parts (~/.ssh's public keys) are bound
+    // through their descriptors into the fresh tmpfs before it is made
+    // read-only: their mount points exist only there. What lies below a
+    // hidden directory is hidden with it (a mount point there would have to
+    // be made in the read-only tmpfs).
     auto hide = [&] {
         for (const auto& h : policy.hidden_paths) {
-            if (!h.exists) continue;
-            if (h.directory) a.insert(a.end(), {"--tmpfs", h.path, "--remount-ro", h.path});
-            else a.insert(a.end(), {"--ro-bind", "/dev/null", h.path});
+            if (!h.exists || hidden_within(policy, h)) continue;
+            if (h.directory) {
+                a.insert(a.end(), {"--tmpfs", h.path});
+                for (const auto& [name, fd] : h.shown)
+                    a.insert(a.end(), {"--ro-bind", "/proc/self/fd/" + std::to_string(fd), h.path + "/" + name});
+                a.insert(a.end(), {"--remount-ro", h.path});
+            } else {
+                a.insert(a.end(), {"--ro-bind", "/dev/null", h.path});
+            }
         }
     };
     if (policy.mode != Mode::WorkspaceWrite) {
@@ -105,6 +116,13 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
             a.insert(a.end(), {e->pin ? "--bind" : "--ro-bind", "/proc/self/fd/" + std::to_string(e->fd), e->path});
     hide();
     return a;
+}
+
+bool hidden_within(const Policy& policy, const ProtectedPath& h) {
+    return std::any_of(policy.hidden_paths.begin(), policy.hidden_paths.end(), [&](const ProtectedPath& d) {
+        return d.exists && d.directory && h.path.size() > d.path.size() &&
+               h.path.compare(0, d.path.size(), d.path) == 0 && (d.path == "/" || h.path[d.path.size()] == '/');
+    });
 }
 
 std::vector<const ProtectedPath*> carve_binds(const Policy& policy) {
@@ -317,8 +335,9 @@ std::vector<int> settle_carve_outs(Confinement& c, bool stage_binds, bool late) 
         }
     }
     for (auto& h : c.policy.hidden_paths) {
-        if (h.exists) h.enforced = h.directory ? "empty-tmpfs" : "dev-null-bind";
+        if (h.exists) h.enforced = h.directory || hidden_within(c.policy, h) ? "empty-tmpfs" : "dev-null-bind";
         else h.why_not = kHiddenAbsentText;
+        for (const auto& s : h.shown) carve_fds.push_back(s.second);
     }
     return carve_fds;
 }

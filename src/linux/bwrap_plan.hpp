@@ -181,6 +181,10 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
 // launcher has written the record and the list.
 inline constexpr char kStageGo[] = "go";
 
+// A hidden path below a hidden directory that exists: the directory's
+// tmpfs hides it (it gets no mount of its own).
+bool hidden_within(const Policy& policy, const ProtectedPath& h);
+
 // The carve-outs' part of a bwrap plan (issue 18): each protected and hidden
 // path's status, the layers' word on them, and the descriptors bwrap binds
 // from (none where the stage binds: it checks each path's DEV:INO against the

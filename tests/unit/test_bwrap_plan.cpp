@@ -6,6 +6,7 @@
 #include "../../src/carveouts.hpp"
 
 #include <cstdio>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -685,4 +686,95 @@ TEST_CASE("bwrap stage: --caller-signals says which shielded signals the caller 
                                     "/bin/sh", "sh"}, req));
     CHECK_FALSE(bwrap::parse_stage({"--caller-signals", "x", "--mode", "read-only", "--record-fd", "3", "--",
                                     "/bin/sh", "sh"}, req));
+}
+
+TEST_CASE("hidden secrets (issue 37): a directory's tmpfs, its shown parts bound in before it is made read-only, "
+          "nothing below it mounted on its own") {
+    Policy p;
+    p.mode = Mode::ReadOnly;
+    ProtectedPath ssh{"/h/.ssh", "hide-secrets", "secret", true, true, false, false, -1};
+    ssh.shown = {{"config", 21}, {"id_ed25519.pub", 22}};
+    ProtectedPath key{"/h/.ssh/keys/id", "flag", "secret", true, false, false, false, -1};
+    ProtectedPath netrc{"/h/.netrc", "hide-secrets", "secret", true, false, false, false, -1};
+    ProtectedPath absent{"/h/.pgpass", "hide-secrets", "secret", false, false, false, false, -1};
+    p.hidden_paths = {ssh, key, netrc, absent};
+    CHECK(bwrap::profile_args(p, {}) ==
+          cat({kBase, kProc,
+               {"--tmpfs", "/h/.ssh", "--ro-bind", "/proc/self/fd/21", "/h/.ssh/config", "--ro-bind",
+                "/proc/self/fd/22", "/h/.ssh/id_ed25519.pub", "--remount-ro", "/h/.ssh", "--ro-bind", "/dev/null",
+                "/h/.netrc"}}));
+    CHECK(bwrap::hidden_within(p, key));
+    CHECK_FALSE(bwrap::hidden_within(p, ssh));
+    CHECK_FALSE(bwrap::hidden_within(p, ProtectedPath{"/h/.sshx", "flag", "secret", true, false, false, false, -1}));
+}
+
+TEST_CASE("hidden secrets (issue 37): the table under $HOME and the variables, ~/.ssh's links, config secretPaths") {
+    Scratch s("secrets");
+    const std::string h = s.dir;
+    REQUIRE(::mkdir((h + "/.ssh").c_str(), 0700) == 0);
+    REQUIRE(::mkdir((h + "/.ssh/sub").c_str(), 0700) == 0);
+    REQUIRE(::symlink("/var/tmp/elsewhere-key", (h + "/.ssh/sub/k").c_str()) == 0);
+    REQUIRE(::symlink("/var/tmp/public-config", (h + "/.ssh/config").c_str()) == 0);
+    static std::string kube;
+    kube = "/k/one::relative:/k/two";
+    const carveouts::Lookup env = [](const char* n) -> const char* {
+        if (std::string(n) == "KUBECONFIG") return kube.c_str();
+        if (std::string(n) == "GNUPGHOME") return "relative/ignored";
+        return nullptr;
+    };
+    const auto list = carveouts::secrets(h, env, {"~/.extra", "/abs/x", "not/this"});
+    const auto has = [&](const std::string& x) { return std::find(list.begin(), list.end(), x) != list.end(); };
+    for (const auto& t : carveouts::secret_table())
+        if (std::string(t.base) == "~") CHECK(has(h + "/" + t.rel));
+    CHECK(has(h + "/.ssh"));
+    CHECK(has("/k/one"));
+    CHECK(has("/k/two"));
+    CHECK_FALSE(has("relative"));
+    CHECK_FALSE(has("relative/ignored"));
+    CHECK(has(fmt::format("/run/user/{}/gnupg", ::getuid())));  // $XDG_RUNTIME_DIR unset
+    CHECK(has(h + "/.ssh/sub/k"));       // a link below ~/.ssh: hide() hides its target
+    CHECK_FALSE(has(h + "/.ssh/config"));  // a public name directly in it: not followed
+    CHECK(has(h + "/.extra"));
+    CHECK(has("/abs/x"));
+    CHECK_FALSE(has("not/this"));
+    // No home: only what the variables name.
+    for (const auto& x : carveouts::secrets("", env)) CHECK(x.rfind(h, 0) != 0);
+    ::unlink((h + "/.ssh/sub/k").c_str());
+    ::unlink((h + "/.ssh/config").c_str());
+    s.clean({h + "/.ssh/sub", h + "/.ssh"});
+}
+
+TEST_CASE("hidden secrets (issue 37): ~/.ssh shown parts are regular files with one link, directly in it") {
+    Scratch s("sshpub");
+    const std::string h = s.dir, ssh = h + "/.ssh";
+    REQUIRE(::mkdir(ssh.c_str(), 0700) == 0);
+    REQUIRE(::mkdir((ssh + "/sub").c_str(), 0700) == 0);
+    s.write(ssh + "/id.pub", "PUB\n");
+    s.write(ssh + "/known_hosts", "KH\n");
+    s.write(ssh + "/id", "PRIV\n");
+    s.write(ssh + "/authorized_keys", "AK\n");
+    s.write(ssh + "/sub/x.pub", "SUBPUB\n");
+    REQUIRE(::link((ssh + "/id").c_str(), (ssh + "/linked.pub").c_str()) == 0);
+    REQUIRE(::symlink("id", (ssh + "/config").c_str()) == 0);
+    Policy p;
+    p.mode = Mode::ReadOnly;
+    carveouts::Input in;
+    in.home = h;
+    in.cwd = h;
+    in.hide_secrets = true;
+    carveouts::hide(p, in);
+    const ProtectedPath* dir = nullptr;
+    for (const auto& e : p.hidden_paths) {
+        if (e.path == ssh) dir = &e;
+        CHECK((e.path == ssh || e.path.rfind(ssh + "/", 0) != 0));  // nothing below it on its own
+    }
+    REQUIRE(dir);
+    CHECK(dir->directory);
+    std::vector<std::string> names;
+    for (const auto& x : dir->shown) names.push_back(x.first);
+    CHECK(names == std::vector<std::string>{"id.pub", "known_hosts"});
+    carveouts::hide(p, in);  // again: the first run's descriptors are closed, not leaked
+    ::unlink((ssh + "/linked.pub").c_str());
+    ::unlink((ssh + "/config").c_str());
+    s.clean({ssh + "/sub", ssh});
 }

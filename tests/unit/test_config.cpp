@@ -94,7 +94,7 @@ TEST_CASE("config: each mode and runner name") {
 TEST_CASE("config: an unknown key is an error naming it") {
     CHECK(err(R"({"mode":"read-only","modes":"x"})") ==
           "config /etc/c.json: unknown key \"modes\" (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-          "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, approver, privateTmp, network, "
+          "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
               "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, allowCore)");
     CHECK_THAT(err(R"({"WorkspaceRoot":"/x"})"), Catch::Contains("unknown key \"WorkspaceRoot\""));
 }
@@ -183,7 +183,7 @@ TEST_CASE("config: a key is echoed quoted as JSON, so the message stays one line
     // Found by fuzz/fuzz_config.cpp: keys went into the message raw.
     CHECK(err("{\"mo\\nde\":1}") ==
           "config /etc/c.json: unknown key \"mo\\nde\" (known: mode, workspaceRoot, runner, bwrapPath, "
-          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, approver, privateTmp, network, "
+          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
               "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, allowCore)");
     CHECK_THAT(err("{\"\\u001b[2J\\\"x\":1}"), Catch::Contains("unknown key \"\\u001b[2J\\\"x\" (known:"));
     CHECK(err("{\"writableRoots\":[{\"a\\rb\":1,\"a\\rb\":2}]}") ==
