@@ -14,6 +14,7 @@
 #include <mutex>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <resolv.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -338,6 +339,9 @@ struct ProxyLoop::Impl {
             if (fd < 0) {
                 if (errno == EINTR || errno == ECONNABORTED) continue;
                 if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                    // accept fails so before it looks at the queue: shed only for a client that waits.
+                    pollfd p{listener, POLLIN, 0};
+                    if (::poll(&p, 1, 0) != 1) return;
                     if (shed()) continue;
                     set_listening(false);
                     itimerspec t{};

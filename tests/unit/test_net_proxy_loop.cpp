@@ -4,12 +4,14 @@
 // (never a real DNS query). One thread: the test pumps the loop.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
 #include <poll.h>
@@ -358,19 +360,31 @@ TEST_CASE("proxy loop: at the bound the longest idle connection is shed, and a n
 }
 
 namespace {
-// Lowers the open-file soft limit to the lowest free descriptor, so that
-// the next open fails with EMFILE; restores it when it goes.
+// Fills every free descriptor below the highest open one and lowers the
+// open-file soft limit to just above it, so that the next open fails with
+// EMFILE and closing any open descriptor frees exactly one; undone when it goes.
 struct NoFreeDescriptor {
     rlimit saved{};
+    std::vector<int> fillers;
     NoFreeDescriptor() {
         REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
-        const int lowest = ::dup(0);
-        REQUIRE(lowest >= 0);
-        ::close(lowest);
-        const rlimit tight{static_cast<rlim_t>(lowest), saved.rlim_max};
+        int highest = 0;
+        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+            highest = std::max(highest, std::stoi(e.path().filename().string()));
+        for (int fd; (fd = ::dup(0)) >= 0;) {
+            if (fd > highest) {
+                ::close(fd);
+                break;
+            }
+            fillers.push_back(fd);
+        }
+        const rlimit tight{static_cast<rlim_t>(highest + 1), saved.rlim_max};
         REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
     }
-    ~NoFreeDescriptor() { ::setrlimit(RLIMIT_NOFILE, &saved); }
+    ~NoFreeDescriptor() {
+        ::setrlimit(RLIMIT_NOFILE, &saved);
+        for (int fd : fillers) ::close(fd);
+    }
 };
 }  // namespace
 
