@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include <fmt/format.h>
 
@@ -171,16 +172,137 @@ std::string to_string(const Address& a) {
     return out;
 }
 
-Address unmapped(const Address& a) noexcept {
-    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (!a.v6 || std::memcmp(a.bytes.data(), kMapped, 12) != 0) return a;
+namespace {
+
+constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+bool is_mapped(const Address& a) noexcept { return a.v6 && std::memcmp(a.bytes.data(), kMapped, 12) == 0; }
+
+Address v4_of(const uint8_t* p, uint8_t flip = 0) noexcept {
     Address v4;
-    std::memcpy(v4.bytes.data(), a.bytes.data() + 12, 4);
+    for (int i = 0; i < 4; ++i) v4.bytes[i] = static_cast<uint8_t>(p[i] ^ flip);
     return v4;
 }
 
+bool starts(const Address& a, std::initializer_list<uint8_t> head) noexcept {
+    size_t i = 0;
+    for (uint8_t b : head)
+        if (a.bytes[i++] != b) return false;
+    return true;
+}
+
+bool zeros(const Address& a, size_t from, size_t to) noexcept {
+    for (size_t i = from; i < to; ++i)
+        if (a.bytes[i] != 0) return false;
+    return true;
+}
+
+}  // namespace
+
+Address unmapped(const Address& a) noexcept {
+    if (!is_mapped(a)) return a;
+    return v4_of(a.bytes.data() + 12);
+}
+
+std::vector<Address> embedded_v4(const Address& a0) {
+    std::vector<Address> out;
+    const Address a = unmapped(a0);
+    if (!a.v6) return out;
+    const uint8_t* b = a.bytes.data();
+    auto add = [&](const Address& v) {
+        if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    };
+    // ::a.b.c.d (IPv4-compatible, RFC 4291 2.5.5.1; not :: and ::1, which are their own).
+    if (zeros(a, 0, 12) && !zeros(a, 12, 15)) add(v4_of(b + 12));
+    // ::ffff:0:a.b.c.d (IPv4-translated, RFC 2765).
+    if (zeros(a, 0, 8) && b[8] == 0xff && b[9] == 0xff && b[10] == 0 && b[11] == 0) add(v4_of(b + 12));
+    // NAT64's well-known prefix 64:ff9b::/96 (RFC 6052).
+    if (starts(a, {0, 0x64, 0xff, 0x9b}) && zeros(a, 4, 12)) add(v4_of(b + 12));
+    // The local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215), whose network
+    // picks a prefix of 48 to 96 bits: each RFC 6052 layout (byte 8 is 0).
+    if (starts(a, {0, 0x64, 0xff, 0x9b, 0, 1})) {
+        const uint8_t l48[4] = {b[6], b[7], b[9], b[10]}, l56[4] = {b[7], b[9], b[10], b[11]};
+        add(v4_of(l48));
+        add(v4_of(l56));
+        add(v4_of(b + 9));
+        add(v4_of(b + 12));
+    }
+    // 6to4 2002:a.b.c.d::/48 (RFC 3056).
+    if (starts(a, {0x20, 0x02})) add(v4_of(b + 2));
+    // Teredo 2001:0::/32 (RFC 4380): the server, then the client, stored inverted.
+    if (starts(a, {0x20, 0x01, 0, 0})) {
+        add(v4_of(b + 4));
+        add(v4_of(b + 12, 0xff));
+    }
+    // ISATAP (RFC 5214): an interface id of 0000:5efe or 0200:5efe (the
+    // u bit set) before the IPv4, under any prefix.
+    if ((b[8] == 0 || b[8] == 2) && b[9] == 0 && b[10] == 0x5e && b[11] == 0xfe) add(v4_of(b + 12));
+    return out;
+}
+
+std::optional<Address> parse_ipv4_any(std::string_view s) noexcept {
+    if (!s.empty() && s.back() == '.') s.remove_suffix(1);
+    if (s.empty()) return std::nullopt;
+    uint64_t parts[4];
+    size_t n = 0, i = 0;
+    while (true) {
+        if (n == 4) return std::nullopt;
+        size_t j = s.find('.', i);
+        if (j == std::string_view::npos) j = s.size();
+        std::string_view p = s.substr(i, j - i);
+        if (p.empty()) return std::nullopt;
+        unsigned base = 10;
+        if (p.size() >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+            base = 16;
+            p.remove_prefix(2);
+            if (p.empty()) return std::nullopt;
+        } else if (p.size() >= 2 && p[0] == '0') {
+            base = 8;
+            p.remove_prefix(1);
+        }
+        // Leading zeros are harmless; more than 12 significant digits cannot fit.
+        while (p.size() > 1 && p[0] == '0') p.remove_prefix(1);
+        if (p.size() > 12) return std::nullopt;
+        uint64_t v = 0;
+        for (char c : p) {
+            const int d = hex(c);
+            if (d < 0 || static_cast<unsigned>(d) >= base) return std::nullopt;
+            v = v * base + static_cast<unsigned>(d);
+        }
+        parts[n++] = v;
+        if (j == s.size()) break;
+        i = j + 1;
+    }
+    for (size_t k = 0; k + 1 < n; ++k)
+        if (parts[k] > 255) return std::nullopt;
+    const unsigned last_bytes = static_cast<unsigned>(5 - n);
+    if (parts[n - 1] >> (8 * last_bytes)) return std::nullopt;
+    uint32_t v = static_cast<uint32_t>(parts[n - 1]);
+    for (size_t k = 0; k + 1 < n; ++k) v |= static_cast<uint32_t>(parts[k]) << (8 * (3 - k));
+    Address a;
+    a.bytes[0] = static_cast<uint8_t>(v >> 24);
+    a.bytes[1] = static_cast<uint8_t>(v >> 16);
+    a.bytes[2] = static_cast<uint8_t>(v >> 8);
+    a.bytes[3] = static_cast<uint8_t>(v);
+    return a;
+}
+
+bool ends_in_number(std::string_view host) noexcept {
+    if (!host.empty() && host.back() == '.') host.remove_suffix(1);
+    const size_t dot = host.rfind('.');
+    std::string_view last = dot == std::string_view::npos ? host : host.substr(dot + 1);
+    if (last.empty()) return false;
+    if (digits(last)) return true;
+    if (last.size() < 2 || last[0] != '0' || (last[1] != 'x' && last[1] != 'X')) return false;
+    for (char c : last.substr(2))
+        if (hex(c) < 0) return false;
+    return true;
+}
+
 bool in_prefix(const Address& a0, const Address& net0, unsigned prefix) noexcept {
-    const Address a = unmapped(a0), net = unmapped(net0);
+    const Address a = unmapped(a0);
+    Address net = net0;
+    if (is_mapped(net0) && prefix >= 96) net = unmapped(net0), prefix -= 96;
     if (a.v6 != net.v6 || prefix > a.width()) return false;
     const unsigned whole = prefix / 8, rest = prefix % 8;
     if (std::memcmp(a.bytes.data(), net.bytes.data(), whole) != 0) return false;

@@ -26,10 +26,30 @@ struct Address {
 // A literal as written (no brackets, no zone): "10.0.0.1", "::1".
 std::optional<Address> parse_address(std::string_view s) noexcept;
 std::string to_string(const Address& a);
-// An IPv4-mapped IPv6 address (::ffff:a.b.c.d) as its IPv4; others unchanged.
+// The one normal form (issue 38): an IPv4-mapped IPv6 address
+// (::ffff:a.b.c.d) is its IPv4 (the kernel connects to that IPv4); every
+// other address is unchanged. Every address the proxy sees passes here.
 Address unmapped(const Address& a) noexcept;
-// Whether `a` is inside `net`/`prefix` (same family; a mapped IPv6 is
-// compared as its IPv4).
+// The IPv4 addresses an IPv6 address carries for a translator or tunnel to
+// reach (docs/DECISIONS.md, "Addresses in every spelling"): IPv4-compatible
+// ::a.b.c.d, IPv4-translated ::ffff:0:a.b.c.d, NAT64 64:ff9b::/96 and every
+// RFC 6052 layout of 64:ff9b:1::/48, 6to4 2002::/16, Teredo 2001::/32 (its
+// server and its de-obfuscated client), ISATAP (interface id 0:5efe or
+// 200:5efe). Rules and the private-address check judge each as well as the
+// IPv6 address. Empty for an IPv4 address and every other IPv6 address.
+std::vector<Address> embedded_v4(const Address& a);
+// A host as a client may write it (CONNECT, a URI, a SOCKS5 name), when it
+// is an IPv4 address in any spelling inet_aton(3) and URL parsers accept:
+// 1 to 4 parts, each decimal, octal (leading 0) or hex (0x), the last
+// filling the remaining bytes ("2130706433", "0x7f.1", "0177.0.0.1",
+// "127.1"), one trailing dot allowed. nullopt otherwise.
+std::optional<Address> parse_ipv4_any(std::string_view s) noexcept;
+// Whether a host's last label is a number (decimal or 0x hex): it is then
+// an IPv4 address or nothing, never a name to look up (the URL standard's
+// "ends in a number").
+bool ends_in_number(std::string_view host) noexcept;
+// Whether `a` is inside `net`/`prefix` (same family; a mapped IPv6 address,
+// and a mapped network of prefix 96 or more, are compared as IPv4).
 bool in_prefix(const Address& a, const Address& net, unsigned prefix) noexcept;
 
 // One entry of the list.

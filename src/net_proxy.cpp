@@ -90,9 +90,10 @@ std::optional<Target> parse_authority(std::string_view s, uint16_t default_port)
             port = rest.substr(1);
             have_port = true;
         }
+        // No zone id ("%25eth0"): it names one of the host's interfaces, which is not the command's to pick.
         auto a = parse_address(host);
         if (!a || !a->v6) return std::nullopt;
-        t.literal = *a;
+        t.literal = unmapped(*a);
     } else {
         const size_t colon = s.rfind(':');
         if (colon != std::string_view::npos) {
@@ -101,7 +102,9 @@ std::optional<Target> parse_authority(std::string_view s, uint16_t default_port)
             have_port = true;
         }
         if (host.find(':') != std::string_view::npos) return std::nullopt;  // an IPv6 literal needs brackets
-        if (auto a = parse_address(host)) t.literal = *a;
+        // An IPv4 address in any spelling a client library reads as one
+        // ("2130706433", "0x7f.1", "127.1", "127.0.0.1.") is that address.
+        if (auto a = parse_ipv4_any(host)) t.literal = *a;
     }
     if (have_port) {
         auto p = port_number(port);
@@ -114,12 +117,10 @@ std::optional<Target> parse_authority(std::string_view s, uint16_t default_port)
     if (t.literal) {
         t.host = to_string(*t.literal);
     } else {
-        // Four numeric labels that are not an address (010.0.0.1, 1.2.3.256)
-        // are refused rather than looked up as a name.
-        bool numeric = !host.empty();
-        for (char c : host)
-            if (c != '.' && (c < '0' || c > '9')) numeric = false;
-        if (numeric) return std::nullopt;
+        // A host ending in a number that is not an address (1.2.3.256,
+        // 08.1, example.0x1g is a name; example.0x1 is not) is refused
+        // rather than looked up as a name.
+        if (ends_in_number(host)) return std::nullopt;
         t.host = normal_host(host);
         if (t.host.empty()) return std::nullopt;
     }
@@ -395,6 +396,7 @@ Parse parse_socks5_request(std::string_view buf, Socks5Request& out) {
         Address a;
         a.v6 = b(3) == 4;
         std::memcpy(a.bytes.data(), buf.data() + at, addr_len);
+        a = unmapped(a);
         out.target.literal = a;
         out.target.host = to_string(a);
         out.target.port = port;
@@ -407,22 +409,21 @@ std::string socks5_reply(uint8_t code) {
     return std::string({'\x05', static_cast<char>(code), '\x00', '\x01', '\0', '\0', '\0', '\0', '\0', '\0'});
 }
 
-AddressClass classify(const Address& a0, const std::vector<Address>& own) {
+namespace {
+
+// The class of one address by its own range (and the host's own list),
+// not of what it carries.
+AddressClass range_class(const Address& a0, const std::vector<Address>& own) {
     // The ranges first (the host's own list holds 127.0.0.1 too: it is
     // loopback), then the host's own public addresses.
-    Address a = unmapped(a0);
-    // NAT64 (64:ff9b::/96) carries an IPv4 address: judged as that address.
-    if (a.v6 && in_prefix(a, *parse_address("64:ff9b::"), 96)) {
-        Address v4;
-        std::memcpy(v4.bytes.data(), a.bytes.data() + 12, 4);
-        a = v4;
-    }
+    const Address a = unmapped(a0);
     struct Net {
         const char* net;
         unsigned prefix;
         AddressClass c;
     };
     // The metadata addresses come before the ranges that hold them.
+    // 64:ff9b::/96 is not here: it is judged by the IPv4 it carries alone.
     static const Net kNets[] = {
         {"169.254.169.254", 32, AddressClass::Metadata}, {"fd00:ec2::254", 128, AddressClass::Metadata},
         {"0.0.0.0", 8, AddressClass::Unspecified},       {"127.0.0.0", 8, AddressClass::Loopback},
@@ -432,6 +433,7 @@ AddressClass classify(const Address& a0, const std::vector<Address>& own) {
         {"240.0.0.0", 4, AddressClass::Reserved},        {"192.0.0.0", 24, AddressClass::Reserved},
         {"198.18.0.0", 15, AddressClass::Reserved},      {"::", 128, AddressClass::Unspecified},
         {"::1", 128, AddressClass::Loopback},            {"::", 96, AddressClass::Reserved},
+        {"::ffff:0:0:0", 96, AddressClass::Reserved},    {"64:ff9b:1::", 48, AddressClass::Reserved},
         {"fe80::", 10, AddressClass::LinkLocal},         {"fc00::", 7, AddressClass::Private},
         {"ff00::", 8, AddressClass::Multicast},          {"fec0::", 10, AddressClass::Reserved},
         {"2002::", 16, AddressClass::Reserved},          {"2001::", 32, AddressClass::Reserved},
@@ -440,8 +442,17 @@ AddressClass classify(const Address& a0, const std::vector<Address>& own) {
     for (const auto& n : kNets)
         if (in_prefix(a, *parse_address(n.net), n.prefix)) return n.c;
     for (const auto& o : own)
-        if (unmapped(o) == unmapped(a0)) return AddressClass::HostOwn;
+        if (unmapped(o) == a) return AddressClass::HostOwn;
     return AddressClass::Public;
+}
+
+}  // namespace
+
+AddressClass classify(const Address& a, const std::vector<Address>& own) {
+    // What it carries first (the more telling answer), then its own range.
+    for (const auto& v4 : embedded_v4(a))
+        if (const AddressClass c = range_class(v4, own); c != AddressClass::Public) return c;
+    return range_class(a, own);
 }
 
 Verdict decide(const Rules& rules, const Target& t, const Resolver& resolve, const std::vector<Address>& own) {
@@ -456,7 +467,7 @@ Verdict decide(const Rules& rules, const Target& t, const Resolver& resolve, con
     };
     const Rule* by_name = nullptr;
     if (t.literal) {
-        v.resolved = {*t.literal};
+        v.resolved = {unmapped(*t.literal)};
         v.resolved_by = "literal";
     } else {
         if (const Rule* d = match_name(rules.deny, t.host, t.port)) return refuse("denied", d->text, {});
@@ -466,17 +477,38 @@ Verdict decide(const Rules& rules, const Target& t, const Resolver& resolve, con
         v.resolved_by = r.by;
         if (!r.error.empty() || r.addresses.empty())
             return refuse("resolve-failed", {}, r.error.empty() ? "no address" : r.error);
-        v.resolved = std::move(r.addresses);
+        // One normal form for what the hosts file or DNS gave, as for a literal.
+        for (const auto& a : r.addresses)
+            if (const Address n = unmapped(a); std::find(v.resolved.begin(), v.resolved.end(), n) == v.resolved.end())
+                v.resolved.push_back(n);
     }
-    for (const auto& a : v.resolved)
+    // Deny rules judge each address and every IPv4 address it carries.
+    for (const auto& a : v.resolved) {
         if (const Rule* d = match_address(rules.deny, a, t.port)) return refuse("denied", d->text, to_string(a));
+        for (const auto& v4 : embedded_v4(a))
+            if (const Rule* d = match_address(rules.deny, v4, t.port))
+                return refuse("denied", d->text, fmt::format("{} carries {}", to_string(a), to_string(v4)));
+    }
     std::string first_refusal;
     const Rule* decided = by_name;
     for (const auto& a : v.resolved) {
+        // An IPv4 address it carries is listed or public, or the address is refused, listed or not.
+        std::string carried;
+        for (const auto& v4 : embedded_v4(a)) {
+            if (match_address(rules.allow, v4, t.port)) continue;
+            if (const AddressClass c = range_class(v4, own); c != AddressClass::Public) {
+                carried = fmt::format("{} carries {}, which is {}", to_string(a), to_string(v4), to_string(c));
+                break;
+            }
+        }
+        if (!carried.empty()) {
+            if (first_refusal.empty()) first_refusal = carried;
+            continue;
+        }
         const Rule* by_addr = match_address(rules.allow, a, t.port);
-        const AddressClass c = classify(a, own);
+        const AddressClass c = range_class(a, own);
         if (by_addr) {
-            // A listed address is allowed whatever its class.
+            // A listed address is allowed whatever its own class.
             if (!decided) decided = by_addr;
             v.connect_to.push_back(a);
         } else if (c != AddressClass::Public) {

@@ -1,20 +1,25 @@
 #include "net_proxy_loop.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <arpa/nameser.h>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <list>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <map>
 #include <mutex>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <resolv.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <system_error>
 #include <thread>
@@ -261,6 +266,7 @@ struct ProxyLoop::Impl {
         bool client_eof = false, up_eof = false, up_shut = false, close_after_flush = false;
         uint32_t client_ev = 0, up_ev = 0;
         Resolved dns;                         // Resolving: DNS's answer for target.host, once it came
+        std::list<uint64_t>::iterator lru;    // its place in `idle_order`
     };
 
     int listener = -1;
@@ -268,10 +274,17 @@ struct ProxyLoop::Impl {
     ProxyOptions opts;
     uint64_t next_id = 1;
     std::map<uint64_t, std::unique_ptr<Conn>> conns;
+    // The connections, the longest idle first: each moves to the back when
+    // it has an event. At the bound, the front one is shed.
+    std::list<uint64_t> idle_order;
+    size_t bound = 0;
+    int timer = -1;       // timerfd: wakes a listener paused on EMFILE
+    bool paused = false;  // the listener is out of the epoll set's interest
     std::shared_ptr<ResolverPool> pool;  // made on the first name the hosts files do not have
 
     static constexpr uint32_t kUnwatched = 0xffffffffu;
     static constexpr uint64_t kPoolKey = 1;  // id 0's upstream side: no connection has id 0
+    static constexpr uint64_t kTimerKey = ~uint64_t{0};  // no id gets that high
     static uint64_t key(uint64_t id, bool up) { return id << 1 | (up ? 1 : 0); }
 
     void watch(int fd, uint64_t k, uint32_t ev, uint32_t& current, bool add) {
@@ -285,7 +298,25 @@ struct ProxyLoop::Impl {
     void destroy(Conn& c) {
         if (c.client >= 0) ::close(c.client);
         if (c.up >= 0) ::close(c.up);
+        idle_order.erase(c.lru);
         conns.erase(c.id);
+    }
+
+    void touch(Conn& c) { idle_order.splice(idle_order.end(), idle_order, c.lru); }
+
+    // Closes the longest idle connection; false when there is none.
+    bool shed() {
+        if (idle_order.empty()) return false;
+        destroy(*conns.at(idle_order.front()));
+        return true;
+    }
+
+    void set_listening(bool on) {
+        epoll_event e{};
+        e.events = on ? static_cast<uint32_t>(EPOLLIN) : 0u;
+        e.data.u64 = 0;
+        ::epoll_ctl(ep, EPOLL_CTL_MOD, listener, &e);
+        paused = !on;
     }
 
     void emit(const nlohmann::ordered_json& j) {
@@ -297,16 +328,43 @@ struct ProxyLoop::Impl {
         c.close_after_flush = true;
     }
 
+    // Accepts what is waiting, at most `bound` connections at once: at the
+    // bound, and when descriptors run out (EMFILE, ENFILE), the longest idle
+    // connection makes room. With none to shed the listener is paused for
+    // kPauseMs: a listener left readable that cannot be accepted from would
+    // wake the loop again at once, for ever (a busy loop).
     void accept_all() {
         for (;;) {
             const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd < 0) return;  // EAGAIN, or a connection gone before it was accepted
+            if (fd < 0) {
+                if (errno == EINTR || errno == ECONNABORTED) continue;
+                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                    // accept fails so before it looks at the queue: shed only for a client that waits.
+                    pollfd p{listener, POLLIN, 0};
+                    if (::poll(&p, 1, 0) != 1) return;
+                    if (shed()) continue;
+                    set_listening(false);
+                    itimerspec t{};
+                    t.it_value.tv_nsec = kPauseMs * 1000000L;
+                    ::timerfd_settime(timer, 0, &t, nullptr);
+                }
+                return;  // EAGAIN, paused, or an error the next readiness retries
+            }
+            if (conns.size() >= bound) shed();
             auto c = std::make_unique<Conn>();
             c->id = next_id++;
             c->client = fd;
+            c->lru = idle_order.insert(idle_order.end(), c->id);
             watch(fd, key(c->id, false), EPOLLIN, c->client_ev, true);
             conns.emplace(c->id, std::move(c));
         }
+    }
+
+    void timer_fired() {
+        uint64_t n;
+        while (::read(timer, &n, sizeof n) > 0) {
+        }
+        if (paused) set_listening(true);
     }
 
     void start_connect(Conn& c) {
@@ -408,6 +466,7 @@ struct ProxyLoop::Impl {
             if (it == conns.end()) continue;  // the client went away meanwhile
             Conn& c = *it->second;
             if (c.st != St::Resolving) continue;
+            touch(c);
             c.dns = std::move(d.r);
             c.verdict = decide(opts.rules, c.target,
                                [&](const std::string& n) {
@@ -592,10 +651,26 @@ struct ProxyLoop::Impl {
     }
 };
 
+size_t connection_bound() {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return kMaxConnections;
+    const rlim_t spare = rl.rlim_cur > kFdReserve ? (rl.rlim_cur - kFdReserve) / 2 : 0;
+    return std::clamp<size_t>(static_cast<size_t>(std::min<rlim_t>(spare, kMaxConnections)), kMinConnections,
+                              kMaxConnections);
+}
+
 ProxyLoop::ProxyLoop(int listen_fd, ProxyOptions opts) : impl_(std::make_unique<Impl>()) {
     impl_->listener = listen_fd;
     impl_->opts = std::move(opts);
+    impl_->bound = impl_->opts.max_connections ? impl_->opts.max_connections : connection_bound();
     impl_->ep = ::epoll_create1(EPOLL_CLOEXEC);
+    impl_->timer = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    {
+        epoll_event t{};
+        t.events = EPOLLIN;
+        t.data.u64 = Impl::kTimerKey;
+        ::epoll_ctl(impl_->ep, EPOLL_CTL_ADD, impl_->timer, &t);
+    }
     ::fcntl(listen_fd, F_SETFL, ::fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
     epoll_event e{};
     e.events = EPOLLIN;
@@ -608,6 +683,7 @@ ProxyLoop::~ProxyLoop() {
     while (!impl_->conns.empty()) impl_->destroy(*impl_->conns.begin()->second);
     if (impl_->listener >= 0) ::close(impl_->listener);
     if (impl_->ep >= 0) ::close(impl_->ep);
+    if (impl_->timer >= 0) ::close(impl_->timer);
 }
 
 int ProxyLoop::fd() const noexcept { return impl_->ep; }
@@ -626,8 +702,13 @@ void ProxyLoop::step() {
             impl_->dns_answered();
             continue;
         }
+        if (k == Impl::kTimerKey) {
+            impl_->timer_fired();
+            continue;
+        }
         auto it = impl_->conns.find(k >> 1);
         if (it == impl_->conns.end()) continue;  // closed earlier in this batch
+        impl_->touch(*it->second);
         if (k & 1) impl_->on_up(*it->second, evs[i].events);
         else impl_->on_client(*it->second, evs[i].events);
     }

@@ -29,9 +29,22 @@ struct ProxyOptions {
     // DNS, after the hosts files missed: run on a resolver thread, never on
     // the loop. Null: resolve_dns (res_nquery). A test sets a slow one.
     Resolver dns;
+    // The most client connections open at once; 0: connection_bound().
+    size_t max_connections = 0;
 };
 
 constexpr size_t kResolverThreads = 4;
+
+// The bound on the proxy's connections (issue 38): kMaxConnections, fewer
+// when the open-file soft limit is low, since each connection holds two
+// descriptors (the client's and the upstream's) and dsh-confine keeps
+// kFdReserve for itself: (limit - 64) / 2, so 480 under the usual 1024.
+constexpr size_t kMaxConnections = 1024;
+constexpr size_t kMinConnections = 16;
+constexpr size_t kFdReserve = 64;
+// How long a listener that hit EMFILE/ENFILE with nothing to shed rests.
+constexpr long kPauseMs = 100;
+size_t connection_bound();
 
 class ProxyLoop {
 public:

@@ -153,3 +153,74 @@ TEST_CASE("address rules hold their CIDR on their port; name rules never match a
     CHECK_FALSE(match_address(rules, addr("fe80::1"), 443));
     CHECK_FALSE(match_name(rules, "127.0.0.1", 8080));
 }
+
+// Issue 38: one normal form for every address the proxy sees.
+TEST_CASE("an IPv4 address in any spelling a client library accepts is that address") {
+    struct Case {
+        const char* in;
+        const char* out;
+    };
+    for (auto [in, out] : {Case{"127.0.0.1", "127.0.0.1"}, Case{"2130706433", "127.0.0.1"}, Case{"0x7f000001", "127.0.0.1"},
+                           Case{"0X7F000001", "127.0.0.1"}, Case{"017700000001", "127.0.0.1"}, Case{"0x7f.1", "127.0.0.1"},
+                           Case{"0177.0.0.1", "127.0.0.1"}, Case{"0177.1", "127.0.0.1"}, Case{"127.1", "127.0.0.1"},
+                           Case{"127.0.1", "127.0.0.1"}, Case{"127.0.0.1.", "127.0.0.1"}, Case{"0x7f.0.0.0x1", "127.0.0.1"},
+                           Case{"00000127.0.0.1", "87.0.0.1"}, Case{"010.0.0.1", "8.0.0.1"}, Case{"0xa9.0xfe.0xa9fe", "169.254.169.254"},
+                           Case{"2852039166", "169.254.169.254"}, Case{"0", "0.0.0.0"}, Case{"4294967295", "255.255.255.255"}}) {
+        INFO(in);
+        auto a = parse_ipv4_any(in);
+        REQUIRE(a);
+        CHECK(to_string(*a) == out);
+    }
+    for (const char* bad : {"", ".", "4294967296", "1.2.3.256", "1.2.65536", "1.16777216", "256.1", "08", "0x1g", "1..2",
+                            "1.2.3.4.5", "1.2.3.4..", "a.b.c.d", "example.org", "0x", "-1", "1 .2", "99999999999999999999"})
+        CHECK_FALSE(parse_ipv4_any(bad));
+    CHECK(ends_in_number("example.123"));
+    CHECK(ends_in_number("example.0x1f."));
+    CHECK(ends_in_number("1.2.3.256"));
+    CHECK_FALSE(ends_in_number("example.org"));
+    CHECK_FALSE(ends_in_number("1password.com"));
+    CHECK_FALSE(ends_in_number("example.0x1g"));
+}
+
+TEST_CASE("every IPv6 form that carries an IPv4 address gives it up") {
+    struct Case {
+        const char* v6;
+        std::vector<const char*> v4;
+    };
+    const std::vector<Case> cases = {
+        {"::ffff:127.0.0.1", {}},  // the mapped form is its IPv4 outright (unmapped), not a carrier
+        {"::127.0.0.1", {"127.0.0.1"}},
+        {"::7F00:1", {"127.0.0.1"}},
+        {"::ffff:0:127.0.0.1", {"127.0.0.1"}},
+        {"64:ff9b::127.0.0.1", {"127.0.0.1"}},
+        {"64:FF9B:0:0:0:0:7F00:0001", {"127.0.0.1"}},
+        {"64:ff9b:1:7f00:0:100::", {"127.0.0.1", "0.0.1.0", "0.1.0.0", "0.0.0.0"}},
+        {"64:ff9b:1::127.0.0.1", {"0.0.0.0", "0.0.0.127", "127.0.0.1"}},
+        {"2002:7f00:1::", {"127.0.0.1"}},
+        {"2002:a9fe:a9fe:1::1", {"169.254.169.254"}},
+        {"2001:0:4136:e378:8000:63bf:80ff:fffe", {"65.54.227.120", "127.0.0.1"}},
+        {"2001:0:7f00:1::1", {"127.0.0.1", "255.255.255.254"}},
+        {"2001:db8::5efe:127.0.0.1", {"127.0.0.1"}},
+        {"2001:db8:1:2:200:5efe:a9fe:a9fe", {"169.254.169.254"}},
+        {"::1", {}},
+        {"::", {}},
+        {"2606:4700::1111", {}},
+        {"127.0.0.1", {}},
+    };
+    for (const auto& c : cases) {
+        INFO(c.v6);
+        std::vector<std::string> got, want(c.v4.begin(), c.v4.end());
+        for (const auto& a : embedded_v4(addr(c.v6))) got.push_back(to_string(a));
+        CHECK(got == want);
+    }
+}
+
+TEST_CASE("a rule written as an IPv4-mapped address holds the IPv4 addresses it names") {
+    // It used to compare the IPv4 against a /128: `--net-deny ::ffff:127.0.0.1` denied nothing.
+    const std::vector<Rule> rules = {rule("::ffff:127.0.0.1"), rule("::ffff:10.0.0.0/104")};
+    CHECK(match_address(rules, addr("127.0.0.1"), 80) == &rules[0]);
+    CHECK(match_address(rules, addr("::ffff:127.0.0.1"), 80) == &rules[0]);
+    CHECK(match_address(rules, addr("10.9.8.7"), 80) == &rules[1]);
+    CHECK(match_address(rules, addr("127.0.0.2"), 80) == nullptr);
+    CHECK(match_address(rules, addr("11.0.0.1"), 80) == nullptr);
+}

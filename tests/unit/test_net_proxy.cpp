@@ -75,7 +75,7 @@ TEST_CASE("proxy: CONNECT names its destination as HOST:PORT") {
 
     HttpHead bad;
     for (const char* text : {"CONNECT example.org HTTP/1.1\r\n\r\n", "CONNECT example.org:0 HTTP/1.1\r\n\r\n",
-                             "CONNECT ::1:443 HTTP/1.1\r\n\r\n", "CONNECT 010.0.0.1:443 HTTP/1.1\r\n\r\n",
+                             "CONNECT ::1:443 HTTP/1.1\r\n\r\n", "CONNECT 1.2.3.256:443 HTTP/1.1\r\n\r\n",
                              "CONNECT exa mple.org:443 HTTP/1.1\r\n\r\n", "CONNECT a..b:443 HTTP/1.1\r\n\r\n"}) {
         INFO(text);
         CHECK(parse_http_head(text, bad) == Parse::Bad);
@@ -243,7 +243,11 @@ TEST_CASE("proxy: addresses are classed, mapped and NAT64 forms by their IPv4") 
                         Case{"fd00:ec2::254", AddressClass::Metadata}, Case{"169.254.1.1", AddressClass::LinkLocal},
                         Case{"fe80::1", AddressClass::LinkLocal}, Case{"224.0.0.1", AddressClass::Multicast},
                         Case{"ff02::1", AddressClass::Multicast}, Case{"255.255.255.255", AddressClass::Reserved},
-                        Case{"::7f00:1", AddressClass::Reserved}, Case{"2002:7f00:1::", AddressClass::Reserved},
+                        Case{"::7f00:1", AddressClass::Loopback}, Case{"2002:7f00:1::", AddressClass::Loopback},
+                        Case{"::808:808", AddressClass::Reserved}, Case{"2002:808:808::", AddressClass::Reserved},
+                        Case{"64:ff9b::808:808", AddressClass::Public}, Case{"64:ff9b:1::808:808", AddressClass::Unspecified} /* its /48 layout reads 0.0.0.0 */,
+                        Case{"2001:0:4136:e378:8000:63bf:80ff:fffe", AddressClass::Loopback},
+                        Case{"2001:db8::5efe:a9fe:a9fe", AddressClass::Metadata}, Case{"64:ff9b::c000:207", AddressClass::HostOwn},
                         Case{"192.0.2.7", AddressClass::HostOwn}, Case{"::ffff:192.0.2.7", AddressClass::HostOwn},
                         Case{"2606:4700::1111", AddressClass::Public}}) {
         INFO(a);
@@ -359,4 +363,119 @@ TEST_CASE("proxy: hosts(5) text maps names to addresses, in file order, case-ins
     CHECK(hosts_lookup(text, "alias").size() == 1);
     CHECK(hosts_lookup(text, "comment").empty());
     CHECK(hosts_lookup(text, "test").empty());
+}
+
+// Issue 38: the IPv4 address a deny rule names, in every spelling and every
+// IPv6 form that carries it, is denied, even when an allow rule holds the
+// whole of both families.
+namespace {
+const std::vector<std::string> kLoopbackForms = {
+    // IPv4 shorthand and trailing dots (CONNECT HOST:PORT, a URI's host, a SOCKS5 name).
+    "127.0.0.1", "2130706433", "0x7f000001", "017700000001", "0x7f.1", "0177.0.0.1", "0177.1", "127.1", "127.0.1",
+    "127.0.0.1.", "0X7F.0.0.1",
+    // IPv4-mapped, in hex and dotted spellings, zero-compressed or not, any case.
+    "[::ffff:127.0.0.1]", "[::FFFF:7F00:1]", "[0:0:0:0:0:ffff:7f00:0001]", "[::ffff:7f00:1]",
+    // IPv4-compatible and IPv4-translated.
+    "[::127.0.0.1]", "[::7f00:1]", "[::ffff:0:127.0.0.1]",
+    // NAT64: the well-known /96 and the local-use /48 (every prefix length).
+    "[64:ff9b::127.0.0.1]", "[64:FF9B::7F00:1]", "[64:ff9b:0:0:0:0:7f00:1]", "[64:ff9b:1:7f00:0:100::]",
+    "[64:ff9b:1:7f:0:1::]", "[64:ff9b:1:0:7f:0:100:0]", "[64:ff9b:1::127.0.0.1]",
+    // 6to4, Teredo (server and obfuscated client), ISATAP (both interface ids).
+    "[2002:7f00:1::]", "[2002:7f00:0001:0:0:0:0:1]", "[2001:0:4136:e378:8000:63bf:80ff:fffe]", "[2001:0:7f00:1::1]",
+    "[2001:db8::5efe:127.0.0.1]", "[2001:db8:1:2:200:5efe:7f00:1]",
+};
+const std::vector<std::string> kMetadataForms = {
+    "169.254.169.254", "2852039166", "0xa9.0xfe.0xa9fe", "0251.0376.0251.0376", "169.254.43518",
+    "[::ffff:169.254.169.254]", "[::a9fe:a9fe]", "[64:ff9b::169.254.169.254]", "[2002:a9fe:a9fe::1]",
+    "[2001:0:4136:e378:8000:63bf:5601:5601]", "[2001:db8::5efe:169.254.169.254]",
+};
+}  // namespace
+
+TEST_CASE("proxy: a denied IPv4 address is denied in every spelling and every IPv6 form that carries it") {
+    for (const auto& [forms, denied] : {std::pair{kLoopbackForms, "127.0.0.1"}, std::pair{kMetadataForms, "169.254.169.254"}}) {
+        const Rules r = rules("::/0,0.0.0.0/0", denied);
+        for (const auto& f : forms) {
+            INFO(f);
+            auto t = parse_authority(f + ":80", 0);
+            REQUIRE(t);
+            REQUIRE(t->literal);
+            auto v = decide(r, *t, FakeDns().fn(), {});
+            CHECK_FALSE(v.allowed);
+            CHECK(v.reason == "denied");
+            CHECK(v.rule == denied);
+        }
+    }
+}
+
+TEST_CASE("proxy: a name resolving to any IPv6 form of a denied IPv4 address is denied") {
+    const Rules r = rules("x.test,::/0", "127.0.0.1");
+    for (const auto& f : kLoopbackForms) {
+        if (f.front() != '[') continue;
+        const std::string literal = f.substr(1, f.size() - 2);
+        INFO(literal);
+        FakeDns dns;
+        dns.names["x.test"] = {literal};
+        auto v = decide(r, target("x.test:80"), dns.fn(), {});
+        CHECK_FALSE(v.allowed);
+        CHECK(v.reason == "denied");
+        CHECK(v.rule == "127.0.0.1");
+    }
+}
+
+TEST_CASE("proxy: an IPv6 address carrying a loopback IPv4 is private even when the IPv6 is listed") {
+    // Without a deny rule: the carried IPv4 must be public or listed itself.
+    for (const auto& f : kLoopbackForms) {
+        INFO(f);
+        auto v = decide(rules("::/0"), *parse_authority(f + ":80", 0), FakeDns().fn(), {});
+        CHECK_FALSE(v.allowed);
+        CHECK(v.reason == "private-address");
+    }
+    auto v = decide(rules("::/0"), target("[2002:7f00:1::]:80"), FakeDns().fn(), {});
+    CHECK(v.detail == "2002:7f00:1:: carries 127.0.0.1, which is loopback");
+    // Listing the carried address too lets it through, connected to as written.
+    v = decide(rules("2002::/16,127.0.0.1"), target("[2002:7f00:1::]:80"), FakeDns().fn(), {});
+    CHECK(v.allowed);
+    CHECK(v.connect_to == std::vector<Address>{addr("2002:7f00:1::")});
+    // DNS64's answer for a public name is judged by its IPv4, and connected to as given.
+    FakeDns dns;
+    dns.names["v6only.test"] = {"64:ff9b::808:808", "64:ff9b::a00:1"};
+    v = decide(rules("v6only.test"), target("v6only.test:443"), dns.fn(), {});
+    CHECK(v.allowed);
+    CHECK(v.connect_to == std::vector<Address>{addr("64:ff9b::808:808")});
+    CHECK(v.detail == "skipped: 64:ff9b::a00:1 carries 10.0.0.1, which is private");
+}
+
+TEST_CASE("proxy: the IPv4-mapped form and the IPv4 shorthands are translated to the IPv4 address") {
+    for (const char* f : {"[::ffff:127.0.0.1]:8080", "[::FFFF:7F00:1]:8080", "2130706433:8080", "0x7f.1:8080", "127.1:8080",
+                          "127.0.0.1.:8080"}) {
+        INFO(f);
+        auto t = target(f);
+        CHECK(t.host == "127.0.0.1");
+        CHECK(t.literal == addr("127.0.0.1"));
+        auto v = decide(rules("127.0.0.1:8080"), t, FakeDns().fn(), {});
+        CHECK(v.allowed);
+        CHECK(v.connect_to == std::vector<Address>{addr("127.0.0.1")});
+    }
+    // A mapped answer from the hosts file or DNS too.
+    FakeDns dns;
+    dns.names["m.test"] = {"::ffff:93.184.216.34"};
+    auto v = decide(rules("m.test"), target("m.test:443"), dns.fn(), {});
+    CHECK(v.allowed);
+    CHECK(v.connect_to == std::vector<Address>{addr("93.184.216.34")});
+    // SOCKS5's IPv6 address type.
+    Socks5Request rq;
+    const std::string msg = std::string("\x05\x01\x00\x04", 4) + std::string(10, '\0') +
+                            std::string("\xff\xff\x7f\x00\x00\x01", 6) + std::string("\x00\x50", 2);
+    REQUIRE(parse_socks5_request(msg, rq) == Parse::Done);
+    CHECK(rq.target.host == "127.0.0.1");
+    CHECK(rq.target.literal == addr("127.0.0.1"));
+}
+
+TEST_CASE("proxy: zone ids and hosts that end in a number but are no address are refused") {
+    for (const char* f : {"[fe80::1%25lo]:80", "[fe80::1%lo]:80", "[::ffff:127.0.0.1%25eth0]:80", "fe80::1%lo:80",
+                          "1.2.3.256:80", "08.1:80", "example.123:80", "example.0x7f:80", "0x:80", "127.0.0.1..:80"}) {
+        INFO(f);
+        CHECK_FALSE(parse_authority(f, 0));
+    }
+    CHECK(parse_authority("example.0x7g:80", 0));  // a name, not a number
 }

@@ -4,15 +4,18 @@
 // (never a real DNS query). One thread: the test pumps the loop.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,7 +65,7 @@ struct Rig {
     };
     std::vector<Up> ups;
 
-    explicit Rig(const std::string& allow, const char* deny = nullptr, Resolver dns = nullptr) {
+    explicit Rig(const std::string& allow, const char* deny = nullptr, Resolver dns = nullptr, size_t max_connections = 0) {
         server = listen_on_loopback(server_port);
         const int listener = listen_on_loopback(proxy_port);
         char tmpl[] = "/var/tmp/dsh-unit-hosts-XXXXXX";
@@ -79,6 +82,7 @@ struct Rig {
         if (deny) REQUIRE(parse_rules(deny, o.rules.deny));
         o.hosts_file = hosts;
         o.dns = std::move(dns);
+        o.max_connections = max_connections;
         o.record = [this](const nlohmann::ordered_json& j) { records.push_back(j); };
         loop = std::make_unique<ProxyLoop>(listener, std::move(o));
     }
@@ -331,5 +335,91 @@ TEST_CASE("proxy loop: the loop ends without waiting for a resolver thread still
     char b;
     CHECK(::read(c, &b, 1) == 0);
     CHECK(rig.records.empty());  // nothing was decided for it
+    ::close(c);
+}
+
+// Issue 38: a command that opens connections to the proxy and leaves them
+// idle cannot take every descriptor, nor make the loop spin.
+TEST_CASE("proxy loop: at the bound the longest idle connection is shed, and a new one is served") {
+    Rig rig("allowed.test,127.0.0.1:PORT", nullptr, nullptr, 8);
+    std::vector<int> idle;
+    for (int i = 0; i < 20; ++i) idle.push_back(connect_to(rig.proxy_port));
+    for (int i = 0; i < 20 && rig.loop->connections() < 8; ++i) rig.pump();
+    rig.pump();
+    CHECK(rig.loop->connections() == 8);
+    const int c = connect_to(rig.proxy_port);
+    rig.send(c, "CONNECT allowed.test:" + rig.port() + " HTTP/1.1\r\n\r\n");
+    CHECK(rig.read(c, has("\r\n\r\n")).rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(rig.loop->connections() == 8);
+    char b;
+    CHECK(::read(idle.front(), &b, 1) == 0);  // the oldest was shed: an end of file
+    CHECK(::read(idle.back(), &b, 1) == -1);  // the newest idle one is still open (EAGAIN)
+    CHECK(errno == EAGAIN);
+    for (int fd : idle) ::close(fd);
+    ::close(c);
+}
+
+namespace {
+// Fills every free descriptor below the highest open one and lowers the
+// open-file soft limit to just above it, so that the next open fails with
+// EMFILE and closing any open descriptor frees exactly one; undone when it goes.
+struct NoFreeDescriptor {
+    rlimit saved{};
+    std::vector<int> fillers;
+    NoFreeDescriptor() {
+        REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+        int highest = 0;
+        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+            highest = std::max(highest, std::stoi(e.path().filename().string()));
+        for (int fd; (fd = ::dup(0)) >= 0;) {
+            if (fd > highest) {
+                ::close(fd);
+                break;
+            }
+            fillers.push_back(fd);
+        }
+        const rlimit tight{static_cast<rlim_t>(highest + 1), saved.rlim_max};
+        REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+    }
+    ~NoFreeDescriptor() {
+        ::setrlimit(RLIMIT_NOFILE, &saved);
+        for (int fd : fillers) ::close(fd);
+    }
+};
+}  // namespace
+
+TEST_CASE("proxy loop: out of descriptors, an idle connection is shed to make room") {
+    Rig rig("allowed.test,127.0.0.1:PORT");
+    const int old = connect_to(rig.proxy_port);
+    for (int i = 0; i < 100 && rig.loop->connections() < 1; ++i) rig.pump();
+    REQUIRE(rig.loop->connections() == 1);
+    const int fresh = connect_to(rig.proxy_port);  // waits in the backlog
+    {
+        NoFreeDescriptor none;
+        rig.loop->step();
+    }
+    CHECK(rig.loop->connections() == 1);
+    char b;
+    CHECK(::read(old, &b, 1) == 0);
+    rig.send(fresh, "CONNECT allowed.test:" + rig.port() + " HTTP/1.1\r\n\r\n");
+    CHECK(rig.read(fresh, has("\r\n\r\n")).rfind("HTTP/1.1 200", 0) == 0);
+    ::close(old);
+    ::close(fresh);
+}
+
+TEST_CASE("proxy loop: out of descriptors with nothing to shed, the listener rests instead of spinning") {
+    Rig rig("allowed.test,127.0.0.1:PORT");
+    const int c = connect_to(rig.proxy_port);  // waits in the backlog
+    {
+        NoFreeDescriptor none;
+        rig.loop->step();
+        // A listener left readable would make the loop's fd readable again at once, for ever.
+        pollfd p{rig.loop->fd(), POLLIN, 0};
+        CHECK(::poll(&p, 1, 0) == 0);
+        CHECK(rig.loop->connections() == 0);
+    }
+    // After the rest (kPauseMs) the timer wakes the listener, and the waiting client is served.
+    rig.send(c, "CONNECT allowed.test:" + rig.port() + " HTTP/1.1\r\n\r\n");
+    CHECK(rig.read(c, has("\r\n\r\n")).rfind("HTTP/1.1 200", 0) == 0);
     ::close(c);
 }
