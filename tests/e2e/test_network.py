@@ -393,13 +393,15 @@ def test_ordinary_tools_work_under_off(s):
         subprocess.run(["rm", "-rf", os.path.join(s.ws, "r")], check=True)
 
 
-def test_a_refused_socket_is_a_denial_under_supervise(s):
+def test_a_refused_socket_is_a_network_refusal_under_supervise(s):
+    # Issue 38: a network refusal (the filter's ENETUNREACH), not a file denial.
     need_landlock()
     r = dsh(["--runner", "landlock", "--net", "off", "--supervise", "--", PY, "-c",
              "import socket; socket.create_connection(('127.0.0.1', 9))"], s)
     assert r.rc != 0, r
     res = r.rec("result")
-    assert res is not None and res["denied"] is True and res["runnerFailed"] is False, r
+    assert res is not None and res["networkDenied"] is True and res["denied"] is False, r
+    assert res["runnerFailed"] is False, r
 
 
 def test_old_landlock_without_tcp_rights_still_enforces_off_with_seccomp(s):
@@ -412,7 +414,7 @@ def test_old_landlock_without_tcp_rights_still_enforces_off_with_seccomp(s):
                  "except OSError as e: print(e.errno)" % h.tcp4], s, pre=[tool("landlock-abi"), "3", "--"])
     finally:
         h.close()
-    assert r.rc == 0 and r.out.strip() == "13", r
+    assert r.rc == 0 and r.out.strip() == "101", r
     n = r.rec("confinement")["network"]
     assert r.rec("confinement")["landlockAbi"] == 3, r
     assert n["enforcement"] == "full" and "landlock-tcp" not in n["enforced"], n
@@ -440,7 +442,7 @@ def test_config_network_and_flag_precedence(s):
         f.write('{"network": "off"}')
     r = dsh(["--config", cfg, "--runner", "landlock", "--", PY, "-c",
              "import socket\ntry: socket.socket()\nexcept OSError as e: print(e.errno)"], s)
-    assert r.rc == 0 and r.out.strip() == "13", r
+    assert r.rc == 0 and r.out.strip() == "101", r
     n = r.rec("confinement")["network"]
     assert n["mode"] == "off" and n["source"] == "config", n
     r = dsh(["--config", cfg, "--net", "host", "--runner", "landlock", "--", PY, "-c", "import socket; socket.socket()"], s)
@@ -540,7 +542,7 @@ def test_the_session_log_sets_the_network(s):
     sock = ["--", PY, "-c", "import socket\ntry: socket.socket(); print('open')\nexcept OSError as e: print(e.errno)"]
     r = dsh(["--config", cfg, "--session", log, "--runner", "landlock", "--root", s.ws] + sock, s)
     n = r.rec("confinement")["network"]
-    assert r.rc == 0 and r.out.strip() == "13" and n["mode"] == "off" and n["source"] == "session", r
+    assert r.rc == 0 and r.out.strip() == "101" and n["mode"] == "off" and n["source"] == "session", r
     r = dsh(["--session", log, "--runner", "landlock", "--net", "host", "--root", s.ws] + sock, s)
     assert r.rc == 0 and r.out.strip() == "open" and r.rec("confinement")["network"]["source"] == "flag", r
     r = dsh(["session", "set-mode", log, "read-only"], s, report=False)
@@ -548,7 +550,7 @@ def test_the_session_log_sets_the_network(s):
     last = json.loads(open(log).read().splitlines()[-1])
     assert last["data"] == {"mode": "read-only", "network": "off"}, last
     r = dsh(["--session", log, "--runner", "landlock"] + sock, s)
-    assert r.rc == 0 and r.out.strip() == "13", r
+    assert r.rc == 0 and r.out.strip() == "101", r
     # Strict: an unknown network in set-mode or in the log is refused, nothing runs.
     r = dsh(["session", "set-mode", log, "read-only", "--net", "none"], s, report=False)
     assert r.rc == 125 and 'unknown network mode "none"' in r.err, r
