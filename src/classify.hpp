@@ -33,6 +33,13 @@ std::vector<FailureRule> rules_from_json(const nlohmann::json& rules);
 std::optional<std::string> match_runner_failure(const std::vector<FailureRule>& rules,
                                                 std::optional<int> exit_code, std::string_view stderr_text);
 
+// A network refusal under --net off, loopback or allow= (the record's
+// network.denialSignatures): the socket filter answers ENETUNREACH, which no
+// socket() of the kernel's own does, and a namespace without a route to the
+// host says the same for a connect. Never a file denial: the file dialects
+// (EROFS, EACCES) are other words (issue 38).
+inline constexpr const char* kNetworkDenialSignature = "network is unreachable";
+
 // Denial: a non-null, non-zero exit and stderr containing any signature
 // (case-insensitive, anywhere in the collected text).
 bool is_denial(std::optional<int> exit_code, std::string_view stderr_text,
@@ -42,6 +49,9 @@ struct Classification {
     bool runner_failed = false;
     std::optional<std::string> runner_failure;  // the matched line, or the out-of-band detail
     bool denied = false;
+    // A network refusal (the record's network.denialSignatures), apart from
+    // `denied`, which is the file denial of the seed's contract.
+    bool network_denied = false;
     // The runner's own process already reported the failure (its line on
     // stderr, its `error` record): exec mode does not say it twice.
     bool reported = false;

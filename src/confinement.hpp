@@ -33,6 +33,9 @@ struct Gap {
 struct NetworkAxis {
     std::vector<std::string> enforced;
     std::vector<Gap> gaps;
+    // What a refusal of this axis prints (the record's network.denialSignatures):
+    // --supervise's network denial, apart from the file denial (issue 38).
+    std::vector<std::string> denial_signatures;
 };
 
 // What becomes of the processes the command leaves running when it exits:

@@ -160,6 +160,26 @@ std::string net_allow_namespace_text(std::string_view runner, std::string_view c
                        "bwrap runner (--runner bwrap)", runner, cause);
 }
 
+// Not the seed's (its markers are file-only, classify.cpp); the same shape.
+std::string network_denial_marker(std::string_view net) {
+    return fmt::format("[sandbox: network access refused under --net {}]", net);
+}
+
+std::string network_hint(std::string_view net, bool escalation_advertised) {
+    const std::string_view wider = net == "off" ? "loopback or host" : "host";
+    if (escalation_advertised)
+        return fmt::format("[sandbox: network escalation available \u2014 retry this exact command once with "
+                           "--escalate-net {} + --justification; the approval prompt asks the user]", wider);
+    return fmt::format("[sandbox: the command ran with --net {}; run it again with --net {} if it needs the network]",
+                       net, wider);
+}
+
+std::string custom_root_moved_text(std::string_view path) {
+    return fmt::format("the writable root {} is no longer the directory opened for it (replaced or moved while the "
+                       "run started); the custom runner binds roots by path, so nothing ran: run it again once "
+                       "nothing is changing that path", path);
+}
+
 std::string loopback_unavailable_text(std::string_view runner, std::string_view cause) {
     if (cause.empty())
         return fmt::format("--net loopback needs a network namespace of its own, which the {} runner does not "

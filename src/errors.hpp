@@ -68,6 +68,15 @@ std::string sandbox_unavailable_text(std::string_view mode);
 // of its own, or whose namespace the host refused (`cause`: the failed step,
 // empty when the runner makes none).
 std::string loopback_unavailable_text(std::string_view runner, std::string_view cause);
+// --supervise --markers after a network refusal (issue 38): the marker, and
+// the way to a wider network (`net`: the record's network mode, "off",
+// "loopback" or "allow"): --escalate-net where an approver is configured,
+// --net otherwise. The seed's file-denial marker and mode hint cannot help.
+std::string network_denial_marker(std::string_view net);
+std::string network_hint(std::string_view net, bool escalation_advertised);
+// The custom runner binds the roots by path: one no longer names the
+// directory the policy opened (checked just before the exec).
+std::string custom_root_moved_text(std::string_view path);
 // Why a runner cannot take --net allow= (issue 19): it cannot hand its
 // namespace's listener to dsh-confine's proxy.
 std::string net_allow_unavailable_text(std::string_view runner);

@@ -136,6 +136,7 @@ static ordered_json network_json(const Confinement& c) {
                                                             : Enforcement::Partial);
     n["enforced"] = c.network.enforced;
     n["gaps"] = gaps_json(gaps);
+    n["denialSignatures"] = c.network.denial_signatures;
     return n;
 }
 

@@ -406,6 +406,7 @@ ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::opt
     // Which limit ended the command (issue 21), where it can be known.
     j["limit"] = limit ? ordered_json(limit) : ordered_json(nullptr);
     j["denied"] = c.denied;
+    j["networkDenied"] = c.network_denied;
     j["runnerFailed"] = c.runner_failed;
     j["runnerFailure"] = c.runner_failure ? ordered_json(*c.runner_failure) : ordered_json(nullptr);
     j["durationMs"] = static_cast<double>(static_cast<long long>(duration_ms * 1000.0)) / 1000.0;
@@ -965,6 +966,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         evidence = "stderr";
         c = classify(rules_from_json(p.c.runner_failure_rules), p.c.denial_signatures, exit_code, tail);
     }
+    // A network refusal is its own fact: never the file denial, never when
+    // the runner failed (issue 38).
+    if (confined && !setup && !c.runner_failed)
+        c.network_denied = is_denial(exit_code, tail, p.c.network.denial_signatures);
 
     if (!opts.forwarder) {
         ordered_json rr = result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
@@ -991,9 +996,16 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         const std::string mode(to_string(p.c.policy.mode));
         if (c.runner_failed) {
             say(runner_failure_marker(mode));
-        } else if (c.denied) {
-            say(denial_marker(mode));
-            if (opts.escalation_advertised) say(escalation_hint("command"));
+        } else {
+            if (c.denied) {
+                say(denial_marker(mode));
+                if (opts.escalation_advertised) say(escalation_hint("command"));
+            }
+            if (c.network_denied) {
+                const std::string net(p.c.policy.net_allow ? std::string_view("allow") : to_string(p.c.policy.network));
+                say(network_denial_marker(net));
+                say(network_hint(net, opts.escalation_advertised));
+            }
         }
     }
     return rc;

@@ -75,8 +75,12 @@ Plan plan(const Policy& policy, const std::vector<std::string>& command, const R
     std::vector<std::string> forms = {"(version 1)", "(allow default)", "(deny file-write*)"};
     int file_index = 0;
     for (const auto& f : policy.writable_files) {
-        if (f == "/dev/null") {
-            forms.push_back("(allow file-write* (literal " + sbpl_quote("/dev/null") + "))");
+        // The policy's two device files are constants, pasted as literals:
+        // /dev/null is the seed's own form; /dev/tty, the command's own
+        // controlling terminal (policy.cpp), is one form more than the seed
+        // has, in every mode (docs/DECISIONS.md, "Contract regressions").
+        if (f == "/dev/null" || f == "/dev/tty") {
+            forms.push_back("(allow file-write* (literal " + sbpl_quote(f) + "))");
         } else {
             std::string name = fmt::format("WRITABLE_FILE_{}", file_index++);
             p.params.emplace_back(name, canonical(f, view));

@@ -225,10 +225,17 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
 std::vector<std::string> custom_argv(const std::vector<std::string>& runner_command, const Policy& policy,
                                      const std::vector<std::string>& argv) {
     std::vector<std::string> a(runner_command);
-    Policy uncarved = policy;  // the operator's profile: no descriptors of ours reach it
-    uncarved.protected_paths.clear();
-    uncarved.hidden_paths.clear();
-    const auto profile = profile_args(uncarved, {});
+    // The operator's profile names no descriptor of ours: the runner would
+    // have to be given each one, and a runner that does not close them (bwrap
+    // itself does not) hands them to the command, where a directory's
+    // descriptor on the host's mount reaches past every bind ("..").
+    // So the roots are bound by path, checked just before the exec
+    // (custom_runner.cpp), and the carve-outs are left out.
+    Policy by_path = policy;
+    by_path.protected_paths.clear();
+    by_path.hidden_paths.clear();
+    for (auto& r : by_path.writable_roots) r.fd = -1;
+    const auto profile = profile_args(by_path, {});
     a.insert(a.end(), profile.begin(), profile.end());
     a.push_back("--");
     a.insert(a.end(), argv.begin(), argv.end());

@@ -126,6 +126,8 @@ Layer layer(const Policy& policy, const std::string& bwrap_path);
 
 // The custom runner (config runnerCommand): the same bwrap-shaped profile, no
 // stage (the operator asserts the runner applies it), then "--" and argv.
+// Every root by its path (--bind R R), never /proc/self/fd/N: the runner is
+// given no descriptor of ours (docs/DECISIONS.md, "Contract regressions").
 std::vector<std::string> custom_argv(const std::vector<std::string>& runner_command, const Policy& policy,
                                      const std::vector<std::string>& argv);
 

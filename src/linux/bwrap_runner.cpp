@@ -283,10 +283,11 @@ public:
             p.relay_fd = relay[0];
             p.relay_child_fd = relay[1];
         }
-        // Both dialects: EROFS from the mount view, EACCES from Landlock.
+        // Both dialects: EROFS from the mount view (and, in read-only, from the
+        // stage's seccomp layer refusing metadata calls), EACCES from Landlock.
+        // No "operation not permitted": a refused signal or keyring is not a
+        // file denial (issue 38).
         c.denial_signatures = {"read-only file system", "permission denied"};
-        // The stage's seccomp layer refuses metadata calls with EPERM in read-only.
-        if (c.policy.mode == Mode::ReadOnly) c.denial_signatures.push_back("operation not permitted");
         c.runner_failure_rules = nlohmann::json::array(
             {{{"fatalSignatures", {"bwrap: "}}},
              {{"allowedExitCodes", {125}}, {"fatalSignatures", {"dsh-confine: "}}}});

@@ -1,6 +1,7 @@
 #include "custom_runner.hpp"
 
 #include <cstdlib>
+#include <sys/stat.h>
 
 #include "../launch.hpp"
 #include "bwrap_plan.hpp"
@@ -35,6 +36,16 @@ public:
         // It runs outside any sandbox (issue 37): refused unless the caller
         // or root owns it and nobody else may rewrite it or a directory above.
         if (auto o = check_trusted_file(resolved, Err::StateUnsafe, "custom runner"); !o) return o;
+
+        // The runner binds each root by its path (custom_argv): refuse a path
+        // that no longer names the directory the policy opened. What is left
+        // is the window between this check and the runner's mount, open only
+        // to whoever can write in a root's parent directories meanwhile.
+        for (const auto& r : c.policy.writable_roots) {
+            struct stat st {};
+            if (r.fd >= 0 && (::stat(r.path.c_str(), &st) != 0 || st.st_dev != r.dev || st.st_ino != r.ino))
+                return unavailable(to_string(c.policy.mode), custom_root_moved_text(r.path));
+        }
         auto argv = bwrap::custom_argv(command, c.policy, c.argv);
         Layer layer;
         layer.name = "custom";
@@ -49,6 +60,7 @@ public:
         // socket filter of ours runs inside it, so unix sockets are as it leaves them.
         if (c.policy.network != Network::Host) {
             c.network.enforced = {"net-namespace-asserted"};
+            c.network.denial_signatures = {kNetworkDenialSignature};  // a namespace without a route
             c.network.gaps = {{"unix-pathname", "the custom runner is given --unshare-net; dsh-confine applies no "
                                                 "socket filter inside it, so host pathname unix sockets are as the "
                                                 "runner leaves them", false}};

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include "landlock.hpp"
 
+#include "../classify.hpp"
 #include "../errors.hpp"
 
 namespace dsh::landlock {
@@ -92,6 +93,8 @@ NetworkPlan network_axis(Network n, int abi, bool in_namespace) {
     }
     if (in_namespace) a.enforced.push_back("net-namespace");
     a.enforced.push_back("seccomp-socket-families");
+    // The socket filter's refusal and a namespace without a route both say it.
+    a.denial_signatures = {kNetworkDenialSignature};
     if (n == Network::Off && abi >= NET_TCP_ABI) a.enforced.push_back("landlock-tcp");
     if (abi >= RESOLVE_UNIX_ABI)
         a.enforced.push_back("landlock-resolve-unix");

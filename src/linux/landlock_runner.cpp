@@ -163,8 +163,10 @@ public:
         for (auto& h : c.policy.hidden_paths) h.why_not = kHiddenLandlockText;
         c.denial_signatures = {"permission denied"};
         // The seccomp layer's own dialect: in read-only it refuses metadata
-        // calls with EPERM, and such a refusal is a denial like any other.
-        if (ro) c.denial_signatures.push_back("operation not permitted");
+        // calls as a read-only mount would (EROFS), a denial like any other.
+        // Never "operation not permitted": that is also every refused signal,
+        // keyring or other process, none of them a file operation (issue 38).
+        if (ro) c.denial_signatures.push_back("read-only file system");
         c.runner_failure_rules = nlohmann::json::array();
         c.hardening = {"inherited-fds-closed", "no-new-privs",     "capabilities-dropped",
                        "seccomp-tiocsti-tioclinux", "seccomp-io-uring", "seccomp-keyrings",

@@ -186,15 +186,20 @@ int rules(scmp_filter_ctx ctx, const Variant& v, std::string& step) {
     }
 #endif
     const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
-    auto ioctl_rule = [&](unsigned long cmd) {
+    // Read-only's file-metadata refusals say what a read-only mount says
+    // (EROFS): the errno names a refused file operation, which is what
+    // --supervise counts as a file denial ("read-only file system"); an EPERM
+    // (a signal, a keyring, another process) is never one (issue 38).
+    const uint32_t read_only = SCMP_ACT_ERRNO(EROFS);
+    auto ioctl_rule = [&](unsigned long cmd, uint32_t action) {
         const scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, cmd);
-        return seccomp_rule_add_array(ctx, deny, SCMP_SYS(ioctl), 1, &c);
+        return seccomp_rule_add_array(ctx, action, SCMP_SYS(ioctl), 1, &c);
     };
     step = "seccomp ioctl rule";
     for (unsigned long cmd : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)})
-        if (int rc = ioctl_rule(cmd); rc != 0) return rc;
+        if (int rc = ioctl_rule(cmd, deny); rc != 0) return rc;
     for (unsigned long cmd : kSubvolumeIoctls)
-        if (int rc = ioctl_rule(cmd); rc != 0) return rc;
+        if (int rc = ioctl_rule(cmd, deny); rc != 0) return rc;
     step = "seccomp io_uring rule";
     for (const char* name : kIoUringCalls)
         if (int rc = add_named(ctx, SCMP_ACT_ERRNO(ENOSYS), name); rc != 0) return rc;
@@ -204,12 +209,12 @@ int rules(scmp_filter_ctx ctx, const Variant& v, std::string& step) {
     if (v.block_metadata) {
         step = "seccomp metadata rule";
         for (const char* name : kMetadataCalls)
-            if (int rc = add_named(ctx, deny, name); rc != 0) return rc;
+            if (int rc = add_named(ctx, read_only, name); rc != 0) return rc;
         for (int nr : {kFchmodat2, kSetxattrat, kRemovexattrat, kFileSetattr})
-            if (int rc = seccomp_rule_add(ctx, deny, nr, 0); rc != 0) return rc;
+            if (int rc = seccomp_rule_add(ctx, read_only, nr, 0); rc != 0) return rc;
         step = "seccomp inode ioctl rule";
         for (unsigned long cmd : kInodeIoctls)
-            if (int rc = ioctl_rule(cmd); rc != 0) return rc;
+            if (int rc = ioctl_rule(cmd, read_only); rc != 0) return rc;
     }
     if (v.host_namespaces) {
         step = "seccomp ipc rule";
@@ -309,7 +314,7 @@ constexpr uint32_t low_half(unsigned i) {
 // libseccomp's program. A socket() or socketpair() of the native ABI whose
 // family, type and protocol (the low 32 bits of each, as the kernel reads
 // them) make a row of allowed_kinds() goes on to libseccomp's program, which
-// has no rule for either call; every other one is answered EACCES. The
+// has no rule for either call; every other one is answered kSocketRefused. The
 // compat ABIs never reach this block's calls: libseccomp's program refuses
 // them (ENOSYS) in every variant with a network filter.
 //
@@ -318,6 +323,13 @@ constexpr uint32_t low_half(unsigned i) {
 // filter, so the complement would have to be spelled out in the 32 bits of
 // each argument (about 700 instructions more per variant, 75 KB of the
 // static binary; see DECISIONS, "The socket allow-list").
+// A refused socket says ENETUNREACH ("Network is unreachable"): no socket()
+// or socketpair() of the kernel's own ever answers it, so it is this filter's
+// and nothing else's, and its text is what --supervise reads as a network
+// refusal (the record's network.denialSignatures), never as a file denial
+// (EACCES, "permission denied", is Landlock's file dialect; issue 38).
+constexpr uint32_t kSocketRefused = ENETUNREACH;
+
 int socket_block(const Variant& v, std::vector<sock_filter>& out) {
     if (v.net == kNetHost && !v.refuse_unix) return 0;
     constexpr uint16_t kLd = BPF_LD | BPF_W | BPF_ABS, kJeq = BPF_JMP | BPF_JEQ | BPF_K;
@@ -358,7 +370,7 @@ int socket_block(const Variant& v, std::vector<sock_filter>& out) {
             c.here(next);
         }
         if (is_pair) c.here(deny);  // the last section's refusal serves the whole block
-        c.stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES);  // no row: refused
+        c.stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | kSocketRefused);  // no row: refused
     }
     c.here(allow);
     return c.emit(out);

@@ -55,7 +55,9 @@ def test_custom_runner_that_cannot_start_is_sandbox_unavailable(s):
 
 
 def test_metadata_refusals_are_denials(s):
-    """Read-only: the seccomp layer's EPERM is a denial (marker, escalation hint), under both runners."""
+    """Read-only: the seccomp layer's metadata refusals are denials (marker, escalation hint), under
+    both runners; they say what a read-only mount says (EROFS), so that a bare EPERM (a signal, a
+    keyring) is never read as one (issue 38)."""
     target = s.p("outside", "f")
     with open(target, "w") as f:
         f.write("x")
@@ -70,12 +72,57 @@ def test_metadata_refusals_are_denials(s):
             res = r.rec("result")
             assert res["denied"] is True and res["runnerFailed"] is False, r
             assert "[sandbox: file access denied under read-only mode]" in r.err, r
-            assert "operation not permitted" in r.rec("confinement")["denialSignatures"], r
+            # chmod meets the filter (EROFS); touch under Landlock alone meets Landlock's open first.
+            assert "Operation not permitted" not in r.err, r
+            if cmd.startswith("chmod"):
+                assert "Read-only file system" in r.err, r
+            assert "read-only file system" in r.rec("confinement")["denialSignatures"], r
+            assert "operation not permitted" not in r.rec("confinement")["denialSignatures"], r
             st = os.stat(target)
             assert st.st_mode & 0o777 == 0o644 and st.st_mtime > 1e9 + 1e8, r
         # workspace-write has no seccomp metadata layer: no such signature to misread.
         r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", runner, "--", "true"], s)
         assert "operation not permitted" not in r.rec("confinement")["denialSignatures"], r
+
+
+
+def test_bwrap_as_the_custom_runner_in_both_modes(s):
+    """A custom runnerCommand gets only what its argv names (issue 38): /usr/bin/bwrap as the
+    custom runner binds each root by its path (never /proc/self/fd/N of a descriptor it was not
+    given), in both modes, exec and supervise; the command holds no directory descriptor of ours
+    (one on the host's mount would reach past every bind with "..")."""
+    need_bwrap()
+    cfg = _config(s, ["/usr/bin/bwrap"])
+    inside, outside = s.p("ws", "in.txt"), s.p("outside", "out.txt")
+    # Every descriptor the shell holds that is a directory: none may be.
+    dirs = 'for f in /proc/$$/fd/*; do [ -d "$f" ] && echo "dir-fd $f"; done; '
+    for extra in ([], ["--supervise"]):
+        for path in (inside, outside):
+            if os.path.exists(path):
+                os.unlink(path)
+        r = dsh(["--config", cfg, "--mode", "workspace-write", "--root", s.ws] + extra +
+                ["--", "sh", "-c", dirs + "printf ok > '%s' && echo landed; printf x > '%s'" % (inside, outside)], s)
+        assert r.rec("confinement")["runner"] == "custom", r
+        argv = r.rec("confinement")["execArgv"]
+        assert not [a for a in argv if a.startswith("/proc/self/fd/")], argv
+        assert "--bind" in argv and argv[argv.index(s.ws) - 1] == "--bind" and argv[argv.index(s.ws) + 1] == s.ws, argv
+        assert "landed" in r.out and "dir-fd" not in r.out, r
+        assert r.rc != 0 and "Read-only file system" in r.err, r  # the write outside
+        with open(inside) as f:
+            assert f.read() == "ok", r
+        assert not os.path.exists(outside), r
+        if extra:
+            res = r.rec("result")
+            assert res["runnerFailed"] is False and res["denied"] is True, r
+        # read-only: nothing lands, the workspace included.
+        os.unlink(inside)
+        r = dsh(["--config", cfg, "--mode", "read-only", "--root", s.ws] + extra +
+                ["--", "sh", "-c", dirs + "printf ok > '%s'" % inside], s)
+        assert r.rec("confinement")["runner"] == "custom", r
+        assert r.rc != 0 and "Read-only file system" in r.err and "dir-fd" not in r.out, r
+        assert not os.path.exists(inside), r
+        if extra:
+            assert r.rec("result")["denied"] is True and r.rec("result")["runnerFailed"] is False, r
 
 
 if __name__ == "__main__":

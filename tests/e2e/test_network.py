@@ -279,8 +279,8 @@ def test_off_refuses_everything_and_the_host_sees_nothing(s, runner):
     for k in REFUSED_OFF:
         if k == "tcp6" and not h.tcp6:
             continue
-        # urllib wraps the refusal (EACCES) in a URLError
-        assert got[k] in ("EACCES", "EPERM") or (k == "http" and got[k] == "URLError"), (k, got, r.err)
+        # The socket filter's own answer (ENETUNREACH, issue 38); urllib wraps it in a URLError
+        assert got[k] == "ENETUNREACH" or (k == "http" and got[k] == "URLError"), (k, got, r.err)
     # Ordinary things keep working: a socketpair, name resolution of localhost.
     assert got["socketpair"] == "ok" and got["getent"] == "ok", got
     assert seen == set(), (seen, got)  # the host's listeners saw nothing at all
@@ -297,7 +297,7 @@ def run_loopback(s, runner):
         assert got["tcp6"] in ("ECONNREFUSED", "EADDRNOTAVAIL", "ENETUNREACH"), got
     assert got["listen"] in ("timeout", "TimeoutError", "EAGAIN"), got  # the host cannot connect in
     for k in ("raw", "packet", "vsock", "mptcp", "unix_outside", "unix_inside", "abstract"):
-        assert got[k] in ("EACCES", "EPERM"), (k, got)
+        assert got[k] == "ENETUNREACH", (k, got)
     assert got["socketpair"] == "ok" and got["getent"] == "ok", got
     assert seen == set(), (seen, got)
     return r
@@ -391,13 +391,15 @@ def test_ordinary_tools_work_under_off(s):
         subprocess.run(["rm", "-rf", os.path.join(s.ws, "r")], check=True)
 
 
-def test_a_refused_socket_is_a_denial_under_supervise(s):
+def test_a_refused_socket_is_a_network_refusal_under_supervise(s):
+    # Issue 38: a network refusal (the filter's ENETUNREACH), not a file denial.
     need_landlock()
     r = dsh(["--runner", "landlock", "--net", "off", "--supervise", "--", PY, "-c",
              "import socket; socket.create_connection(('127.0.0.1', 9))"], s)
     assert r.rc != 0, r
     res = r.rec("result")
-    assert res is not None and res["denied"] is True and res["runnerFailed"] is False, r
+    assert res is not None and res["networkDenied"] is True and res["denied"] is False, r
+    assert res["runnerFailed"] is False, r
 
 
 def test_old_landlock_without_tcp_rights_still_enforces_off_with_seccomp(s):
@@ -410,7 +412,7 @@ def test_old_landlock_without_tcp_rights_still_enforces_off_with_seccomp(s):
                  "except OSError as e: print(e.errno)" % h.tcp4], s, pre=[tool("landlock-abi"), "3", "--"])
     finally:
         h.close()
-    assert r.rc == 0 and r.out.strip() == "13", r
+    assert r.rc == 0 and r.out.strip() == "101", r
     n = r.rec("confinement")["network"]
     assert r.rec("confinement")["landlockAbi"] == 3, r
     assert n["enforcement"] == "full" and "landlock-tcp" not in n["enforced"], n
@@ -438,7 +440,7 @@ def test_config_network_and_flag_precedence(s):
         f.write('{"network": "off"}')
     r = dsh(["--config", cfg, "--runner", "landlock", "--", PY, "-c",
              "import socket\ntry: socket.socket()\nexcept OSError as e: print(e.errno)"], s)
-    assert r.rc == 0 and r.out.strip() == "13", r
+    assert r.rc == 0 and r.out.strip() == "101", r
     n = r.rec("confinement")["network"]
     assert n["mode"] == "off" and n["source"] == "config", n
     r = dsh(["--config", cfg, "--net", "host", "--runner", "landlock", "--", PY, "-c", "import socket; socket.socket()"], s)
@@ -520,7 +522,7 @@ def test_curl_to_a_loopback_http_server(s):
             if net == "host":
                 assert r.rc == 0 and r.out == "hi" and h.seen == ["http"], (runner, net, r, h.seen)
             else:
-                # 7: could not connect (EACCES from the socket filter, or nobody listening in the namespace)
+                # 7: could not connect (the socket filter's ENETUNREACH, or nobody listening in the namespace)
                 assert r.rc == 7 and h.seen == [], (runner, net, r, h.seen)
 
 
@@ -538,7 +540,7 @@ def test_the_session_log_sets_the_network(s):
     sock = ["--", PY, "-c", "import socket\ntry: socket.socket(); print('open')\nexcept OSError as e: print(e.errno)"]
     r = dsh(["--config", cfg, "--session", log, "--runner", "landlock", "--root", s.ws] + sock, s)
     n = r.rec("confinement")["network"]
-    assert r.rc == 0 and r.out.strip() == "13" and n["mode"] == "off" and n["source"] == "session", r
+    assert r.rc == 0 and r.out.strip() == "101" and n["mode"] == "off" and n["source"] == "session", r
     r = dsh(["--session", log, "--runner", "landlock", "--net", "host", "--root", s.ws] + sock, s)
     assert r.rc == 0 and r.out.strip() == "open" and r.rec("confinement")["network"]["source"] == "flag", r
     r = dsh(["session", "set-mode", log, "read-only"], s, report=False)
@@ -546,7 +548,7 @@ def test_the_session_log_sets_the_network(s):
     last = json.loads(open(log).read().splitlines()[-1])
     assert last["data"] == {"mode": "read-only", "network": "off"}, last
     r = dsh(["--session", log, "--runner", "landlock"] + sock, s)
-    assert r.rc == 0 and r.out.strip() == "13", r
+    assert r.rc == 0 and r.out.strip() == "101", r
     # Strict: an unknown network in set-mode or in the log is refused, nothing runs.
     r = dsh(["session", "set-mode", log, "read-only", "--net", "none"], s, report=False)
     assert r.rc == 125 and 'unknown network mode "none"' in r.err, r
@@ -673,8 +675,8 @@ for call in ("socket", "socketpair"):
                     if not fds:
                         e = ctypes.get_errno()
                         refused[e] = refused.get(e, 0) + 1
-                        if e != 13:
-                            refused.setdefault("not EACCES", []).append([call, fam, ty, proto, e])
+                        if e != 101:
+                            refused.setdefault("not ENETUNREACH", []).append([call, fam, ty, proto, e])
                         continue
                     made.append([call, fam, ty, proto])
                     for fd in fds:
@@ -744,7 +746,8 @@ def allowed_by(net, call, fam, ty, proto):
 @matrix(runner=RUNNERS)
 def test_no_socket_of_any_family_or_type_reaches_a_host_unix_listener(s, runner):
     # Under each --net mode that refuses the host: nothing reaches a host unix listener of any
-    # type, only the allow-list is made, everything else is EACCES, and the record is unchanged.
+    # type, only the allow-list is made, everything else is the filter's ENETUNREACH, and the record
+    # is unchanged.
     assert landlock_abi() < 9, "this test's allow-list is the one without Landlock's RESOLVE_UNIX"
     for net in ("off", "loopback", "allow=127.0.0.1:9"):
         token = "dsh-sweep-%d-%f" % (os.getpid(), time.time())
@@ -762,7 +765,7 @@ def test_no_socket_of_any_family_or_type_reaches_a_host_unix_listener(s, runner)
         made = {tuple(x) for x in got["made"]}
         bad = sorted(x for x in made if not allowed_by(mode, *x))
         assert not bad, (runner, net, bad)
-        assert "not EACCES" not in got["refused"], (runner, net, got["refused"])
+        assert "not ENETUNREACH" not in got["refused"], (runner, net, got["refused"])
         flags = socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
         for ty in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET, socket.SOCK_STREAM | flags):
             assert ("socketpair", socket.AF_UNIX, ty, 0) in made, (runner, net, sorted(made))

@@ -394,6 +394,65 @@ def test_markers_denial_and_hint(s, runner):
     assert "[sandbox:" not in r.err, r
 
 
+NET_MARKER = "[sandbox: network access refused under --net {net}]"
+NET_HINT = ("[sandbox: network escalation available \u2014 retry this exact command once with --escalate-net {wider} "
+            "+ --justification; the approval prompt asks the user]")
+NET_HINT_NO_APPROVER = "[sandbox: the command ran with --net {net}; run it again with --net {wider} if it needs the network]"
+# keyctl(KEYCTL_GET_KEYRING_ID) (x86_64 250): the seccomp layer's EPERM under every runner, mode and user;
+# not a file operation.
+KEYCTL = ("import ctypes, os, sys; l = ctypes.CDLL(None, use_errno=True); "
+          "sys.exit('keyctl: ' + os.strerror(ctypes.get_errno()) if l.syscall(250, 0, -3, 0) < 0 else 0)")
+
+
+@matrix(runner=RUNNERS)
+def test_read_only_eperm_is_a_file_denial_only_from_a_file_operation(s, runner):
+    """Issue 38: in read-only an "Operation not permitted" that no file operation gave (a keyring,
+    a signal) is no denial and gets no marker; the seccomp layer's metadata refusals say what a
+    read-only mount says (EROFS) and stay denials."""
+    need_runner(runner)
+    r = sup("python3 -c \"%s\"" % KEYCTL, s, runner, extra=["--markers", "--approver", "tty"])
+    assert r.rc == 1 and "keyctl: Operation not permitted" in r.err, r
+    res = result_of(r)
+    assert res["denied"] is False and res["networkDenied"] is False, r
+    assert "[sandbox:" not in r.err, r
+    # The issue's own case: kill -0 sends nothing; it fails where the command may not signal pid 1.
+    r = sup("kill -0 1", s, runner, extra=["--markers", "--approver", "tty"])
+    assert result_of(r)["denied"] is False and "[sandbox:" not in r.err, r
+    assert "operation not permitted" not in r.rec("confinement")["denialSignatures"], r
+    target = s.p("outside", "meta")
+    with open(target, "w") as f:
+        f.write("x")
+    os.chmod(target, 0o644)
+    r = sup("chmod 600 '%s'" % target, s, runner, extra=["--markers", "--approver", "tty"])
+    assert r.rc != 0 and "Read-only file system" in r.err, r
+    assert result_of(r)["denied"] is True, r
+    assert r.err.splitlines()[-2:] == [DENIAL_MARKER.format(mode="read-only"), HINT], r
+    assert os.stat(target).st_mode & 0o777 == 0o644
+
+
+@matrix(runner=RUNNERS)
+def test_a_network_refusal_is_not_a_file_denial(s, runner):
+    """Issue 38: under --net off (and loopback) a refused socket is a network refusal: its own
+    marker and the --escalate-net / --net hint, never the file marker and the mode hint, which
+    cannot help."""
+    need_runner(runner)
+    make = "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)'"
+    for net, wider in (("off", "loopback or host"), ("loopback", "host")):
+        for approver, hint in ((["--approver", "tty"], NET_HINT), ([], NET_HINT_NO_APPROVER)):
+            r = sup(make, s, runner, extra=["--net", net, "--markers"] + approver)
+            assert r.rc == 1 and "Network is unreachable" in r.err, r
+            res = result_of(r)
+            assert res["networkDenied"] is True and res["denied"] is False, r
+            assert r.rec("confinement")["network"]["denialSignatures"] == ["network is unreachable"], r
+            assert r.err.splitlines()[-2:] == [NET_MARKER.format(net=net),
+                                               hint.format(net=net, wider=wider)], r
+            assert "file access denied" not in r.err and HINT not in r.err, r
+    # --net host: no network words to read, and a file denial is still one.
+    r = sup("echo x > '%s'" % s.p("ws", "n.txt"), s, runner, extra=["--markers"])
+    assert result_of(r)["networkDenied"] is False and r.rec("confinement")["network"]["denialSignatures"] == [], r
+    assert r.err.splitlines()[-1] == DENIAL_MARKER.format(mode="read-only"), r
+
+
 @matrix(runner=RUNNERS)
 def test_danger_full_access_has_no_enforcement(s, runner):
     target = s.p("outside", "free.txt")

@@ -229,10 +229,16 @@ TEST_CASE("bwrap: --json-status-fd goes right after the bwrap path") {
 }
 
 TEST_CASE("custom runner: runnerCommand, the bwrap-shaped profile, --, argv") {
-    auto p = ww({{"/home/u/ws", Grant::Workspace, true}, {"/tmp", Grant::Tmp, true}});
+    // Roots opened as descriptors, as a run's policy has them: the custom
+    // runner is given none of them, so its profile names each by its path
+    // (issue 38: /proc/self/fd/N of a descriptor it never got failed every run).
+    auto p = ww({{"/home/u/ws", Grant::Workspace, true, 7}, {"/tmp", Grant::Tmp, true, 8}});
     auto argv = bwrap::custom_argv({"/opt/run", "--flag"}, p, {"sh", "-c", "x"});
     CHECK(argv == cat({{"/opt/run", "--flag"}, kBase, kProc,
                        {"--bind", "/tmp", "/tmp", "--bind", "/home/u/ws", "/home/u/ws", "--", "sh", "-c", "x"}}));
+    // The built-in runner binds the same roots from the descriptors.
+    CHECK(bwrap::profile_args(p, {}) ==
+          cat({kBase, kProc, {"--bind", "/proc/self/fd/8", "/tmp", "--bind", "/proc/self/fd/7", "/home/u/ws"}}));
 }
 
 TEST_CASE("bwrap layer: the gaps a read-only bind leaves, closed by Landlock when stacked") {

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "../../src/classify.hpp"
+#include "../../src/errors.hpp"
 
 using namespace dsh;
 
@@ -146,4 +147,31 @@ TEST_CASE("marker texts are the seed's, exactly") {
     CHECK(runner_failure_marker("workspace-write") ==
           "[sandbox: the sandbox runner itself failed under workspace-write mode \xE2\x80\x94 the command did "
           "not run; this is a sandbox problem, not a command failure]");
+}
+
+TEST_CASE("read-only: EPERM is no file denial; the network's refusal is its own (issue 38)") {
+    // Every Linux runner's read-only file dialects: EROFS (the mount view, and
+    // the seccomp layer's metadata refusals), EACCES (Landlock).
+    const std::vector<std::string> file = {"read-only file system", "permission denied"};
+    CHECK_FALSE(is_denial(1, "sh: 1: kill: Operation not permitted\n", file));  // kill -TERM 1 as a user
+    CHECK_FALSE(is_denial(1, "keyctl: Operation not permitted\n", file));
+    CHECK(is_denial(1, "chmod: changing permissions of '/x': Read-only file system\n", file));
+    // The socket filter's ENETUNREACH, and a namespace without a route.
+    const std::vector<std::string> net = {kNetworkDenialSignature};
+    const std::string refused = "OSError: [Errno 101] Network is unreachable\n";
+    CHECK(is_denial(1, refused, net));
+    CHECK_FALSE(is_denial(1, refused, file));
+    CHECK_FALSE(is_denial(1, "sh: 1: cannot create /x: Permission denied\n", net));
+    CHECK_FALSE(is_denial(0, refused, net));
+}
+
+TEST_CASE("network marker and hint: --escalate-net with an approver, --net without") {
+    CHECK(network_denial_marker("off") == "[sandbox: network access refused under --net off]");
+    CHECK(network_hint("off", true) ==
+          "[sandbox: network escalation available \xE2\x80\x94 retry this exact command once with --escalate-net "
+          "loopback or host + --justification; the approval prompt asks the user]");
+    CHECK(network_hint("loopback", false) ==
+          "[sandbox: the command ran with --net loopback; run it again with --net host if it needs the network]");
+    CHECK(network_hint("allow", false) ==
+          "[sandbox: the command ran with --net allow; run it again with --net host if it needs the network]");
 }

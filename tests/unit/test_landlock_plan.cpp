@@ -147,6 +147,7 @@ TEST_CASE("network axis: the Landlock and seccomp parts per ABI and mode (issue 
             const auto a = network_axis(Network::Host, abi, false);
             CHECK(a.failure.empty());
             CHECK(a.axis.enforced.empty());
+            CHECK(a.axis.denial_signatures.empty());  // nothing refused, nothing to read (issue 38)
             REQUIRE(a.axis.gaps.size() == 1);
             CHECK(a.axis.gaps[0].effect == "network");
         }
@@ -173,6 +174,8 @@ TEST_CASE("network axis: the Landlock and seccomp parts per ABI and mode (issue 
                 const auto a = network_axis(Network::Off, abi, ns);
                 CHECK(a.failure.empty());
                 CHECK(a.axis.gaps.empty());  // every missing piece is closed by another layer
+                // The socket filter's ENETUNREACH: a network refusal, not a file denial (issue 38).
+                CHECK(a.axis.denial_signatures == std::vector<std::string>{"network is unreachable"});
                 auto has = [&](const char* e) {
                     return std::find(a.axis.enforced.begin(), a.axis.enforced.end(), e) != a.axis.enforced.end();
                 };

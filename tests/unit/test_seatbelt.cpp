@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "darwin/seatbelt_plan.hpp"
+#include "policy.hpp"
 
 using namespace dsh;
 
@@ -30,7 +31,7 @@ const std::string RO_PROFILE =
 
 }  // namespace
 
-TEST_CASE("seatbelt: read-only profile and argv are the seed's, with no parameters") {
+TEST_CASE("seatbelt: read-only profile and argv are the seed's, with no parameters, for /dev/null alone") {
     auto p = seatbelt::plan(policy(Mode::ReadOnly, "/Users/dev/ws", {}), {"bash", "-c", "echo hi"},
                             seatbelt::macos_view());
     CHECK(p.profile == RO_PROFILE);
@@ -40,6 +41,25 @@ TEST_CASE("seatbelt: read-only profile and argv are the seed's, with no paramete
     CHECK(p.layer.enforcement == Enforcement::Full);
     CHECK(p.denial_signatures == std::vector<std::string>{"operation not permitted"});
     CHECK(p.runner_failure_rules.dump() == R"([{"fatalSignatures":["sandbox-exec: "]}])");
+}
+
+TEST_CASE("seatbelt: a policy as the runner builds it: the seed's profile plus the command's /dev/tty; the probe's is the seed's") {
+    // build_policy, as a run makes it: /dev/null and /dev/tty are its writable
+    // files in every confined mode (the hand-made policy above has only the
+    // first). The difference is one form, documented (DECISIONS, issue 38).
+    PolicyInput in;
+    in.mode = Mode::ReadOnly;
+    in.cwd = "/Users/dev/ws";
+    Policy pol;
+    REQUIRE(build_policy(in, pol));
+    REQUIRE(pol.writable_files == std::vector<std::string>{"/dev/null", "/dev/tty"});
+    auto p = seatbelt::plan(pol, {"true"}, seatbelt::macos_view());
+    const std::string profile = RO_PROFILE + " (allow file-write* (literal \"/dev/tty\"))";
+    CHECK(p.profile == profile);
+    CHECK(p.params.empty());
+    CHECK(p.argv == std::vector<std::string>{"/usr/bin/sandbox-exec", "-p", profile, "--", "true"});
+    // The probe runs the seed's read-only profile, byte for byte.
+    CHECK(seatbelt::probe_argv() == std::vector<std::string>{"/usr/bin/sandbox-exec", "-p", RO_PROFILE, "--", "/usr/bin/true"});
 }
 
 TEST_CASE("seatbelt: workspace-write allows each canonical root as a (param) subpath") {
