@@ -116,4 +116,16 @@ Fingerprint fingerprint(const Policy& p);
 // ([{"type": "protected-path-changed", "path": P}]).
 nlohmann::ordered_json violations(const Fingerprint& before, const Fingerprint& after);
 
+// The protected names that were absent when the run started (bwrap: no
+// mount point can be made for a name that does not exist without leaving a
+// file on the host) and exist now: a commondir, a hooks/ that was missing,
+// a bare layout's HEAD, objects/ or refs/ at a repository's top, a .git
+// where there was none. Each is renamed aside in its own directory (a link
+// made on the way: that link), walked from its root's descriptor without
+// following a link, to NAME.dsh-confine-quarantine-TAG, so the next git or
+// editor run finds nothing there. Called once nothing of the run is alive.
+// One entry per name: {"path": P, "movedTo": Q} (Q null: it could not be
+// moved, and is still there).
+nlohmann::ordered_json quarantine_created(const Policy& p, std::string_view tag);
+
 }  // namespace dsh::carveouts
