@@ -578,7 +578,10 @@ def test_include_absent_and_linked(s):
     assert listing(s.ws) == names, r
     r = run(s, "bwrap", s.ws, "echo '[core] pager = x' > later.cfg", extra=["--supervise"])
     assert r.rec("result")["violations"] == [{"type": "protected-path-changed", "path": later}], r
-    os.unlink(later)
+    # Renamed aside once the run ended (issue 37): the next git reads no include of the command's.
+    q = r.rec("result")["quarantined"]
+    assert [e["path"] for e in q] == [later] and not os.path.exists(later), r
+    os.unlink(q[0]["movedTo"])
     # A link on the way to an included file.
     with open(os.path.join(s.ws, ".git", "config"), "a") as f:
         f.write("[include]\n\tpath = ../lnk/inc.cfg\n")
