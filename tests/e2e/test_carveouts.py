@@ -764,7 +764,9 @@ def test_who_binds_the_carve_outs(s):
     plan = dsh(["explain", "--json", "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--", "sh",
                 "-c", "true"], s, cwd=s.ws, report=False)
     planned = json.loads(plan.out)["confinement"]["execArgv"]
-    assert ("--carve" in planned[planned.index("--"):]) == (binds == "stage"), planned
+    # Where bwrap binds them the stage is told them too, to check each one landed (issue 37).
+    assert "--carve" in planned[planned.index("--"):], planned
+    assert ("--carves-bound" in planned[planned.index("--"):]) == (binds == "bwrap"), planned
     # A hidden path over a carve-out: bwrap hides after its own binds, so they all stay bwrap's, and
     # the hooks stay hidden (an empty read-only directory) either way.
     r = run(s, "bwrap", s.ws, "ls -A .git/hooks | wc -l; touch .git/hooks/x",
