@@ -28,6 +28,9 @@
 //        session log's and probe cache's directories (made when absent) and
 //        an approver file; a runner that cannot carve refuses the run.
 //
+//   every directory between a root and a protected path (issue 37): pinned
+//        (ancestors()); HEAD at each repository's top, watched when absent.
+//
 // Every path is walked from its root's descriptor with O_PATH|O_NOFOLLOW:
 // a symlink anywhere below the root fails the run (closed), with the fix.
 #pragma once
