@@ -414,7 +414,9 @@ struct Builder {
     // (owned by the entry), -1 otherwise.
     int add(const std::string& path, const char* source, const char* what, bool pin = false) {
         if (!failure) return -1;
-        if (std::strcmp(source, "flag") != 0 && std::strcmp(what, "own") != 0)
+        // Own state and the directories above a protected path (ancestors())
+        // are never dropped: --unprotect of a parent must not undo them.
+        if (std::strcmp(source, "flag") != 0 && std::strcmp(what, "own") != 0 && std::strcmp(what, "ancestor") != 0)
             for (const auto& d : drop)
                 if (under(path, d)) return -1;
         for (const auto& e : out)
@@ -580,12 +582,32 @@ struct Builder {
         repo_configs(dir_of(file), {c + "/config", g + "/config.worktree"});
     }
 
+    // A name git's discovery reads when it appears, absent now: watched
+    // for creation (quarantine_created), never bound where it exists (a
+    // project may keep a file of that name).
+    void absent_only(const std::string& path) {
+        const WritableRoot* root = root_of(p, path);
+        if (!failure || !root) return;
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        const Walk found = w.lookup(*root, path, fd, st, at, error);
+        if (found == Walk::Found) ::close(fd);
+        else if (found == Walk::Absent) add(path, "default", "git");
+    }
+
     void repo(const std::string& r) {
         const std::string dotgit = r + "/.git";
         const int fd = add(dotgit, "default", "git", true);
         if (!failure) return;
         const auto it = std::find_if(out.begin(), out.end(), [&](const ProtectedPath& e) { return e.path == dotgit; });
         if (fd < 0 || it == out.end()) return;
+        // git takes a directory holding HEAD, objects/ and refs/ for a bare
+        // repository when its .git is no longer one (HEAD moved or broken):
+        // a HEAD made at the top would hand git a config of the command's
+        // (core.fsmonitor, core.worktree). Without HEAD there is no such
+        // layout; objects/ and refs/ are ordinary names in many projects.
+        absent_only(r + "/HEAD");
         if (it->directory) {
             gitdir(dotgit, 0);
             repo_configs(r, {dotgit + "/config", dotgit + "/config.worktree"});
@@ -842,6 +864,34 @@ struct Builder {
         it->refusal = o.refusal;
     }
 
+    // Every directory between a protected path's root and the path becomes
+    // a mount point of its own, writable inside (pinned, as .git is): in the
+    // mount namespace that holds a mount point, rename(2), renameat2
+    // (RENAME_EXCHANGE included) and rmdir(2) of it fail with EBUSY, and a
+    // directory cannot be hard-linked, so no directory on the way can be
+    // moved aside and replaced by a fresh one whose files the next git or
+    // dsh-confine run would read (a nested repository's directory, ~/.config
+    // above dsh-confine's own config). A read-only bind pins only its leaf.
+    // For an absent path, the directories that exist on the way are pinned.
+    // Ancestors are added after their descendants; carve_binds() binds by
+    // depth, so each is a mount point before anything below it is bound.
+    void ancestors() {
+        const size_t n = out.size();
+        for (size_t i = 0; i < n && failure; ++i) {
+            if (out[i].why_not == kProtectedOutsideText) continue;
+            const std::string path = out[i].path;  // copies: add() grows `out`
+            const std::string source = out[i].source;
+            const WritableRoot* root = root_of(p, path);
+            if (!root || root->path == path) continue;
+            std::string cur = root->path == "/" ? "" : root->path;
+            const auto names = path_names(std::string_view(path).substr(cur.size()));
+            for (size_t k = 0; k + 1 < names.size() && failure; ++k) {
+                cur += "/" + std::string(names[k]);
+                if (add(cur, source.c_str(), "ancestor", true) < 0) break;  // absent from here down
+            }
+        }
+    }
+
     // The repositories directly below root `r` (subdirectories, not links,
     // holding a .git) not already covered (a submodule, a worktree seen from
     // its repository): the root's list for each.
@@ -1027,6 +1077,7 @@ Outcome walk(Policy& p, const Input& in) {
     for (const auto& o : in.own) b.own(o);
     for (const auto& s : in.protect_config) b.add(absolute(s, in.cwd), "config", "named");
     for (const auto& s : in.protect_flag) b.add(absolute(s, in.cwd), "flag", "named");
+    b.ancestors();
     // --unprotect dropped a default or a config entry (and everything below
     // it: a planted link there is the caller's to keep); --protect wins.
     for (const auto& d : b.drop)
@@ -1290,6 +1341,44 @@ Fingerprint fingerprint(const Policy& p) {
         all.emplace_back(e.path, std::move(out));
     }
     return all;
+}
+
+nlohmann::ordered_json quarantine_created(const Policy& p, std::string_view tag) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    Walker w;
+    std::set<std::string> done;
+    for (const auto& e : p.protected_paths) {
+        // A .git where there was none is a repository the command made, its
+        // own content like any file it writes (docs/SECURITY.md): kept.
+        if (e.exists || e.pin || e.why_not != kProtectedAbsentText) continue;
+        const WritableRoot* root = root_of(p, e.path);
+        if (!root) continue;
+        int fd = -1, error = 0;
+        struct stat st {};
+        std::string at;
+        const Walk found = w.lookup(*root, e.path, fd, st, at, error);
+        if (found == Walk::Found) {
+            ::close(fd);
+            at = e.path;
+        } else if (found != Walk::Symlink) {
+            continue;
+        }
+        if (!done.insert(at).second) continue;
+        int parent = -1;
+        std::string link;
+        const std::string name = at.substr(at.rfind('/') + 1);
+        const std::string moved = fmt::format("{}.dsh-confine-quarantine-{}", name, tag);
+        struct stat taken {};
+        const bool ok = w.dir(*root, dir_of(at), parent, link, error) == Walk::Found &&
+                        ::fstatat(parent, moved.c_str(), &taken, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT &&
+                        ::renameat(parent, name.c_str(), parent, moved.c_str()) == 0;
+        nlohmann::ordered_json q;
+        q["path"] = at;
+        q["movedTo"] = ok ? nlohmann::ordered_json(dir_of(at) + "/" + moved) : nlohmann::ordered_json(nullptr);
+        out.push_back(std::move(q));
+        w.forget(at);
+    }
+    return out;
 }
 
 nlohmann::ordered_json violations(const Fingerprint& before, const Fingerprint& after) {

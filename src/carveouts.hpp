@@ -28,6 +28,9 @@
 //        session log's and probe cache's directories (made when absent) and
 //        an approver file; a runner that cannot carve refuses the run.
 //
+//   every directory between a root and a protected path (issue 37): pinned
+//        (ancestors()); HEAD at each repository's top, watched when absent.
+//
 // Every path is walked from its root's descriptor with O_PATH|O_NOFOLLOW:
 // a symlink anywhere below the root fails the run (closed), with the fix.
 #pragma once
@@ -137,5 +140,17 @@ Fingerprint fingerprint(const Policy& p);
 // same policy, as the result record's violations
 // ([{"type": "protected-path-changed", "path": P}]).
 nlohmann::ordered_json violations(const Fingerprint& before, const Fingerprint& after);
+
+// The protected names that were absent when the run started (bwrap: no
+// mount point can be made for a name that does not exist without leaving a
+// file on the host) and exist now: a commondir, a hooks/ that was missing,
+// a bare layout's HEAD, objects/ or refs/ at a repository's top, a .git
+// where there was none. Each is renamed aside in its own directory (a link
+// made on the way: that link), walked from its root's descriptor without
+// following a link, to NAME.dsh-confine-quarantine-TAG, so the next git or
+// editor run finds nothing there. Called once nothing of the run is alive.
+// One entry per name: {"path": P, "movedTo": Q} (Q null: it could not be
+// moved, and is still there).
+nlohmann::ordered_json quarantine_created(const Policy& p, std::string_view tag);
 
 }  // namespace dsh::carveouts

@@ -102,6 +102,13 @@ std::string hint_text(Hint h, std::string_view a) {
     return {};  // unreachable: every enumerator is listed above
 }
 
+std::string carve_misplaced_text(std::string_view path) {
+    return fmt::format("{} is not the directory or file dsh-confine opened, or its bind did not land on it (a "
+                       "symlink was planted on the way while the sandbox was built); nothing was run: remove the "
+                       "link and run the command again",
+                       path);
+}
+
 std::string protected_symlink_text(std::string_view path, std::string_view link) {
     return fmt::format("the protected path {} cannot be kept read-only: {} is a symlink inside a writable root "
                        "(an earlier run could have planted it); remove the link, or --unprotect {}",
@@ -129,6 +136,14 @@ std::string protected_changed_text(size_t n) {
     return fmt::format("{} protected path{} changed during the run (see the result record's violations); check them before the next "
                        "git or editor run",
                        n, n == 1 ? "" : "s");
+}
+
+std::string protected_quarantined_text(size_t n) {
+    return fmt::format("the command created {} protected name{} that did not exist when the run started (a git "
+                       "commondir, hooks, a bare repository's HEAD, ...); each was renamed to "
+                       "NAME.dsh-confine-quarantine-RUN so that the next git or editor run does not read it: "
+                       "inspect and delete {}",
+                       n, n == 1 ? "" : "s", n == 1 ? "it" : "them");
 }
 
 std::string private_tmp_unavailable_text(std::string_view runner) {

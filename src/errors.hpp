@@ -101,6 +101,9 @@ std::string hint_text(Hint h, std::string_view a = {});
 std::string private_tmp_unavailable_text(std::string_view runner);
 // Carve-outs (issue 18): a protected path with a symlink on the way (at `link`).
 std::string protected_symlink_text(std::string_view path, std::string_view link);
+// A carve-out bwrap bound that is not where it was meant to be (a link
+// planted on the way after the launcher's walk): nothing was run.
+std::string carve_misplaced_text(std::string_view path);
 // A protected path that could not be looked at (errno text `why`).
 std::string protected_unreadable_text(std::string_view path, std::string_view why);
 // A git config that names a path as "~user/..." for a user /etc/passwd does
@@ -111,8 +114,8 @@ std::string git_config_user_text(std::string_view value, std::string_view user);
 std::string git_config_too_large_text(std::string_view config, size_t limit);
 // The per-entry reasons a protected path is not enforced (the record's whyNot).
 inline constexpr const char* kProtectedAbsentText =
-    "absent when the run started: nothing is mounted for it (no placeholder is left on the host); its creation is "
-    "reported by the integrity check with --supervise";
+    "absent when the run started: nothing is mounted for it (no placeholder is left on the host); if the run "
+    "creates it, it is renamed aside when the run ends";
 inline constexpr const char* kProtectedLandlockText =
     "landlock cannot make a path inside a writable root read-only (its rights are inherited down the tree); "
     "use --runner bwrap (or auto where bwrap works)";
@@ -126,6 +129,8 @@ inline constexpr const char* kProtectedCustomText = "the custom runner's profile
 inline constexpr const char* kProtectedOutsideText = "outside the writable roots: read-only already";
 // The supervise integrity check's violation (the result record's protectedChanged).
 std::string protected_changed_text(size_t n);
+// Protected names the run created where nothing was (carveouts::quarantine_created).
+std::string protected_quarantined_text(size_t n);
 // Why a runner is passed over for --keep-descendants: `how` is its
 // Runner::ends_descendants().
 std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how);

@@ -971,12 +971,20 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (confined && !setup && !c.runner_failed)
         c.network_denied = is_denial(exit_code, tail, p.c.network.denial_signatures);
 
+    // Protected names absent at the start that the run made (bwrap, which
+    // could mount nothing there without a file on the host): moved aside
+    // now that nothing of the run is alive, in both modes.
+    ordered_json violations =
+        opts.forwarder ? ordered_json::array() : carveouts::violations(carve_before, carveouts::fingerprint(p.c.policy));
+    const ordered_json quarantined = carveouts::quarantine_created(p.c.policy, run_id());
+    if (!quarantined.empty()) say(protected_quarantined_text(quarantined.size()));
     if (!opts.forwarder) {
         ordered_json rr = result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
                                         descendants_killed, limit);
         rr["descendantsLeft"] = descendants_left ? ordered_json(*descendants_left) : ordered_json(nullptr);
-        rr["violations"] = carveouts::violations(carve_before, carveouts::fingerprint(p.c.policy));
+        rr["violations"] = std::move(violations);
         if (!rr["violations"].empty()) say(protected_changed_text(rr["violations"].size()));
+        rr["quarantined"] = quarantined;
         (void)report.write(rr);
     }
 

@@ -14,6 +14,11 @@ namespace {
 
 size_t depth(const std::string& path) { return static_cast<size_t>(std::count(path.begin(), path.end(), '/')); }
 
+bool within(const std::string& inner, const std::string& outer) {
+    return inner == outer || outer == "/" ||
+           (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '/');
+}
+
 [[gnu::hot]] bool parse_int(std::string_view s, int& out) {
     if (s.empty()) return false;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -138,10 +143,6 @@ std::vector<const ProtectedPath*> carve_binds(const Policy& policy) {
 bool stage_may_bind(const Policy& policy) {
     if (std::none_of(policy.hidden_paths.begin(), policy.hidden_paths.end(), [](const ProtectedPath& h) { return h.exists; }))
         return true;
-    const auto within = [](const std::string& inner, const std::string& outer) {
-        return inner == outer || outer == "/" ||
-               (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '/');
-    };
     for (const auto* e : carve_binds(policy))
         for (const auto& h : policy.hidden_paths)
             if (h.exists && (within(e->path, h.path) || within(h.path, e->path))) return false;
@@ -161,10 +162,28 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     for (const auto& f : policy.writable_files) a.insert(a.end(), {"--file", f});
     for (const auto& r : policy.writable_roots)
         a.insert(a.end(), {"--rw", std::string(to_string(r.source)), r.path, std::to_string(r.fd)});
+    // Where bwrap binds the carve-outs, the stage still gets the list, to
+    // check that each bind landed on its place (--carves-bound): bwrap
+    // before 0.12 follows a symlink on the way to a mount point, and one can
+    // be planted inside a writable root between the walk and bwrap's bind.
     if (spec.carve_late) a.push_back("--carve-late");
-    else if (spec.stage_binds)
-        for (const auto* e : carve_binds(policy))
+    else {
+        auto carves = carve_binds(policy);
+        // A carve-out at or below a hidden path is covered by the hiding
+        // (bwrap hides after its binds): nothing of it to check.
+        if (!spec.stage_binds)
+            carves.erase(std::remove_if(carves.begin(), carves.end(),
+                                        [&](const ProtectedPath* e) {
+                                            return std::any_of(policy.hidden_paths.begin(), policy.hidden_paths.end(),
+                                                               [&](const ProtectedPath& h) {
+                                                                   return h.exists && within(e->path, h.path);
+                                                               });
+                                        }),
+                         carves.end());
+        if (!spec.stage_binds && !carves.empty()) a.push_back("--carves-bound");
+        for (const auto* e : carves)
             a.insert(a.end(), {"--carve", e->pin ? "pin" : "ro", e->path, fmt::format("{}:{}", e->dev, e->ino)});
+    }
     const bool inline_argv = spec.argv.size() <= kArgvInline;
     if (!inline_argv) a.push_back("--argv-from-record");
     a.push_back("--");
@@ -460,6 +479,8 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
             out.carves.push_back(std::move(c));
         } else if (a == "--carve-late") {
             out.carve_late = true;
+        } else if (a == "--carves-bound") {
+            out.carves_bound = true;
         } else {
             return failf(Err::Usage, "stage: unknown argument \"{}\"", a);
         }
@@ -469,7 +490,7 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
         return fail(Err::Usage, "stage: --net-relay needs a descriptor above 2 and --net loopback");
     if (out.record_fd < 3) return fail(Err::Usage, "stage: --record-fd is required");
     if (out.ready_fd != -1 && out.ready_fd < 3) return fail(Err::Usage, "stage: --ready-fd needs a descriptor above 2");
-    if (out.carve_late && (out.ready_fd < 3 || !out.carves.empty()))
+    if (out.carve_late && (out.ready_fd < 3 || !out.carves.empty() || out.carves_bound))
         return fail(Err::Usage, "stage: --carve-late needs --ready-fd and no --carve");
     if (i >= args.size() || (i + 1 >= args.size() && !out.argv_from_record))
         return fail(Err::Usage, "stage: no command after --");

@@ -171,6 +171,9 @@ struct StageRequest {
     };
     std::vector<Carve> carves;
     bool carve_late = false;  // --carve-late: the carves come after the launcher's "go" (StageSpec::carve_late)
+    // --carves-bound: bwrap bound the carves (an unprivileged caller); the
+    // stage only checks that each landed where it was meant to (check_carve_outs).
+    bool carves_bound = false;
 };
 
 // The carve-outs as a late stage reads them: after the record's line (its

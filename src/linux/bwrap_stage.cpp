@@ -12,7 +12,9 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/openat2.h>
@@ -187,6 +189,33 @@ constexpr long kSysOpenTreeAttr = -1;
     return Outcome::success();
 }
 
+// The carve-outs bwrap bound (an unprivileged caller's: ProfileOptions::
+// stage_binds is false). bwrap before 0.12 follows a symlink on the way to a
+// bind's destination (and makes a missing one there): a link planted inside
+// a writable root after the launcher's walk, by anything running beside
+// this run, would put a bind somewhere else and leave the protected path
+// unbound. So each place, opened without following any link, must be the
+// root of a mount (a bind landed there) of the very inode the launcher
+// opened, read-only unless pinned; otherwise nothing is run.
+[[gnu::hot]] Outcome check_carve_outs(const std::vector<StageRequest::Carve>& carves) {
+    for (const auto& c : carves) {
+        struct open_how how {};
+        how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        const int at = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, c.path.c_str(), &how, sizeof how));
+        struct statx stx {};
+        struct statfs fs {};
+        const bool ok = at >= 0 && ::statx(at, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0 &&
+                        ::fstatfs(at, &fs) == 0 && makedev(stx.stx_dev_major, stx.stx_dev_minor) == c.dev &&
+                        stx.stx_ino == c.ino &&
+                        (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
+                         (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) &&
+                        (c.pin || (fs.f_flags & ST_RDONLY));
+        if (!ok) return fail(Err::SandboxUnavailable, carve_misplaced_text(c.path));
+    }
+    return Outcome::success();
+}
+
 }  // namespace
 
 int run_probe_check() {
@@ -353,7 +382,7 @@ void take_foreground() noexcept {
                             : failf(Err::SandboxUnavailable, "Landlock ABI {} is below the planned {}", have,
                                     req.landlock_abi);
     if (entered) entered = seal_device_nodes();
-    if (entered) entered = bind_carve_outs(req.carves);
+    if (entered) entered = req.carves_bound ? check_carve_outs(req.carves) : bind_carve_outs(req.carves);
     // --net allow= (issue 19): the namespace's way out, made before the
     // command exists, so its first connection is queued, never refused.
     if (entered && req.relay_fd >= 0) {

@@ -36,7 +36,6 @@ public:
         // It runs outside any sandbox (issue 37): refused unless the caller
         // or root owns it and nobody else may rewrite it or a directory above.
         if (auto o = check_trusted_file(resolved, Err::StateUnsafe, "custom runner"); !o) return o;
-
         // The runner binds each root by its path (custom_argv): refuse a path
         // that no longer names the directory the policy opened. What is left
         // is the window between this check and the runner's mount, open only

@@ -399,10 +399,22 @@ TEST_CASE("bwrap carve-outs bound by the stage: none in the profile, all on the 
            req.carves[0].ino == 77));
     CHECK((req.carves[1].path == "/ws/.git/hooks" && !req.carves[1].pin && req.carves[1].dev == 2049 &&
            req.carves[1].ino == 18446744073709551615u));
-    // Without stage_binds the stage is told nothing of them.
+    CHECK(std::find(a.begin(), a.end(), "--carves-bound") == a.end());
+    CHECK_FALSE(req.carves_bound);
+    // Without stage_binds bwrap binds them and the stage checks each one
+    // (--carves-bound), but not one a hidden path covers.
     spec.stage_binds = false;
     const Args b = bwrap::stage_args(p, spec);
-    CHECK(std::find(b.begin(), b.end(), "--carve") == b.end());
+    const Args check = {"--carves-bound", "--carve", "pin", "/ws/.git", "2049:77", "--carve", "ro", "/ws/.git/hooks",
+                        "2049:18446744073709551615"};
+    CHECK(std::search(b.begin(), b.end(), check.begin(), check.end()) != b.end());
+    REQUIRE(bwrap::parse_stage(Args(b.begin() + 2, b.end()), req));
+    CHECK((req.carves_bound && req.carves.size() == 2));
+    ProtectedPath hidden{"/ws/.git/hooks", "flag", "secret", true, true};
+    p.hidden_paths = {hidden};
+    const Args h = bwrap::stage_args(p, spec);
+    CHECK(std::count(h.begin(), h.end(), "--carve") == 1);
+    p.hidden_paths.clear();
     // A malformed one is refused.
     for (const Args& bad : {Args{"--carve", "rw", "/ws/x", "1:2"}, Args{"--carve", "ro", "ws/x", "1:2"},
                             Args{"--carve", "ro", "/ws/x"}, Args{"--carve", "ro", "/ws/x", "12"},
