@@ -32,7 +32,7 @@ enum class Opt {
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Binary, Attempt,
     Net, NetDeny, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead, HideSecrets,
-    Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore,
+    Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore, AllowUserns,
 };
 
 struct OptionSpec {
@@ -70,6 +70,8 @@ constexpr OptionSpec kOptions[] = {
      "hide this path from the command, in every mode (repeatable)"},
     {Opt::HideSecrets, "--hide-secrets", "", "", false, kGlobal, kPolicyHelp,
      "hide ~/.ssh private keys, cloud and registry credentials and the ssh agent socket"},
+    {Opt::AllowUserns, "--allow-userns", "", "", false, kGlobal, kPolicyHelp,
+     "let the command make user namespaces (refused by default)"},
     {Opt::PrivateTmp, "--private-tmp", "", "", false, kGlobal, kPolicyHelp,
      "give the command an empty /tmp of its own, discarded at exit"},
     {Opt::KeepDescendants, "--keep-descendants", "", "", false, kGlobal, kPolicyHelp,
@@ -257,6 +259,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::HideSecrets: return flag_once(r.hide_secrets) ? Outcome::success() : twice();
         case Opt::PrivateTmp: return flag_once(r.private_tmp) ? Outcome::success() : twice();
         case Opt::KeepDescendants: return flag_once(r.keep_descendants) ? Outcome::success() : twice();
+        case Opt::AllowUserns: return flag_once(r.allow_userns) ? Outcome::success() : twice();
         case Opt::Config: return set_once(r.config, v) ? Outcome::success() : twice();
         case Opt::Session: return set_once(r.session, v) ? Outcome::success() : twice();
         case Opt::ProbeTimeout: {
@@ -647,6 +650,7 @@ PolicyRequest Request::policy_request() const {
     p.keep_fds = keep_fds;
     p.private_tmp = private_tmp;
     p.keep_descendants = keep_descendants;
+    p.allow_userns = allow_userns;
     p.config = config;
     p.session = session;
     p.approver = approver;

@@ -39,6 +39,7 @@ struct Request {
     bool hide_secrets = false;           // --hide-secrets
     bool private_tmp = false;  // --private-tmp
     bool keep_descendants = false;  // --keep-descendants
+    bool allow_userns = false;      // --allow-userns
     std::vector<int> keep_fds;
     int report_fd = -1;
     std::optional<int> probe_timeout_ms;

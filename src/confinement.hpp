@@ -71,6 +71,10 @@ struct Confinement {
     std::vector<std::string> exec_argv;  // what is finally exec'd (runner prefix + command); empty: argv
     std::string command_path;       // the resolved COMMAND
     std::vector<std::string> hardening;  // e.g. "no-new-privs", "capabilities-dropped"
+    // New user namespaces for the command (issue 38): "refused" (the
+    // default) or "allowed" (--allow-userns), set by the runners that
+    // govern them (bwrap, Landlock); empty: not governed (the record's null).
+    std::string user_namespaces;
     EnvChanges environment;              // names changed by the env flags (never values)
     NetworkAxis network;                 // filled by the runner's plan
     Descendants descendants;             // settled once it is known whether a parent stays (launch.hpp)

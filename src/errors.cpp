@@ -219,6 +219,7 @@ Err fault_code(const Fault& f) noexcept {
         case Step::RootFd: return Err::SandboxUnavailable;
         case Step::NoNewPrivs: return Err::SandboxUnavailable;
         case Step::RestrictSelf: return Err::SandboxUnavailable;
+        case Step::LandlockUnverified: return Err::SandboxUnavailable;
         case Step::CapGet: return Err::SandboxUnavailable;
         case Step::SecureBits: return Err::SandboxUnavailable;
         case Step::CapBsetDrop: return Err::SandboxUnavailable;
@@ -229,6 +230,7 @@ Err fault_code(const Fault& f) noexcept {
         case Step::RootBoundingSet: return Err::SandboxUnavailable;
         case Step::Seccomp: return Err::SandboxUnavailable;
         case Step::SeccompPrctl: return Err::SandboxUnavailable;
+        case Step::SeccompUnverified: return Err::SandboxUnavailable;
         case Step::NetNamespace: return Err::SandboxUnavailable;
         case Step::NetIdMap: return Err::SandboxUnavailable;
         case Step::LoopbackUp: return Err::SandboxUnavailable;
@@ -257,6 +259,23 @@ Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
             return failf(fault_code(f), "a writable root's descriptor {} is not open: {}", f.arg, why);
         case Step::NoNewPrivs: return failf(fault_code(f), "prctl(PR_SET_NO_NEW_PRIVS): {}", why);
         case Step::RestrictSelf: return failf(fault_code(f), "landlock_restrict_self: {}", why);
+        case Step::LandlockUnverified:
+            // Something around dsh-confine (a container's seccomp profile, a
+            // supervisor) answers landlock_restrict_self with success and
+            // restricts nothing; or the check itself cannot be made.
+            if (f.arg == 2)
+                return failf(fault_code(f),
+                             "cannot check that Landlock took: /proc/self/comm is not writable before restricting "
+                             "({}); run it with /proc mounted read-write",
+                             why);
+            if (f.arg == 1)
+                return failf(fault_code(f),
+                             "cannot check that Landlock took: opening /proc/self/comm for writing after "
+                             "restricting failed with {}, not permission denied",
+                             why);
+            return fail(fault_code(f),
+                        "landlock_restrict_self reported success but Landlock did not take (a write it refuses "
+                        "was allowed); the environment answers it without restricting: run it where Landlock works");
         case Step::CapGet: return failf(fault_code(f), "capget: {}", why);
         case Step::SecureBits: return failf(fault_code(f), "prctl(PR_SET_SECUREBITS): {}", why);
         case Step::CapBsetDrop: return failf(fault_code(f), "prctl(PR_CAPBSET_DROP, {}): {}", f.arg, why);
@@ -270,6 +289,15 @@ Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
                          "running as uid 0 without CAP_SETPCAP: capability {} stays in the bounding set", f.arg);
         case Step::Seccomp: return failf(fault_code(f), "seccomp(SECCOMP_SET_MODE_FILTER): {}", why);
         case Step::SeccompPrctl: return failf(fault_code(f), "prctl(PR_SET_SECCOMP): {}", why);
+        case Step::SeccompUnverified:
+            if (f.arg == 1)
+                return fail(fault_code(f),
+                            "the seccomp filter was reported loaded but the process's count of filters did not grow; "
+                            "the environment answers seccomp() without filtering: run it where seccomp works");
+            return failf(fault_code(f),
+                         "the seccomp filter was reported loaded but a call it refuses was not refused ({}); the "
+                         "environment answers seccomp() without filtering: run it where seccomp works",
+                         f.err ? why : "it succeeded");
         case Step::NetNamespace:
             return failf(fault_code(f), "unshare({}): {}", f.arg == 1 ? "CLONE_NEWUSER|CLONE_NEWNET" : "CLONE_NEWNET",
                          why);

@@ -254,6 +254,7 @@ enum class Step : unsigned char {
     RootFd,            // a writable root's descriptor is not open
     NoNewPrivs,
     RestrictSelf,      // landlock_restrict_self
+    LandlockUnverified,  // restrict_self said yes and a write it refuses was not refused (arg: how, see errors.cpp)
     CapGet,
     SecureBits,
     CapBsetDrop,       // arg: the capability
@@ -264,6 +265,7 @@ enum class Step : unsigned char {
     RootBoundingSet,   // arg: the capability left in uid 0's bounding set
     Seccomp,
     SeccompPrctl,
+    SeccompUnverified,  // the filter loaded said yes and did not take (arg 0: a refused call passed; 1: no new filter)
     NetNamespace,      // --net loopback, Landlock runner: unshare (arg 1: with CLONE_NEWUSER)
     NetIdMap,          // its user namespace's maps (arg 0 setgroups, 1 uid_map, 2 gid_map)
     LoopbackUp,        // its lo brought up (SIOCSIFFLAGS)

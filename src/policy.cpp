@@ -288,6 +288,7 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     if (in.mode == Mode::DangerFullAccess) return Outcome::success();
     out.private_tmp = in.private_tmp;
     out.keep_descendants = in.keep_descendants;
+    out.allow_userns = in.allow_userns;
     out.writable_files.push_back("/dev/null");
     // The command's own controlling terminal (a pty of its own unless
     // --no-pty): less, vi and read -s open it, and set its modes through the

@@ -119,6 +119,10 @@ struct Policy {
     // (still confined). Default: they are killed with it, wherever a runner
     // or dsh-confine as the parent can (Confinement::descendants says which).
     bool keep_descendants = false;
+    // --allow-userns (issue 38): the command may make user namespaces
+    // (refused by default, by the seccomp layer of the bwrap and Landlock
+    // runners; Confinement::user_namespaces records which).
+    bool allow_userns = false;
     Network network = Network::Host;           // --net > config "network" > host
     NetworkSource network_source = NetworkSource::Default;
     // The config asked for this, and danger-full-access (which confines
@@ -162,6 +166,7 @@ struct PolicyInput {
     std::vector<int> keep_fds;
     bool private_tmp = false;  // asked for (flag or config); ignored in danger-full-access
     bool keep_descendants = false;  // likewise
+    bool allow_userns = false;      // --allow-userns
 };
 
 Outcome build_policy(const PolicyInput& in, Policy& out);

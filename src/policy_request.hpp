@@ -20,6 +20,7 @@ struct PolicyRequest {
     std::vector<int> keep_fds;
     bool private_tmp = false;             // --private-tmp
     bool keep_descendants = false;        // --keep-descendants
+    bool allow_userns = false;            // --allow-userns
     std::optional<std::string> config;    // the config file to read (else the default place)
     std::optional<std::string> session;   // the session log
     std::optional<std::string> approver;

@@ -234,6 +234,7 @@ ordered_json confinement_record(const Confinement& c) {
     for (const auto& l : c.layers)
         if (l.name == "landlock" && l.details.contains("abi")) j["landlockAbi"] = l.details["abi"];
     j["hardening"] = c.hardening;
+    j["userNamespaces"] = c.user_namespaces.empty() ? ordered_json(nullptr) : ordered_json(c.user_namespaces);
     j["limits"] = limits_json(c.limits);
     j["keptFds"] = p.keep_fds;
     const EnvChanges& e = c.environment;

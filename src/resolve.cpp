@@ -73,6 +73,7 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.keep_fds = req.keep_fds;
     in.private_tmp = req.private_tmp || r.settings.private_tmp.value_or(false);
     in.keep_descendants = req.keep_descendants || r.settings.keep_descendants.value_or(false);
+    in.allow_userns = req.allow_userns;
     return in;
 }
 

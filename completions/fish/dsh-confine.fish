@@ -104,6 +104,7 @@ complete -c dsh-confine -n $policy_cond -l unprotect -r -F -d 'drop this path fr
 complete -c dsh-confine -n $policy_cond -l deny-read -r -F -d 'hide this path from the command'
 complete -c dsh-confine -n $policy_cond -l hide-secrets -d 'hide ssh private keys, credentials and the ssh agent socket'
 complete -c dsh-confine -n $policy_cond -l private-tmp -d 'give the command an empty /tmp of its own, discarded at exit'
+complete -c dsh-confine -n $policy_cond -l allow-userns -d 'let the command make user namespaces'
 complete -c dsh-confine -n $policy_cond -l keep-descendants -d "leave the command's background processes running when it exits"
 complete -c dsh-confine -n $policy_cond -l config -r -F -d 'config file (JSON)'
 complete -c dsh-confine -n $policy_cond -l session -r -F -d 'session log that sets the mode'

@@ -153,6 +153,7 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     std::vector<std::string> a = {spec.self, kStageArg, "--mode", std::string(to_string(policy.mode))};
     if (spec.landlock_abi > 0) a.insert(a.end(), {"--landlock", std::to_string(spec.landlock_abi)});
     if (policy.network != Network::Host) a.insert(a.end(), {"--net", std::string(to_string(policy.network))});
+    if (policy.allow_userns) a.push_back("--allow-userns");
     if (spec.report_fd >= 0) a.insert(a.end(), {"--report-fd", std::to_string(spec.report_fd)});
     if (spec.record_fd >= 0) a.insert(a.end(), {"--record-fd", std::to_string(spec.record_fd)});
     if (spec.relay_fd >= 0) a.insert(a.end(), {"--net-relay", std::to_string(spec.relay_fd)});
@@ -481,6 +482,8 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
             out.carve_late = true;
         } else if (a == "--carves-bound") {
             out.carves_bound = true;
+        } else if (a == "--allow-userns") {
+            out.policy.allow_userns = true;
         } else {
             return failf(Err::Usage, "stage: unknown argument \"{}\"", a);
         }

@@ -299,6 +299,8 @@ public:
             c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
         if (opts.stage_keeps_setpcap) c.hardening.push_back("device-nodes-read-only");  // root's stage remounts them
         if (c.policy.network != Network::Host) c.hardening.push_back("net-namespace");
+        if (!c.policy.allow_userns) c.hardening.push_back("seccomp-userns");
+        c.user_namespaces = c.policy.allow_userns ? "allowed" : "refused";
         c.exec_argv = argv;
         p.in_process.reset();
         p.exec_path = path;

@@ -405,6 +405,7 @@ void take_foreground() noexcept {
     // The ruleset alone: the launcher built and reported this layer from the
     // same policy and ABI (landlock::plan is plan_rules and the layer's record).
     const bool read_only = req.policy.mode == Mode::ReadOnly;
+    const bool allow_userns = req.policy.allow_userns;
     landlock::Ruleset lp;
     if (req.landlock_abi > 0) lp = landlock::plan_rules(req.policy, req.landlock_abi);
     else landlock::plan_network(lp, req.policy.network, 0);  // the socket filter alone
@@ -412,7 +413,7 @@ void take_foreground() noexcept {
     if (req.landlock_abi > 0) allow_console(lp);
     Plan p;
     p.c.policy = std::move(req.policy);
-    p.in_process = std::make_unique<landlock::Layers>(std::move(lp), read_only);
+    p.in_process = std::make_unique<landlock::Layers>(std::move(lp), read_only, allow_userns);
     p.exec_path = std::move(req.command_path);
     p.exec_argv = std::move(req.argv);
     p.rlimits = std::move(req.rlimits);

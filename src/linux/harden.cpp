@@ -127,17 +127,62 @@ constexpr int kCapLimit = 1024;  // a bound for the walk, far above any kernel's
     return true;
 }
 
+int seccomp_filter_count() noexcept {
+    const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[8192];
+    size_t have = 0;
+    for (;;) {
+        const ssize_t n = ::read(fd, buf + have, sizeof buf - 1 - have);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        have += static_cast<size_t>(n);
+        if (have == sizeof buf - 1) break;
+    }
+    ::close(fd);
+    buf[have] = '\0';
+    static constexpr char kKey[] = "\nSeccomp_filters:";
+    const char* at = std::strstr(buf, kKey);
+    if (!at) return -1;
+    at += sizeof kKey - 1;
+    while (*at == ' ' || *at == '\t') ++at;
+    if (*at < '0' || *at > '9') return -1;
+    int n = 0;
+    for (; *at >= '0' && *at <= '9' && n < 1000000; ++at) n = n * 10 + (*at - '0');
+    return n;
+}
+
+namespace {
+// Did the filter just loaded take? `before`: the count of filters before it
+// (-1: unknown, 0: none, PR_GET_SECCOMP said so).
+bool seccomp_took(int before, Fault& f) noexcept {
+    errno = 0;
+    const int rc = ::ioctl(-1, TIOCSTI, nullptr);
+    if (rc != -1 || errno != EPERM) return failed(f, Step::SeccompUnverified, rc == 0 ? 0 : errno, 0);
+    if (before > 0) {
+        const int after = seccomp_filter_count();
+        if (after >= 0 && after <= before) return failed(f, Step::SeccompUnverified, 0, 1);
+    }
+    return true;
+}
+}  // namespace
+
 [[gnu::hot]] bool install_seccomp(const SeccompOptions& opts, Fault& f) noexcept {
     // The BPF libseccomp made at build time (seccomp_filters.h); loaded as
     // libseccomp's seccomp_load would: seccomp(2) without flags, and
-    // prctl(PR_SET_SECCOMP) where the kernel has no seccomp(2).
+    // prctl(PR_SET_SECCOMP) where the kernel has no seccomp(2). Every program
+    // starts with the user-namespace block; --allow-userns starts after it.
     const auto& p = generated::kPrograms[seccomp_build::index({opts.block_metadata, opts.host_namespaces, opts.net, opts.refuse_unix})];
+    const unsigned short skip = opts.allow_userns ? generated::kUsernsBlockLen : 0;
     sock_fprog prog{};
-    prog.len = p.len;
-    prog.filter = const_cast<sock_filter*>(p.filter);
-    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &prog) == 0) return true;
+    prog.len = static_cast<unsigned short>(p.len - skip);
+    prog.filter = const_cast<sock_filter*>(p.filter + skip);
+    // A filter already in place (a container's, an outer sandbox's): only
+    // the count can tell ours from it. None: the refused call alone can.
+    const int before = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0 ? 0 : seccomp_filter_count();
+    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &prog) == 0) return seccomp_took(before, f);
     if (errno != ENOSYS) return failed(f, Step::Seccomp, errno);
-    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0) return true;
+    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0) return seccomp_took(before, f);
     return failed(f, Step::SeccompPrctl, errno);
 }
 

@@ -42,11 +42,25 @@ struct SeccompOptions {
     bool host_namespaces = false;  // Landlock runner: IPC and other processes are the host's
     uint8_t net = 0;               // seccomp_build::kNet*: the network axis's socket filter
     bool refuse_unix = false;      // socket(AF_UNIX) refused (no Landlock RESOLVE_UNIX)
+    bool allow_userns = false;     // --allow-userns: the program loaded without its user-namespace block
 };
 // Installs the filter of that variant (see seccomp_build.hpp: made with
 // libseccomp at build time, after a guard that answers ENOSYS to system calls
 // newer than the filter). The ioctl command is compared in its low 32 bits, as
 // the kernel reads it (CVE-2019-10063).
+//
+// Then checks that the filter took (issue 38): an environment whose own
+// filter or supervisor answers seccomp() with success and does nothing must
+// not pass for confinement. A call the filter refuses, ioctl(-1, TIOCSTI),
+// must come back EPERM (the kernel's own answer is EBADF: no side effect
+// either way); and where a filter was already in place (PR_GET_SECCOMP 2,
+// e.g. an outer dsh-confine's, which refuses the same call), the count of
+// filters in /proc/self/status (Seccomp_filters, Linux 5.9) must have grown.
+// Either failing is Step::SeccompUnverified.
 bool install_seccomp(const SeccompOptions& opts, Fault& f) noexcept;
+
+// Seccomp_filters of /proc/self/status: -1 where it cannot be read (no
+// /proc, a kernel before 5.9). Allocation-free.
+int seccomp_filter_count() noexcept;
 
 }  // namespace dsh::harden

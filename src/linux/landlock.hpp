@@ -139,4 +139,21 @@ Outcome build_ruleset(const Ruleset& plan, int& fd, std::vector<Skipped>& skippe
 // System calls only (see harden.hpp); the ruleset fd stays open.
 bool restrict_self(int ruleset_fd, Fault& f) noexcept;
 
+// Checking that the restriction took (issue 38): an environment whose
+// seccomp profile or supervisor answers landlock_restrict_self with success
+// and restricts nothing must not pass for confinement. The check: opening
+// /proc/self/comm for writing, which no ruleset of ours grants (unless a
+// writable root covers /proc: probe_is_denied), must be refused with EACCES.
+// The open writes nothing, so it changes nothing even where it succeeds;
+// before restricting, access(2) (which Landlock does not answer) must say
+// that file modes and mounts allow it, so that EACCES is Landlock's.
+inline constexpr const char* kDeniedProbe = "/proc/self/comm";
+// Whether the ruleset denies writing kDeniedProbe (no write right on "/",
+// "/proc" or below it).
+bool probe_is_denied(const Ruleset& plan) noexcept;
+// Before restrict_self: kDeniedProbe writable as far as modes and mounts go.
+bool probe_ready(Fault& f) noexcept;
+// After restrict_self: the write is refused.
+bool verify_restricted(Fault& f) noexcept;
+
 }  // namespace dsh::landlock

@@ -2,6 +2,7 @@
 // Every call is checked; a rule that cannot be added fails the whole run.
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -114,6 +115,33 @@ std::string describe_unavailable(int negative_errno) {
         return false;
     }
     return true;
+}
+
+bool probe_is_denied(const Ruleset& plan) noexcept {
+    for (const auto& r : plan.rules) {
+        if (!(r.access & WRITE_FILE)) continue;
+        const std::string_view p = r.path;
+        if (p == "/" || p == "/proc" || p.substr(0, 6) == "/proc/") return false;
+    }
+    return true;
+}
+
+[[gnu::hot]] bool probe_ready(Fault& f) noexcept {
+    if (::faccessat(AT_FDCWD, kDeniedProbe, W_OK, AT_EACCESS) == 0) return true;
+    f = Fault{Step::LandlockUnverified, errno, 2};
+    return false;
+}
+
+[[gnu::hot]] bool verify_restricted(Fault& f) noexcept {
+    const int fd = ::open(kDeniedProbe, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd >= 0) {
+        ::close(fd);
+        f = Fault{Step::LandlockUnverified, 0, 0};
+        return false;
+    }
+    if (errno == EACCES) return true;
+    f = Fault{Step::LandlockUnverified, errno, 1};
+    return false;
 }
 
 }  // namespace dsh::landlock

@@ -23,6 +23,7 @@ namespace dsh::landlock {
         int fd = -1;
         if (auto o = build_ruleset(plan_, fd, c.not_granted); !o) return o;
         ruleset_.reset(fd);
+        verify_landlock_ = probe_is_denied(plan_);
         keep_open.push_back(fd);  // close-on-exec, like every fd landlock_create_ruleset makes
     }
     std::vector<int> root_fds;
@@ -50,8 +51,14 @@ namespace dsh::landlock {
         }
     }
     if (!harden::set_no_new_privs(f)) return false;
-    if (ruleset_ && !restrict_self(ruleset_.get(), f)) return false;
-    return harden::drop_capabilities(f) && harden::install_seccomp({read_only_, plan_.host_namespaces, plan_.seccomp_net, plan_.refuse_unix}, f);
+    if (ruleset_) {
+        // The check that it took (landlock.hpp): its precondition first.
+        if (verify_landlock_ && !probe_ready(f)) return false;
+        if (!restrict_self(ruleset_.get(), f)) return false;
+        if (verify_landlock_ && !verify_restricted(f)) return false;
+    }
+    return harden::drop_capabilities(f) &&
+           harden::install_seccomp({read_only_, plan_.host_namespaces, plan_.seccomp_net, plan_.refuse_unix, allow_userns_}, f);
 }
 
 nlohmann::ordered_json Layers::explain() const {
@@ -172,6 +179,8 @@ public:
                        "seccomp-tiocsti-tioclinux", "seccomp-io-uring", "seccomp-keyrings",
                        "seccomp-unknown-syscalls",  "seccomp-ipc",      "seccomp-other-processes"};
         if (ro) c.hardening.insert(c.hardening.end(), {"seccomp-metadata", "seccomp-inode-ioctls"});
+        if (!c.policy.allow_userns) c.hardening.push_back("seccomp-userns");
+        c.user_namespaces = c.policy.allow_userns ? "allowed" : "refused";
         if (ns.active) c.hardening.push_back("net-namespace");
         // --net allow= (issue 19): the policy carries it as loopback (the
         // namespace above) plus rules; the child makes the listener in it.
@@ -187,7 +196,8 @@ public:
             p.relay_fd = relay[0];
             p.relay_child_fd = relay[1];
         }
-        p.in_process = std::make_unique<Layers>(static_cast<Ruleset&&>(std::move(plan)), ro, ns, relay[1], port);
+        p.in_process = std::make_unique<Layers>(static_cast<Ruleset&&>(std::move(plan)), ro, c.policy.allow_userns, ns,
+                                                relay[1], port);
         return Outcome::success();
     }
 

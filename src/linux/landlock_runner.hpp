@@ -18,6 +18,8 @@ namespace dsh::landlock {
 // prepare(), in the launcher (as root, opening rule paths may need
 // capabilities; it confines nobody until restrict_self). A plan with ABI 0
 // (the bwrap stage on a kernel without Landlock) applies the rest alone.
+// Landlock and seccomp are each checked to have taken before the exec
+// (issue 38): a layer that did not is a runner failure, never "full".
 class Layers final : public InProcess {
 public:
     // The ruleset alone: the layer's record (Plan::layer) is the report's.
@@ -26,8 +28,12 @@ public:
     // relay_fd (--net allow=, issue 19): the child's end of the socketpair
     // the listener on 127.0.0.1:relay_port, made in that namespace, goes out
     // over (net_relay.hpp); closed once it has.
-    Layers(Ruleset plan, bool read_only, netns::Plan ns = {}, int relay_fd = -1, uint16_t relay_port = 0)
-        : plan_(std::move(plan)), read_only_(read_only), ns_(ns), relay_fd_(relay_fd), relay_port_(relay_port) {}
+    // allow_userns: --allow-userns (the seccomp program without its
+    // user-namespace block).
+    Layers(Ruleset plan, bool read_only, bool allow_userns, netns::Plan ns = {}, int relay_fd = -1,
+           uint16_t relay_port = 0)
+        : plan_(std::move(plan)), read_only_(read_only), allow_userns_(allow_userns), ns_(ns), relay_fd_(relay_fd),
+          relay_port_(relay_port) {}
     Outcome prepare(Confinement& c, const std::vector<int>& open_fds) override;
     bool apply(Fault& f) const noexcept override;
     void allow_terminal(const std::string& path) override {
@@ -40,6 +46,8 @@ public:
 private:
     Ruleset plan_;
     bool read_only_;
+    bool allow_userns_;
+    bool verify_landlock_ = false;  // the ruleset denies kDeniedProbe (prepare)
     netns::Plan ns_;
     int relay_fd_;
     uint16_t relay_port_;

@@ -376,7 +376,89 @@ int socket_block(const Variant& v, std::vector<sock_filter>& out) {
     return c.emit(out);
 }
 
+// The user-namespace block (issue 38): first in every program, so that
+// --allow-userns loads the program from the instruction after it
+// (kUsernsBlockLen, emitted by seccomp-gen) and no variant is doubled. A new
+// user namespace is made by clone(CLONE_NEWUSER), unshare(CLONE_NEWUSER) or
+// clone3, and one made by another process of the same uid is entered by
+// setns (its owner holds every capability in it). Refused:
+//   clone, unshare: CLONE_NEWUSER set in the low 32 bits of the flags, all
+//     the kernel reads of them (clone: lower_32_bits into kernel_clone_args;
+//     unshare: no CLONE_ flag lies in the upper half), EPERM, as a kernel
+//     that does not let the caller make one answers;
+//   setns: nstype 0 (any kind, a user namespace included) or with
+//     CLONE_NEWUSER (a pidfd's set of kinds), EPERM;
+//   clone3: always, ENOSYS: its flags are in memory no filter can read, and
+//     glibc (2.34 on, __clone_internal) and Go fall back to clone on ENOSYS.
+// The flags are the first argument except on s390x (CLONE_BACKWARDS2:
+// clone(newsp, flags, ...)). On x86_64 the i386 ABI and x32 (the native
+// numbers with kX32Bit) are covered too: the variants that keep them allowed
+// would otherwise let them through.
+struct NsCalls {
+    uint32_t clone, unshare, setns, clone3;
+};
+#if defined(__s390x__)
+constexpr unsigned kCloneFlagsArg = 1;
+#else
+constexpr unsigned kCloneFlagsArg = 0;
+#endif
+constexpr uint32_t kCloneNewUser = 0x10000000U;  // CLONE_NEWUSER (<sched.h> would bring glibc's clone())
+constexpr uint32_t kClone3 = 435;                // shared by every architecture (>= 424)
+
+int userns_block_impl(std::vector<sock_filter>& out) {
+    if constexpr (kNativeArch == 0) return -EOPNOTSUPP;
+    constexpr uint16_t kLd = BPF_LD | BPF_W | BPF_ABS, kJeq = BPF_JMP | BPF_JEQ | BPF_K,
+                       kJset = BPF_JMP | BPF_JSET | BPF_K;
+    Code c;
+    const int allow = c.label(), eperm = c.label(), enosys = c.label(), clone_flags = c.label(),
+              unshare_flags = c.label(), setns_type = c.label();
+    // One ABI's four numbers; the last comparison's miss goes to `miss`.
+    auto calls = [&](const NsCalls& n, int miss) {
+        c.jump(kJeq, n.clone, clone_flags);
+        c.jump(kJeq, n.unshare, unshare_flags);
+        c.jump(kJeq, n.setns, setns_type);
+        c.jump(kJeq, n.clone3, enosys, miss);
+    };
+    const NsCalls native{static_cast<uint32_t>(__NR_clone), static_cast<uint32_t>(__NR_unshare),
+                         static_cast<uint32_t>(__NR_setns), kClone3};
+    c.stmt(kLd, offsetof(seccomp_data, arch));
+#if defined(__x86_64__)
+    const int compat32 = c.label(), x32 = c.label();
+    c.jump(kJeq, kNativeArch, Code::kNext, compat32);
+    c.stmt(kLd, offsetof(seccomp_data, nr));
+    calls(native, x32);
+    c.here(x32);
+    calls({native.clone | kX32Bit, native.unshare | kX32Bit, native.setns | kX32Bit, kClone3 | kX32Bit}, allow);
+    c.here(compat32);
+    c.jump(kJeq, AUDIT_ARCH_I386, Code::kNext, allow);
+    c.stmt(kLd, offsetof(seccomp_data, nr));
+    calls({120, 310, 346, kClone3}, allow);  // i386's clone, unshare, setns (its clone: CLONE_BACKWARDS, flags first)
+#else
+    c.jump(kJeq, kNativeArch, Code::kNext, allow);
+    c.stmt(kLd, offsetof(seccomp_data, nr));
+    calls(native, allow);
+#endif
+    c.here(clone_flags);
+    c.stmt(kLd, low_half(kCloneFlagsArg));
+    c.jump(kJset, kCloneNewUser, eperm, allow);
+    c.here(unshare_flags);
+    c.stmt(kLd, low_half(0));
+    c.jump(kJset, kCloneNewUser, eperm, allow);
+    c.here(setns_type);
+    c.stmt(kLd, low_half(1));
+    c.jump(kJeq, 0, eperm);
+    c.jump(kJset, kCloneNewUser, eperm, allow);
+    c.here(eperm);
+    c.stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+    c.here(enosys);
+    c.stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
+    c.here(allow);
+    return c.emit(out);
+}
+
 }  // namespace
+
+int userns_block(std::vector<sock_filter>& out) { return userns_block_impl(out); }
 
 int unknown_syscall_guard(std::vector<sock_filter>& out) {
     constexpr uint32_t kArch = offsetof(seccomp_data, arch);
@@ -426,8 +508,13 @@ int unknown_syscall_guard(std::vector<sock_filter>& out) {
 }
 
 int program(const Variant& v, std::vector<sock_filter>& out, std::string& step) {
+    step = "user-namespace block";
+    out.clear();
+    if (int rc = userns_block(out); rc != 0) return rc;
     step = "unknown-syscall guard";
-    if (int rc = unknown_syscall_guard(out); rc != 0) return rc;
+    std::vector<sock_filter> known;
+    if (int rc = unknown_syscall_guard(known); rc != 0) return rc;
+    out.insert(out.end(), known.begin(), known.end());
     step = "socket allow-list";
     if (int rc = socket_block(v, out); rc != 0) return rc;
     const size_t guard = out.size();

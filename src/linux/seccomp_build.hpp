@@ -33,7 +33,9 @@ inline constexpr uint32_t kX32LastCompat = 547;
 // xattr, open and socket operations the other rules never see); the key
 // management calls (EPERM: the user keyring is shared with the host even
 // under bwrap); btrfs subvolume creation and deletion ioctls (directories
-// Landlock does not see); unknown system call numbers (ENOSYS, above).
+// Landlock does not see); unknown system call numbers (ENOSYS, above); and,
+// unless --allow-userns, new user namespaces (clone/unshare with
+// CLONE_NEWUSER and setns into one: EPERM; clone3: ENOSYS; userns_block).
 struct Variant {
     // Read-only mode: chmod/chown/utimes/xattr calls and the inode-changing
     // ioctls (inode flags, fsxattr, versions, encryption, verity, clones,
@@ -95,8 +97,14 @@ inline constexpr const Variant (&kVariants)[kVariantCount] = kVariantTable.v;
 // Returns 0, or a negative errno for an architecture whose table was not reviewed.
 int unknown_syscall_guard(std::vector<sock_filter>& out);
 
-// The whole filter of a variant: the guard, the socket allow-list (a
-// network variant only), then libseccomp's program.
+// The user-namespace block alone (issue 38; seccomp_build.cpp says what it
+// refuses). It falls through to the instruction after it, and every program
+// starts with it: --allow-userns loads a program from the instruction after
+// the block (harden.cpp, kUsernsBlockLen in seccomp_filters.h).
+int userns_block(std::vector<sock_filter>& out);
+
+// The whole filter of a variant: the user-namespace block, the guard, the
+// socket allow-list (a network variant only), then libseccomp's program.
 // Returns 0, or a negative errno with `step` naming what failed.
 int program(const Variant& v, std::vector<sock_filter>& out, std::string& step);
 

@@ -34,6 +34,14 @@ int main() {
     std::printf("// Generated at build time by seccomp-gen (src/linux/seccomp_gen.cpp) from\n"
                 "// src/linux/seccomp_build.cpp with libseccomp. Do not edit.\n"
                 "#pragma once\n\n#include <linux/filter.h>\n\nnamespace dsh::harden::generated {\n\n");
+    // Every program starts with the user-namespace block; --allow-userns
+    // skips it (harden.cpp).
+    std::vector<sock_filter> block;
+    if (int rc = dsh::seccomp_build::userns_block(block); rc != 0) {
+        std::fprintf(stderr, "seccomp-gen: user-namespace block: %s\n", std::strerror(-rc));
+        return 1;
+    }
+    std::printf("inline constexpr unsigned short kUsernsBlockLen = %zu;\n\n", block.size());
     size_t len[kVariantCount] = {};
     for (size_t i = 0; i < kVariantCount; ++i)
         if (!emit(i, len[i])) return 1;

@@ -1,6 +1,6 @@
 """Kernel-object side doors (issue 13): io_uring, inode ioctls, system calls newer than
 the filter, the host's SysV/POSIX IPC and keyrings, other processes' limits and
-priorities, the host's device nodes. Each under both runners and both modes, checked
+priorities, the host's device nodes; new user namespaces (issue 38). Each under both runners and both modes, checked
 from outside: the host object is intact afterwards. Ordinary use keeps working."""
 import ctypes
 import errno
@@ -12,7 +12,8 @@ import stat
 import struct
 import subprocess
 
-from harness import dsh, is_root, landlock_abi, main, need_bwrap, need_landlock, sh
+from harness import (EXEC_SUPERVISE, RUNNERS, dsh, is_root, landlock_abi, main, matrix, need_bwrap, need_landlock,
+                     sh)
 
 MODES = ("read-only", "workspace-write")
 
@@ -135,6 +136,97 @@ def test_system_calls_newer_than_the_filter_are_enosys(s):
             res, r = probe(s, mode, runner, "syscall=470", "syscall=1000", "syscall=400")
             assert res == {"syscall470": "ENOSYS", "syscall1000": "ENOSYS", "syscall400": "ENOSYS"}, (runner, r)
             assert "seccomp-unknown-syscalls" in r.rec("confinement")["hardening"], r
+
+
+
+# -- New user namespaces (issue 38) -------------------------------------------------------------------
+# Every way the command could make one or enter one: unshare(1) (-U, and -Upf as a
+# container tool would), clone and unshare with CLONE_NEWUSER directly (clone also
+# with junk in the upper 32 bits of the flags, which the kernel ignores), clone3
+# (flags in memory: refused whole, ENOSYS, so libc falls back to clone) and setns
+# into a user namespace (nstype 0, any kind; or CLONE_NEWUSER). Joining its own
+# namespace is what the kernel itself answers EINVAL: our filter says EPERM first.
+USERNS_PROBE = r"""
+import ctypes, errno, json, os, struct, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+NEWUSER, NEWPID, SIGCHLD = 0x10000000, 0x20000000, 17
+out = {}
+def res(name, rc):
+    out[name] = "ok" if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+def sc(*a):
+    return libc.syscall(*[ctypes.c_long(x) if isinstance(x, int) else x for x in a])
+def forked(name, rc):
+    if rc == 0:
+        os._exit(0)  # the child: in its own user namespace, gone at once
+    res(name, rc)
+    if rc > 0:
+        os.waitpid(rc, 0)
+for args in (["unshare", "-U", "true"], ["unshare", "-Upf", "true"], ["unshare", "-Ur", "id", "-u"]):
+    p = subprocess.run(args, capture_output=True, text=True)
+    out[" ".join(args)] = "ok" if p.returncode == 0 else p.stderr.strip().rsplit(": ", 1)[-1]
+forked("clone", sc(56, NEWUSER | SIGCHLD, 0, 0, 0, 0))
+forked("clone-high-bits", sc(56, (0xffffffff << 32) | NEWUSER | SIGCHLD, 0, 0, 0, 0))
+forked("clone-pid", sc(56, NEWUSER | NEWPID | SIGCHLD, 0, 0, 0, 0))
+args = ctypes.create_string_buffer(struct.pack("=8Q", NEWUSER, 0, 0, 0, SIGCHLD, 0, 0, 0))
+forked("clone3", sc(435, args, 64))
+fd = os.open("/proc/self/ns/user", os.O_RDONLY)
+res("setns-any", sc(308, fd, 0))
+res("setns-user", sc(308, fd, NEWUSER))
+os.close(fd)
+res("unshare", sc(272, NEWUSER))  # last: where it works, this process is in the new namespace
+print(json.dumps(out))
+"""
+
+USERNS_REFUSED = {"unshare -U true": "Operation not permitted", "unshare -Upf true": "Operation not permitted",
+                  "unshare -Ur id -u": "Operation not permitted", "clone": "EPERM", "clone-high-bits": "EPERM",
+                  "clone-pid": "EPERM", "clone3": "ENOSYS", "setns-any": "EPERM", "setns-user": "EPERM",
+                  "unshare": "EPERM"}
+# --allow-userns: everything works; setns into its own namespace is the kernel's EINVAL, and
+# unshare -r makes its namespace but cannot map itself in it: /proc/self/uid_map is a write
+# Landlock refuses (nothing grants write under /proc).
+USERNS_ALLOWED = {"unshare -U true": "ok", "unshare -Upf true": "ok", "unshare -Ur id -u": "Permission denied", "clone": "ok",
+                  "clone-high-bits": "ok", "clone-pid": "ok", "clone3": "ok", "setns-any": "EINVAL",
+                  "setns-user": "EINVAL", "unshare": "ok"}
+
+
+def userns_probe(s, runner, mode, supervise, extra=()):
+    path = s.p("base", "userns.py")
+    with open(path, "w") as f:
+        f.write(USERNS_PROBE)
+    os.chmod(path, 0o644)
+    r = dsh(["--mode", mode, "--root", s.ws, "--runner", runner] + list(supervise) + list(extra) +
+            ["--", "/usr/bin/python3", path], s, cwd=s.ws)
+    assert r.rc == 0, r
+    return json.loads(r.out.strip().splitlines()[-1]), r
+
+
+@matrix(runner=RUNNERS, mode=MODES, supervise=EXEC_SUPERVISE)
+def test_user_namespaces_are_refused_by_default(s, runner, mode, supervise):
+    res, r = userns_probe(s, runner, mode, supervise)
+    assert res == USERNS_REFUSED, (res, r)
+    c = r.rec("confinement")
+    assert c["userNamespaces"] == "refused" and "seccomp-userns" in c["hardening"], r
+
+
+@matrix(runner=RUNNERS, mode=MODES, supervise=EXEC_SUPERVISE)
+def test_allow_userns_lets_the_command_make_them_and_the_record_says_so(s, runner, mode, supervise):
+    res, r = userns_probe(s, runner, mode, supervise, extra=["--allow-userns"])
+    assert res == USERNS_ALLOWED, (res, r)
+    c = r.rec("confinement")
+    assert c["userNamespaces"] == "allowed" and "seccomp-userns" not in c["hardening"], r
+    # Still confined otherwise: the rest of the filter holds.
+    assert "seccomp-io-uring" in c["hardening"], r
+
+
+@matrix(runner=RUNNERS)
+def test_user_namespaces_are_refused_after_the_runners_own(s, runner):
+    # --net loopback: the Landlock runner makes a user namespace of its own for the
+    # command's network namespace when not root, bwrap one for its sandbox; both are
+    # made before the filter, which still refuses the command's.
+    res, r = userns_probe(s, runner, "workspace-write", [], extra=["--net", "loopback"])
+    assert res == USERNS_REFUSED, (res, r)
+    assert "net-namespace" in r.rec("confinement")["network"]["enforced"], r
 
 
 FS_IOC_GETFLAGS = 0x80086601

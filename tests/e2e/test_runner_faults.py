@@ -17,7 +17,8 @@ import signal
 import subprocess
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, is_root, main, need, need_bwrap, need_landlock,
+from harness import (DSH, EXEC_SUPERVISE, RUNNERS, SANDBOX_UNAVAILABLE, dsh, is_root, main, matrix, need, need_bwrap,
+                     need_landlock, tool,
                      processes_naming)
 
 BWRAP = "/usr/bin/bwrap"
@@ -572,6 +573,53 @@ def test_session_log_on_a_read_only_file_system(s):
     assert open(s.p("base", "log-after")).read() == log
     for n in ("after-log", "after-new"):
         assert not os.path.exists(s.p("ws", n)), n
+
+
+# -- A layer that says yes and does nothing (issue 38) ---------------------------------------------------
+# An environment whose own seccomp filter answers seccomp() or landlock_restrict_self
+# with success (SECCOMP_RET_ERRNO with errno 0: sysfault 0 NR) and installs nothing.
+# Each layer is checked in the process that becomes the command before the exec, so
+# the run is a runner failure (125, nothing ran, no confinement record), never
+# "full". The stacked case: an outer filter that already refuses TIOCSTI (as an
+# outer dsh-confine's does), so only the count of filters can tell.
+TIOCSTI = 0x5412
+LAYER_FAKES = {
+    "seccomp": ([("0", "317")],
+                "the seccomp filter was reported loaded but a call it refuses was not refused (Bad file "
+                "descriptor)"),
+    "seccomp-under-a-filter": ([("EPERM", "16@1=%d" % TIOCSTI), ("0", "317")],
+                               "the seccomp filter was reported loaded but the process's count of filters did "
+                               "not grow"),
+    "landlock": ([("0", "446")], "landlock_restrict_self reported success but Landlock did not take"),
+}
+
+
+def _faked(pairs):
+    pre = []
+    for err, calls in pairs:
+        pre += [tool("sysfault"), err, calls, "--"]
+    return pre
+
+
+@matrix(runner=RUNNERS, fake=tuple(LAYER_FAKES), supervise=EXEC_SUPERVISE)
+def test_a_layer_that_did_not_take_is_a_runner_failure(s, runner, fake, supervise):
+    need_landlock()
+    pairs, detail = LAYER_FAKES[fake]
+    r = _run(s, extra=["--runner", runner] + supervise, pre=_faked(pairs))
+    assert r.rc == 125, r
+    assert ("Runner failure: " + detail) in r.err, r
+    errors = [x for x in r.report if x["type"] == "error"]
+    assert errors and all(e["code"] == "SANDBOX_UNAVAILABLE" and detail in e["message"] for e in errors), r
+    assert r.rec("confinement") is None, r  # never reported as confined, "full" or otherwise
+    res = r.rec("result")
+    if res is not None:
+        assert res["runnerFailed"] is True and detail in res["runnerFailure"], r
+    _nothing_ran(s, r)
+    # The same environment without the fake runs and confines: the check is not a
+    # refusal of every environment with a filter of its own.
+    ok = _run(s, extra=["--runner", runner] + supervise, pre=_faked(pairs[:-1]))
+    assert ok.rc == 0 and ok.rec("confinement")["runner"] == runner, ok
+    assert os.path.exists(s.p("ws", "refused")) and not os.path.exists(s.p("outside", "out")), ok
 
 
 if __name__ == "__main__":

@@ -556,3 +556,94 @@ TEST_CASE("the kernel enforces each variant as the interpreter says") {
         CHECK(probe_in_child(v) == 0);
     }
 }
+
+#if defined(__x86_64__)
+
+// Issue 38: every program starts with the user-namespace block, and
+// --allow-userns loads the program from the instruction after it.
+TEST_CASE("user namespaces: refused by default in the bits the kernel reads, allowed with the block skipped") {
+    constexpr uint32_t X64 = AUDIT_ARCH_X86_64, I386 = AUDIT_ARCH_I386, X32 = sb::kX32Bit;
+    constexpr uint64_t NEWUSER = 0x10000000, NEWNS = 0x00020000, NEWNET = 0x40000000, NEWPID = 0x20000000,
+                       SIGCHLD_ = 17, hi = 0xffffffff00000000ULL;
+    std::vector<sock_filter> block;
+    REQUIRE(sb::userns_block(block) == 0);
+    REQUIRE(block.size() == dsh::harden::generated::kUsernsBlockLen);
+    for (const auto& v : sb::kVariants) {
+        CAPTURE(name(v));
+        const auto p = embedded(sb::index(v));
+        // The block is the program's start; the rest is the program --allow-userns loads.
+        REQUIRE(p.size() > block.size());
+        CHECK(same(std::vector<sock_filter>(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(block.size())), block));
+        const std::vector<sock_filter> allowed(p.begin() + static_cast<std::ptrdiff_t>(block.size()), p.end());
+        const bool ro = v.block_metadata || v.net != sb::kNetHost || v.refuse_unix;
+        const uint32_t compat = ro ? kEnosys : kAllow;
+
+        // Native: clone and unshare on the low 32 bits of the flags; setns of any
+        // kind (0) or a user namespace; clone3 whole.
+        CHECK(verdict(p, {X64, SYS_clone, {NEWUSER | SIGCHLD_}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_clone, {hi | NEWUSER | SIGCHLD_}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_clone, {NEWUSER | NEWPID | NEWNS | SIGCHLD_}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_clone, {SIGCHLD_}}) == kAllow);                      // fork
+        CHECK(verdict(p, {X64, SYS_clone, {0x3d0f00}}) == kAllow);                     // pthread_create's flags
+        CHECK(verdict(p, {X64, SYS_clone, {(NEWUSER << 32) | SIGCHLD_}}) == kAllow);  // upper half: not read
+        CHECK(verdict(p, {X64, SYS_unshare, {NEWUSER}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_unshare, {hi | NEWUSER | NEWNS}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_unshare, {NEWNS}}) == kAllow);  // needs CAP_SYS_ADMIN: the kernel refuses it
+        CHECK(verdict(p, {X64, SYS_setns, {3, 0}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_setns, {3, NEWUSER}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_setns, {3, NEWUSER | NEWNET}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_setns, {3, NEWNET}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_setns, {3, hi}}) == kEperm);  // nstype is an int: 0 as the kernel reads it
+        CHECK(verdict(p, {X64, 435, {}}) == kEnosys);
+        // x32 and i386: before the variant's own verdict on the ABI.
+        CHECK(verdict(p, {X64, X32 | SYS_clone, {NEWUSER | SIGCHLD_}}) == kEperm);
+        CHECK(verdict(p, {X64, X32 | SYS_unshare, {NEWUSER}}) == kEperm);
+        CHECK(verdict(p, {X64, X32 | SYS_setns, {3, 0}}) == kEperm);
+        CHECK(verdict(p, {X64, X32 | 435, {}}) == kEnosys);
+        CHECK(verdict(p, {X64, X32 | SYS_clone, {SIGCHLD_}}) == compat);
+        CHECK(verdict(p, {I386, 120, {NEWUSER | SIGCHLD_}}) == kEperm);
+        CHECK(verdict(p, {I386, 310, {NEWUSER}}) == kEperm);
+        CHECK(verdict(p, {I386, 346, {3, 0}}) == kEperm);
+        CHECK(verdict(p, {I386, 435, {}}) == kEnosys);
+        CHECK(verdict(p, {I386, 120, {SIGCHLD_}}) == compat);
+        // The rest of the program is untouched by the block.
+        CHECK(verdict(p, {X64, SYS_ioctl, {0, TIOCSTI}}) == kEperm);
+
+        // --allow-userns: the block skipped, the calls are the kernel's to answer.
+        CHECK(verdict(allowed, {X64, SYS_clone, {NEWUSER | SIGCHLD_}}) == kAllow);
+        CHECK(verdict(allowed, {X64, SYS_unshare, {NEWUSER}}) == kAllow);
+        CHECK(verdict(allowed, {X64, SYS_setns, {3, 0}}) == kAllow);
+        CHECK(verdict(allowed, {X64, 435, {}}) == kAllow);
+        CHECK(verdict(allowed, {I386, 120, {NEWUSER | SIGCHLD_}}) == compat);
+        CHECK(verdict(allowed, {X64, SYS_ioctl, {0, TIOCSTI}}) == kEperm);
+        CHECK(verdict(allowed, {X64, 1000, {}}) == kEnosys);
+    }
+}
+
+TEST_CASE("user namespaces: the kernel refuses them under the filter and makes them with the block skipped") {
+    for (const bool skip : {false, true}) {
+        CAPTURE(skip);
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            const auto& prog = dsh::harden::generated::kPrograms[sb::index(sb::Variant{})];
+            const unsigned short from = skip ? dsh::harden::generated::kUsernsBlockLen : 0;
+            sock_fprog fp{static_cast<unsigned short>(prog.len - from), const_cast<sock_filter*>(prog.filter + from)};
+            if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &fp) != 0)
+                ::_exit(100);
+            uint64_t args[8] = {0x10000000, 0, 0, 0, 17, 0, 0, 0};  // struct clone_args: CLONE_NEWUSER, SIGCHLD
+            const long c3 = ::syscall(435, args, sizeof args);
+            if (c3 == 0) ::_exit(0);
+            if (c3 > 0) ::waitpid(static_cast<pid_t>(c3), nullptr, 0);
+            if (skip ? c3 <= 0 : (c3 != -1 || errno != ENOSYS)) ::_exit(1);
+            const long u = ::syscall(SYS_unshare, 0x10000000);
+            if (skip ? u != 0 : (u != -1 || errno != EPERM)) ::_exit(2);
+            ::_exit(0);
+        }
+        int status = 0;
+        REQUIRE(::waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+    }
+}
+
+#endif  // __x86_64__
