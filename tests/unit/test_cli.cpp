@@ -257,7 +257,7 @@ TEST_CASE("usage errors: exact texts, one line, no library words", "[cli]") {
     CHECK(error_of({"session", "set-mode", "/log", "read-only", "extra"}) ==
           "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE");
     CHECK(error_of({"check", "--mode", "read-only"}) ==
-          "check needs the path to ask about: dsh-confine check --write PATH");
+          "check asks about one path and one access: dsh-confine check --write PATH, or check --read PATH");
     CHECK(error_of({"check", "--write", "/x", "--", "true"}) ==
           "check takes no command after --; Try 'dsh-confine check --help'");
     CHECK(error_of({"probe", "ls"}) ==
