@@ -93,8 +93,20 @@ def repo_refusal(s):
     assert r.rc == 0, r
     es = [e for e in json.loads(r.out)["confinement"]["protectedPaths"] if e["enforced"]]
     assert es[0]["path"] == s.ws + "/.git", es
+    # The way out: --unprotect of the deepest directory holding them all (here .git itself).
+    common = os.path.commonpath([e["path"] for e in es])
     return landlock_text("protect", s.ws + "/.git", len(es) - 1, USE_BWRAP,
-                         "--unprotect %s to let the command write what is protected below it" % s.ws)
+                         "--unprotect %s to let the command write what is protected below it" % common)
+
+
+def hidden_refusal(s, args, env, instead):
+    """The refusal's line for --hide-secrets: the first hidden path that exists and how many more,
+    as explain shows them under bwrap (what the list holds is the secrets table's business)."""
+    r = dsh(["explain", "--json", "--runner", "bwrap"] + args + ["--", "true"], s, cwd=s.ws, env=env, report=False)
+    assert r.rc == 0, r
+    hs = [h for h in json.loads(r.out)["confinement"]["hiddenPaths"] if h["exists"]]
+    assert hs, r
+    return landlock_text("hide", hs[0]["path"], len(hs) - 1, instead, "drop --hide-secrets (config hideSecrets)")
 
 
 def test_forced_landlock_refuses_the_default_git_carve_outs(s):
@@ -119,6 +131,9 @@ def test_forced_landlock_refuses_the_default_git_carve_outs(s):
     assert c["runner"] == "landlock" and c["unprotected"] == [s.ws], c
     assert [e for e in c["protectedPaths"] if e["enforced"]] == [], c
     assert "protected-paths" not in [g["effect"] for g in c["gaps"]], c
+    # ... and the gaps name what is writable for it.
+    gap = [g for g in c["gaps"] if g["effect"] == "unprotected-paths"]
+    assert len(gap) == 1 and gap[0]["detail"].endswith(": " + s.ws) and not gap[0]["ownEffect"], c
 
 
 def test_forced_landlock_refuses_protect_deny_read_and_hide_secrets(s):
@@ -139,7 +154,8 @@ def test_forced_landlock_refuses_protect_deny_read_and_hide_secrets(s):
         (["--mode", "read-only", "--deny-read", secret], "cat %s" % secret,
          landlock_text("hide", secret, 0, USE_BWRAP, "drop --deny-read " + secret), {}),
         (["--mode", "workspace-write", "--hide-secrets"], "cat $HOME/.ssh/id_ed25519; touch ran",
-         landlock_text("hide", home + "/.ssh/id_ed25519", 0, USE_BWRAP, "drop --hide-secrets (config hideSecrets)"),
+         hidden_refusal(s, ["--mode", "workspace-write", "--root", s.ws, "--hide-secrets"],
+                        {"HOME": home, "SSH_AUTH_SOCK": None}, USE_BWRAP),
          {"HOME": home, "SSH_AUTH_SOCK": None}),
     ]
     for args, script, line, env in cases:
@@ -173,7 +189,8 @@ def test_keep_descendants_with_a_protection_never_runs_unprotected(s):
     write(os.path.join(home, ".ssh", "id_ed25519"), "PRIVATE\n")
     r = run(s, ["--mode", "read-only", "--keep-descendants", "--hide-secrets"], "cat $HOME/.ssh/id_ed25519",
             env={"HOME": home, "SSH_AUTH_SOCK": None})
-    refused(r, landlock_text("hide", home + "/.ssh/id_ed25519", 0, KEEP_TEXT, "drop --hide-secrets (config hideSecrets)"))
+    refused(r, hidden_refusal(s, ["--mode", "read-only", "--hide-secrets"], {"HOME": home, "SSH_AUTH_SOCK": None},
+                              KEEP_TEXT))
     # No protection in play: Landlock keeps the descendants, as before.
     plain = os.path.join(s.base, "plain")
     os.mkdir(plain)
@@ -196,7 +213,8 @@ def test_auto_without_a_usable_bwrap_refuses_rather_than_drop(s):
     assert err["message"].startswith("landlock cannot protect %s/.git (and " % s.ws), r
     assert ", which this run asks for, and would run without it: bwrap, which can, is not usable here (" in \
         err["message"], r
-    assert err["message"].endswith("; or --unprotect %s to let the command write what is protected below it" % s.ws), r
+    assert err["message"].endswith("; or --unprotect %s/.git to let the command write what is protected below it"
+                                   % s.ws), r
 
 
 # check answers, and a real bwrap run's attempt, for each path: (relative path, access, allowed).
@@ -224,9 +242,12 @@ def attempt(s, args, rel, access):
     """What a real bwrap run does: the write (seen from outside) or the read (its output)."""
     p = os.path.join(s.ws, rel)
     if access == "read":
-        r = run(s, args, "cat %s 2>/dev/null && echo READ-OK; true" % p)
+        # Read means the file's bytes reached the command (a hidden file reads as an empty /dev/null).
+        want = read(p).decode()
+        assert want, p
+        r = run(s, args, "cat %s 2>/dev/null; true" % p)
         assert r.rc == 0, r
-        return "READ-OK" in r.out
+        return r.out == want
     before = read(p) if os.path.isfile(p) else None
     r = run(s, args, "echo wrote-%d >> %s 2>/dev/null; true" % (os.getpid(), p))
     assert r.rc == 0, r
