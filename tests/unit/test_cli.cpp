@@ -280,7 +280,7 @@ TEST_CASE("help and version", "[cli]") {
     // Every option of the table is in the top help, with its value's name, unless hidden.
     for (const auto& o : option_names()) {
         if (o.name == "--help" || o.name == "--version" || o.name == "--attempt" || o.name == "--json" || o.name == "--context" || o.name == "--platform" ||
-            o.name == "--write" || o.name == "--binary")
+            o.name == "--write" || o.name == "--read" || o.name == "--binary")
             continue;  // a subcommand's own, or hidden
         INFO(o.name);
         const size_t at = r.text.find("  " + std::string(o.name));
