@@ -217,7 +217,8 @@ int check_command(const Request& req, const Report& report) {
     Resolution res;
     const ResolveEnv env = current_env();
     if (auto o = resolve(req.policy_request(), env, AskApprover::Yes, res); !o) return report_failure(report, o);
-    const CheckAnswer a = check_write(res.policy, *req.check_write, env.cwd);
+    const CheckAnswer a = req.check_write ? check_write(res.policy, *req.check_write, env.cwd)
+                                          : check_read(res.policy, *req.check_read, env.cwd);
     std::string text = req.json ? check_json(res, a).dump() + "\n" : check_text(res, a);
     std::fputs(text.c_str(), stdout);
     return a.allowed ? 0 : 1;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #if !defined(_WIN32)
 #include "carveouts.hpp"
 #endif
@@ -39,13 +41,84 @@ constexpr bool kSubreaper = false;
 // the fail-closed text already rendered).
 bool passed_over(const Outcome& o) { return o.err == Err::SandboxUnavailable && o.mode.empty(); }
 
+// The protections of the policy that a runner which cannot carve would leave
+// unenforced (issue 37): each hidden path that exists, and each protected
+// path that exists inside a root and would be bound (not one only watched,
+// nor one outside every root, read-only already). The first one named, how
+// many there are, and the deepest directory holding every one --unprotect
+// can drop (the defaults and the config's: not a --protect).
+struct Lost {
+    const ProtectedPath* first = nullptr;
+    bool hidden = false;
+    size_t count = 0;
+    std::string droppable;
+};
+
+std::string common_dir(const std::string& a, const std::string& b) {
+    size_t i = 0, last = 0;
+    for (; i < a.size() && i < b.size() && a[i] == b[i]; ++i)
+        if (a[i] == '/') last = i;
+    if ((i == a.size() || a[i] == '/') && (i == b.size() || b[i] == '/')) last = i;
+    return last == 0 ? "/" : a.substr(0, last);
+}
+
+Lost lost_protections(const Policy& p) {
+    Lost l;
+    for (const auto& h : p.hidden_paths)
+        if (h.exists && l.count++ == 0) l.first = &h, l.hidden = true;
+    for (const auto& e : p.protected_paths) {
+        if (!e.exists || e.fd < 0 || e.watched || !e.refusal.empty() || e.why_not == kProtectedOutsideText) continue;
+        if (l.count++ == 0) l.first = &e;
+        if (e.source != "flag") l.droppable = l.droppable.empty() ? e.path : common_dir(l.droppable, e.path);
+    }
+    return l;
+}
+
+// How the caller drops the protection `l` names (what the refusal suggests
+// besides another runner): each kind is dropped where it was asked for.
+std::string drop_text(const Lost& l) {
+    const ProtectedPath& e = *l.first;
+    if (l.hidden) {
+        if (e.source == "hide-secrets") return "drop --hide-secrets (config hideSecrets)";
+        if (e.source == "config") return fmt::format("drop {} from the config's denyRead", e.path);
+        return fmt::format("drop --deny-read {}", e.path);
+    }
+    if (e.source == "flag") return fmt::format("drop --protect {}", e.path);
+    return fmt::format("--unprotect {} to let the command write {}", l.droppable,
+                       l.droppable == e.path && l.count == 1 ? "it" : "what is protected below it");
+}
+
+// The refusal of a runner that cannot carve when the policy holds `l`;
+// `instead`: what would hold it.
+Outcome protection_lost(const Runner& r, const Lost& l, const std::string& instead) {
+    return fail(Err::ProtectionUnavailable,
+                protection_lost_text(to_string(r.kind()), l.first->path, l.hidden, l.count - 1, instead, drop_text(l)));
+}
+
+// The first runner of the chain that carves (bwrap on Linux), or null.
+const Runner* carver(const Runners& runners) {
+    for (const Runner* r : runners)
+        if (r->protects_paths()) return r;
+    return nullptr;
+}
+
+std::string use_carver(const Runners& runners) {
+    const Runner* c = carver(runners);
+    return c ? fmt::format("use --runner {} (or auto)", to_string(c->kind()))
+             : fmt::format("no runner on {} can", host_platform());
+}
+
 // What the policy asks that this runner cannot give, before anything of it
 // is run: a "cannot be used" like any plan's.
-Outcome can_give(const Runner& r, const Policy& p) {
+Outcome can_give(const Runner& r, const Policy& p, const Runners& runners) {
     // dsh-confine's own state under a root: only a runner that carves may run.
     if (!r.protects_paths())
         for (const auto& e : p.protected_paths)
             if (!e.refusal.empty()) return fail(Err::StateUnsafe, e.refusal);
+    // A protection asked for (the default carve-outs included) holds on the
+    // runner or the runner is not used (issue 37): never a run without it.
+    if (!r.protects_paths())
+        if (const Lost l = lost_protections(p); l.count) return protection_lost(r, l, use_carver(runners));
     if (p.private_tmp && !r.private_tmp())
         return fail(Err::SandboxUnavailable, private_tmp_unavailable_text(to_string(r.kind())));
     if (p.net_allow && !r.egress_proxy())
@@ -70,7 +143,7 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
         Verdict forced{Verdict::Usable, {}, "forced"};
         if (requested != RunnerKind::Bwrap)
             if (Outcome o = walk_now(p); !o) return o;
-        Outcome o = can_give(*r, c.policy);
+        Outcome o = can_give(*r, c.policy, runners);
         if (o) o = r->plan(env, forced, p);
         if (o || !passed_over(o)) return o;
         c.skipped.push_back({std::string(to_string(requested)), o.message});
@@ -90,23 +163,48 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
     if (carve)
         std::stable_partition(order.begin(), order.end(),
                               [](const Runner* r) { return r->kind() == RunnerKind::Custom || r->protects_paths(); });
+    // A runner passed over because it would drop a protection (issue 37),
+    // and why each one that carves was not taken: when nothing runs, the
+    // refusal names the protection and why no runner could hold it, rather
+    // than the seed's "no sandbox backend is usable".
+    const Runner* dropper = nullptr;
+    const Runner* carver_skipped = nullptr;
+    std::string carver_reason;
     for (const Runner* r : order) {
         if (!r->candidate(env.config)) continue;
         // Only bwrap's stage can wait for the list; any other runner sees it whole.
         if (r->kind() != RunnerKind::Bwrap)
             if (Outcome o = walk_now(p); !o) return o;
-        if (Outcome o = can_give(*r, c.policy); !o) {
+        std::string reason;
+        if (Outcome o = can_give(*r, c.policy, runners); !o) {
             // Not even probed: nothing it found could change the answer.
-            c.skipped.push_back({std::string(to_string(r->kind())), o.message});
-            continue;
+            if (o.err == Err::ProtectionUnavailable && !dropper) dropper = r;
+            reason = o.message;
+        } else {
+            Verdict v = r->probe(env);
+            if (v.kind == Verdict::Usable) {
+                Outcome po = r->plan(env, v, p);
+                if (po || !passed_over(po)) return po;
+                v.reason = po.message;
+            }
+            reason = v.reason;
         }
-        Verdict v = r->probe(env);
-        if (v.kind == Verdict::Usable) {
-            Outcome o = r->plan(env, v, p);
-            if (o || !passed_over(o)) return o;
-            v.reason = o.message;
+        if (r->protects_paths() && !carver_skipped) {
+            carver_skipped = r;
+            carver_reason = reason;
         }
-        c.skipped.push_back({std::string(to_string(r->kind())), v.reason});
+        c.skipped.push_back({std::string(to_string(r->kind())), std::move(reason)});
+    }
+    if (dropper) {
+        std::string instead;
+        if (!carver_skipped)
+            instead = use_carver(runners);
+        else if (c.policy.keep_descendants && !carver_skipped->ends_descendants().empty())
+            instead = keep_descendants_rules_out_text(to_string(carver_skipped->kind()),
+                                                      carver_skipped->ends_descendants());
+        else
+            instead = carver_unusable_text(to_string(carver_skipped->kind()), carver_reason);
+        return protection_lost(*dropper, lost_protections(c.policy), instead);
     }
     return unavailable(mode);
 }

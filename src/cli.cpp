@@ -30,7 +30,7 @@ constexpr unsigned kPolicyHelp = bit(Ctx::Top) | bit(Ctx::Explain) | bit(Ctx::Ch
 enum class Opt {
     Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
-    Platform, Write, Binary, Attempt,
+    Platform, Write, Read, Binary, Attempt,
     Net, NetDeny, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead, HideSecrets,
     Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore, AllowUserns,
 };
@@ -126,7 +126,10 @@ constexpr OptionSpec kOptions[] = {
      "print the one-line policy text for a model"},
     {Opt::Platform, "--platform", "", "SYSTEM", false, bit(Ctx::Explain), bit(Ctx::Explain),
      "render the plan for linux, darwin or windows"},
-    {Opt::Write, "--write", "", "PATH", false, bit(Ctx::Check), bit(Ctx::Check), "the path to ask about (required)"},
+    {Opt::Write, "--write", "", "PATH", false, bit(Ctx::Check), bit(Ctx::Check),
+     "would a write to PATH happen? (this or --read)"},
+    {Opt::Read, "--read", "", "PATH", false, bit(Ctx::Check), bit(Ctx::Check),
+     "would a read of PATH happen? (this or --write)"},
     {Opt::Binary, "--binary", "", "PROGRAM", false, bit(Ctx::SelfTest), bit(Ctx::SelfTest),
      "test this dsh-confine-compatible program instead of this one"},
     // The payload the self-test's checks run confined (one escape attempt,
@@ -145,7 +148,8 @@ constexpr SubcommandSpec kSubcommands[] = {
     {Ctx::Probe, "probe", "which runners work here, and why not", "dsh-confine probe [OPTIONS]"},
     {Ctx::Explain, "explain", "print the plan for a command and run nothing",
      "dsh-confine explain [OPTIONS] -- COMMAND [ARG...]\n       dsh-confine explain --context [OPTIONS]"},
-    {Ctx::Check, "check", "would the policy let a write to PATH happen?", "dsh-confine check --write PATH [OPTIONS]"},
+    {Ctx::Check, "check", "would the policy let a write to (or a read of) PATH happen?",
+     "dsh-confine check --write PATH [OPTIONS] | check --read PATH [OPTIONS]"},
     {Ctx::Session, "session", "the session mode log", "dsh-confine session set-mode FILE MODE"},
     {Ctx::SelfTest, "self-test", "run the conformance checks under each usable runner",
      "dsh-confine self-test [OPTIONS]"},
@@ -306,6 +310,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Context: return flag_once(r.context) ? Outcome::success() : twice();
         case Opt::Platform: return set_once(r.platform, v) ? Outcome::success() : twice();
         case Opt::Write: return set_once(r.check_write, v) ? Outcome::success() : twice();
+        case Opt::Read: return set_once(r.check_read, v) ? Outcome::success() : twice();
         case Opt::Binary: return set_once(r.selftest_binary, v) ? Outcome::success() : twice();
         case Opt::Attempt: return set_once(r.selftest_attempt, v) ? Outcome::success() : twice();
         case Opt::Timeout:
@@ -628,7 +633,7 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     const Ctx ctx = parser.parsed_context();
     if (ctx == Ctx::Session) return usage(UsageText::SessionNeedsSetMode);
     if (ctx == Ctx::SetMode && s.set_mode_args != 2) return usage(UsageText::SetModeArgs);
-    if (ctx == Ctx::Check && !r.check_write) return usage(UsageText::CheckNeedsWrite);
+    if (ctx == Ctx::Check && !r.check_write == !r.check_read) return usage(UsageText::CheckNeedsWrite);
     r.action = action_of(ctx);
     if (r.action == Action::Run && r.dry_run) r.action = Action::Explain;
 

@@ -67,6 +67,7 @@ struct Request {
     bool context = false;                 // explain --context
     std::optional<std::string> platform;  // explain --platform
     std::optional<std::string> check_write;  // check --write
+    std::optional<std::string> check_read;   // check --read (one of the two)
     std::string session_file, session_mode;  // session set-mode FILE MODE
     std::optional<std::string> selftest_binary;   // self-test --binary: the program under test
     std::optional<std::string> selftest_attempt;  // self-test --attempt: the confined payload

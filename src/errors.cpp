@@ -45,6 +45,7 @@ ErrInfo info(Err e) noexcept {
         case Err::EscalationUnavailable: return {"ESCALATION_UNAVAILABLE", 125};
         case Err::StateUnsafe: return {"UNSAFE_STATE", 125};
         case Err::LimitUnavailable: return {"LIMIT_UNAVAILABLE", 125};
+        case Err::ProtectionUnavailable: return {"PROTECTION_UNAVAILABLE", 125};
         case Err::Internal: return {"INTERNAL_ERROR", 125};
     }
     return {"INTERNAL_ERROR", 125};  // unreachable: every enumerator is listed above
@@ -152,10 +153,31 @@ std::string private_tmp_unavailable_text(std::string_view runner) {
                        runner);
 }
 
+static std::string_view mechanism(std::string_view how) {
+    return how == "pid-namespace" ? "PID namespace" : how == "job-object" ? "job object" : how;
+}
+
 std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how) {
     return fmt::format("{} cannot leave the command's background processes running (--keep-descendants): its {} "
                        "ends them all with the command; use --runner landlock (or auto), or drop --keep-descendants",
-                       runner, how == "pid-namespace" ? "PID namespace" : how == "job-object" ? "job object" : how);
+                       runner, mechanism(how));
+}
+
+std::string protection_lost_text(std::string_view runner, std::string_view path, bool hidden, size_t more,
+                                 std::string_view instead, std::string_view drop) {
+    const std::string others = more == 0 ? std::string() : fmt::format(" (and {} more)", more);
+    return fmt::format("{} cannot {} {}{}, which this run asks for, and would run without it: {}; or {}", runner,
+                       hidden ? "hide" : "protect", path, others, instead, drop);
+}
+
+std::string keep_descendants_rules_out_text(std::string_view runner, std::string_view how) {
+    return fmt::format("--keep-descendants rules out {}, whose {} ends the command's background processes with it, "
+                       "so drop --keep-descendants",
+                       runner, mechanism(how));
+}
+
+std::string carver_unusable_text(std::string_view runner, std::string_view reason) {
+    return fmt::format("{}, which can, is not usable here ({})", runner, reason);
 }
 
 std::string net_allow_unavailable_text(std::string_view runner) {
@@ -425,7 +447,8 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
                              : fmt::format("unknown session subcommand \"{}\": dsh-confine session set-mode FILE MODE",
                                            a);
         case UsageText::SetModeArgs: return "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE";
-        case UsageText::CheckNeedsWrite: return "check needs the path to ask about: dsh-confine check --write PATH";
+        case UsageText::CheckNeedsWrite:
+            return "check asks about one path and one access: dsh-confine check --write PATH, or check --read PATH";
         case UsageText::Unreadable: return "the options could not be read; Try 'dsh-confine --help'";
         case UsageText::UnknownMode:
             return fmt::format("unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", a);

@@ -31,6 +31,7 @@ enum class Err {
     EscalationUnavailable,
     StateUnsafe,            // own state (config, session log, approver) writable by the run or by another user
     LimitUnavailable,       // --limits required: a limit cannot be enforced as asked (issue 21)
+    ProtectionUnavailable,  // a protection asked for cannot hold on any runner that may run (issue 37)
     Internal,               // a system call that should not fail did
 };
 
@@ -134,6 +135,16 @@ std::string protected_quarantined_text(size_t n);
 // Why a runner is passed over for --keep-descendants: `how` is its
 // Runner::ends_descendants().
 std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how);
+// A runner that cannot carve, refused because it would leave a protection
+// of the run unenforced (issue 37): `path` the first such (hidden: a
+// --deny-read or --hide-secrets path; else one to keep read-only), `more`
+// how many others, `instead` what would hold it, `drop` how to drop it.
+std::string protection_lost_text(std::string_view runner, std::string_view path, bool hidden, size_t more,
+                                 std::string_view instead, std::string_view drop);
+// `instead` under auto when --keep-descendants passed over the runner that
+// carves (`how`: its Runner::ends_descendants()), or when it was not usable.
+std::string keep_descendants_rules_out_text(std::string_view runner, std::string_view how);
+std::string carver_unusable_text(std::string_view runner, std::string_view reason);
 
 // The command line's texts (and the mode/runner names wherever a flag gives
 // them), one line each: what is wrong and how to fix it. `a` and `b` are the
@@ -155,7 +166,7 @@ enum class UsageText {
     TakesNoWord,          // a: the subcommand, b: the word
     SessionNeedsSetMode,  // a: the word given after "session", or empty
     SetModeArgs,          // session set-mode without FILE and MODE, or with more
-    CheckNeedsWrite,      // check without --write
+    CheckNeedsWrite,      // check without --write or --read, or with both
     Unreadable,           // CLI11 refused words the split let through (not expected)
     UnknownMode,          // a: the mode
     UnknownModeNear,      // a: the mode, b: the mode it most likely meant

@@ -189,6 +189,39 @@ static bool under(const std::string& path, const std::string& root) {
            (path.size() == root.size() || path[root.size()] == '/');
 }
 
+namespace {
+
+// A hidden path at or above `canonical` that exists (what bwrap hides), or null.
+const ProtectedPath* hidden_at(const Policy& p, const std::string& canonical) {
+    for (const auto& h : p.hidden_paths)
+        if (h.exists && under(canonical, h.path)) return &h;
+    return nullptr;
+}
+
+// Whether a protected path is bound read-only by the runners: it existed
+// when the run started (nothing is mounted for an absent one), inside a root
+// (outside, read-only already), and is not only watched. A pinned .git is a
+// mount point writable inside: it decides nothing here.
+bool held(const ProtectedPath& e) {
+    return e.exists && e.fd >= 0 && !e.watched && e.why_not != kProtectedOutsideText;
+}
+
+// A held protected path at or above `canonical` (a read-only bind covers
+// everything below it), else the innermost one listed there that is not
+// held, or null. A pinned .git is a mount point writable inside: it decides
+// nothing here.
+const ProtectedPath* carved_at(const Policy& p, const std::string& canonical) {
+    const ProtectedPath* unheld = nullptr;
+    for (const auto& e : p.protected_paths) {
+        if (e.pin || !under(canonical, e.path)) continue;
+        if (held(e)) return &e;
+        if (!unheld || e.path.size() > unheld->path.size()) unheld = &e;
+    }
+    return unheld;
+}
+
+}  // namespace
+
 CheckAnswer check_write(const Policy& p, const std::string& path, const std::string& cwd) {
     CheckAnswer a;
     a.path = path;
@@ -198,6 +231,17 @@ CheckAnswer check_write(const Policy& p, const std::string& path, const std::str
     if (!a.allowed) return a;
     if (p.mode == Mode::DangerFullAccess) {
         a.matched_source = "mode";
+        return a;
+    }
+    // The carve-outs, as the runners enforce them: a hidden directory is an
+    // empty read-only tmpfs and a hidden file a read-only /dev/null; a held
+    // protected path a read-only bind.
+    if ((a.hidden = hidden_at(p, a.canonical))) {
+        a.allowed = false;
+        return a;
+    }
+    if ((a.carved = carved_at(p, a.canonical)) && (a.held = held(*a.carved))) {
+        a.allowed = false;
         return a;
     }
     for (const auto& f : p.writable_files)
@@ -218,18 +262,47 @@ CheckAnswer check_write(const Policy& p, const std::string& path, const std::str
     return a;
 }
 
+CheckAnswer check_read(const Policy& p, const std::string& path, const std::string& cwd) {
+    CheckAnswer a;
+    a.read = true;
+    a.path = path;
+    a.canonical = canonical_path(path, cwd);
+    // Reads are allowed everywhere in every mode but where a path is hidden
+    // (every confined mode; danger-full-access hides nothing).
+    a.hidden = hidden_at(p, a.canonical);
+    a.allowed = a.hidden == nullptr;
+    a.matched_source = p.mode == Mode::DangerFullAccess ? "mode" : "";
+    return a;
+}
+
 std::string check_text(const Resolution& r, const CheckAnswer& a) {
     const Policy& p = r.policy;
-    if (!a.allowed)
-        return fmt::format("no: a write to {} is outside what {} allows\n", q(a.canonical), to_string(p.mode)) +
-               (p.network == Network::Host ? std::string() : fmt::format("network: {}\n", to_string(p.network)));
     // The network axis is named where it is not the default, so a caller sees what else the policy holds.
     const std::string net = p.network == Network::Host ? std::string()
                                                         : fmt::format("network: {}\n", to_string(p.network));
+    const char* access = a.read ? "read" : "write";
+    if (a.hidden)
+        return fmt::format("no: {} is hidden from the command in {} ({}, {}): a {} of it fails\n", q(a.canonical),
+                           to_string(p.mode), q(a.hidden->path), a.hidden->source, access) + net;
+    if (a.carved && a.held)
+        return fmt::format("no: {} is kept read-only inside the writable roots in {} (protected path {}: {}, {})\n",
+                           q(a.canonical), to_string(p.mode), q(a.carved->path), a.carved->what, a.carved->source) + net;
+    if (a.read) {
+        if (a.matched_source == "mode") return fmt::format("yes: {} does not restrict reads\n", to_string(p.mode)) + net;
+        return fmt::format("yes: {} may read {}\n", to_string(p.mode), q(a.canonical)) + net;
+    }
+    if (!a.allowed)
+        return fmt::format("no: a write to {} is outside what {} allows\n", q(a.canonical), to_string(p.mode)) + net;
     if (a.matched_source == "mode") return fmt::format("yes: {} does not restrict writes\n", to_string(p.mode)) + net;
-    return fmt::format("yes: {} is under {} ({}) in {}{}\n", q(a.canonical), q(a.matched), a.matched_source,
+    // A protected path that holds nothing: said, never passed over.
+    const std::string unheld =
+        a.carved ? fmt::format("; the protected path {} is not held ({})", q(a.carved->path),
+                               a.carved->exists ? a.carved->why_not : std::string(kProtectedAbsentText))
+                 : std::string();
+    return fmt::format("yes: {} is under {} ({}) in {}{}{}\n", q(a.canonical), q(a.matched), a.matched_source,
                        to_string(p.mode),
-                       a.persists ? "" : "; the write is discarded when the command exits (private /tmp)") + net;
+                       a.persists ? "" : "; the write is discarded when the command exits (private /tmp)", unheld) +
+           net;
 }
 
 nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
@@ -238,17 +311,26 @@ nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
     j["version"] = 1;
     j["path"] = a.path;
     j["canonicalPath"] = a.canonical;
-    j["write"] = a.allowed;
+    j[a.read ? "read" : "write"] = a.allowed;
     j["mode"] = to_string(r.policy.mode);
     j["modeSource"] = to_string(r.policy.mode_source);
     j["workspaceRoot"] = r.policy.workspace_root;
     j["rootSource"] = to_string(r.policy.root_source);
-    j["matched"] = a.allowed && a.matched_source != "mode"
+    j["matched"] = a.allowed && !a.read && a.matched_source != "mode"
                        ? ordered_json{{"path", a.matched}, {"source", a.matched_source}}
                        : ordered_json(nullptr);
     // Whether an allowed write outlives the command (false: a private /tmp);
     // null when the write is refused.
-    j["persists"] = a.allowed ? ordered_json(a.persists) : ordered_json(nullptr);
+    j["persists"] = a.allowed && !a.read ? ordered_json(a.persists) : ordered_json(nullptr);
+    // The carve-out that decided (issue 37), or null: {path, what, source,
+    // held} (held false: listed, but nothing holds it on this run).
+    j["hiddenPath"] = a.hidden ? ordered_json{{"path", a.hidden->path}, {"source", a.hidden->source}}
+                               : ordered_json(nullptr);
+    j["protectedPath"] = a.carved ? ordered_json{{"path", a.carved->path},
+                                                 {"what", a.carved->what},
+                                                 {"source", a.carved->source},
+                                                 {"held", a.held}}
+                                  : ordered_json(nullptr);
     ordered_json roots = ordered_json::array();
     for (const auto& w : r.policy.writable_roots)
         roots.push_back(ordered_json{{"path", w.path}, {"source", to_string(w.source)}, {"persists", w.persists}});

@@ -1,4 +1,4 @@
-// explain / --dry-run and check --write: what resolution and the runner chose,
+// explain / --dry-run and check --write / --read: what resolution and the runner chose,
 // rendered for a person (text) or a program (--json). Pure renderers; the
 // caller resolves and prepares the launch (the same code run uses), so what
 // is shown is what would run.
@@ -22,17 +22,30 @@ nlohmann::ordered_json plan_json(const Resolution& r, const Plan& l);
 int probe_command(const RunnerEnv& env, bool json);
 
 struct CheckAnswer {
+    bool read = false;           // check --read (else --write)
     std::string path;            // as asked
     std::string canonical;       // as the policy sees it
     bool allowed = false;
-    std::string matched;         // the root or file that allows it; empty when denied
+    std::string matched;         // the root or file that allows a write; empty when denied
     std::string matched_source;  // "workspace", "tmp", "tmpdir", "flag", "config", "file", "mode"
     bool persists = true;        // false: the write lands in a private /tmp, discarded at exit
+    // The carve-out that decides it (issue 37): a hidden path at or above it
+    // (neither read nor written), a protected path at or above it (not
+    // written), or one that is listed but not held (absent when the run
+    // started, or a submodule's config that is only watched): `held` false,
+    // and the answer is the roots'. Null: none.
+    const ProtectedPath* hidden = nullptr;
+    const ProtectedPath* carved = nullptr;
+    bool held = false;
 };
 
-// The seed's in-process write fence: the same canonical writable roots the
-// runners are given. Pure apart from realpath.
+// The answers come from the policy the runners enforce: the writable roots
+// (the seed's in-process write fence) with the protected paths kept
+// read-only and the hidden paths hidden. Every runner that runs holds them
+// all (a runner that would not is refused: chain.cpp), so the answer is
+// every runner's. Pure apart from realpath.
 CheckAnswer check_write(const Policy& p, const std::string& path, const std::string& cwd);
+CheckAnswer check_read(const Policy& p, const std::string& path, const std::string& cwd);
 std::string check_text(const Resolution& r, const CheckAnswer& a);
 nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a);
 

@@ -60,7 +60,22 @@ std::vector<Gap> open_gaps(const std::vector<Layer>& layers) {
     return out;
 }
 
-std::vector<Gap> Confinement::gaps() const { return open_gaps(layers); }
+std::vector<Gap> Confinement::gaps() const {
+    std::vector<Gap> out = open_gaps(layers);
+    // The defaults the caller dropped (--unprotect, the config's unprotect)
+    // are writable on every runner: named here too, not only in
+    // `unprotected`, so the gaps list each path no protection holds (issue
+    // 37). Not an own effect: the policy asked for it.
+    if (!layers.empty() && !policy.unprotected.empty()) {
+        std::string paths;
+        for (const auto& u : policy.unprotected) paths += (paths.empty() ? "" : ", ") + u;
+        out.push_back({"unprotected-paths",
+                       "dropped from the protected set (--unprotect, config unprotect), writable with everything "
+                       "below them: " + paths,
+                       false});
+    }
+    return out;
+}
 
 Enforcement Confinement::enforcement() const {
     if (layers.empty()) return Enforcement::None;

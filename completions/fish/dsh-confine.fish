@@ -26,7 +26,7 @@ function __dsh_confine_command_index
                     return 0
                 end
                 return 1
-            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --net-deny --escalate-net
+            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -65,7 +65,7 @@ function __dsh_confine_sub
         switch $t
             case --
                 return 1
-            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --binary --net --net-deny --escalate-net
+            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -136,7 +136,7 @@ complete -c dsh-confine -n $policy_cond -l scrub-secrets -d 'drop variables whos
 # Subcommands, and "--" before the command.
 complete -c dsh-confine -n __dsh_confine_top -f -a probe -d 'which runners work here, and why not'
 complete -c dsh-confine -n __dsh_confine_top -f -a explain -d 'print the plan for a command and run nothing'
-complete -c dsh-confine -n __dsh_confine_top -f -a check -d 'would the policy let a write to PATH happen?'
+complete -c dsh-confine -n __dsh_confine_top -f -a check -d 'would the policy let a write to (or a read of) PATH happen?'
 complete -c dsh-confine -n __dsh_confine_top -f -a session -d 'the session mode log'
 complete -c dsh-confine -n __dsh_confine_top -f -a self-test -d 'run the conformance checks under each usable runner'
 complete -c dsh-confine -n __dsh_confine_top -f -a -- -d 'the command follows'
@@ -150,7 +150,8 @@ complete -c dsh-confine -n '__dsh_confine_in probe' -l probe-timeout -x -d 'boun
 complete -c dsh-confine -n '__dsh_confine_in self-test' -l binary -r -F -d 'test this dsh-confine-compatible program instead'
 complete -c dsh-confine -n '__dsh_confine_in explain' -l context -d 'print the one-line policy text for a model'
 complete -c dsh-confine -n '__dsh_confine_in explain' -l platform -x -a 'linux darwin windows' -d 'render the plan for this system'
-complete -c dsh-confine -n '__dsh_confine_in check' -l write -r -F -d 'the path to ask about'
+complete -c dsh-confine -n '__dsh_confine_in check' -l write -r -F -d 'would a write to this path happen'
+complete -c dsh-confine -n '__dsh_confine_in check' -l read -r -F -d 'would a read of this path happen'
 
 # session set-mode FILE MODE
 complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 2' -f -a set-mode -d 'append a sandbox/mode event'

@@ -186,10 +186,14 @@ def test_git_clone_over_http_from_an_allowed_host(s):
     try:
         for runner in runners():
             del h.seen[:]
-            dest = s.p("ws", "clone-" + runner)
+            # A root of its own per runner: a clone left in a shared root is a repository whose
+            # hooks and config Landlock could not keep read-only, and it would refuse (issue 37).
+            root = s.p("ws", runner)
+            os.mkdir(root)
+            dest = os.path.join(root, "clone")
             r = run(s, "allowed.test,127.0.0.1:%d" % h.port,
                     [GIT, "clone", "-q", "http://allowed.test:%d/repo.git" % h.port, dest],
-                    extra=["--mode", "workspace-write", "--root", s.ws], runner=runner)
+                    extra=["--mode", "workspace-write", "--root", root], runner=runner)
             assert r.rc == 0, r
             assert open(os.path.join(dest, "README")).read() == "cloned through the proxy\n"
             assert "/repo.git/info/refs?service=git-upload-pack" in h.seen, h.seen

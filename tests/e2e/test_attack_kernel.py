@@ -405,7 +405,10 @@ def test_ordinary_limits_priorities_and_tools_keep_working(s):
               " && echo && git -c safe.directory='*' status --short >/dev/null && echo git-ok")
     for runner in runners():
         for mode in MODES:
-            r = sh(script, s, mode=mode, root=s.ws, runner=runner, cwd=s.ws)
+            # Landlock cannot keep the repository's hooks and config read-only: it runs only once
+            # they are dropped from the protected set (issue 37).
+            extra = ["--unprotect", s.ws] if runner == "landlock" and mode == "workspace-write" else []
+            r = sh(script, s, mode=mode, root=s.ws, runner=runner, cwd=s.ws, extra=extra)
             assert r.rc == 0, (runner, mode, r)
             nice = min(os.nice(0) + 5, 19)
             assert r.out.split() == ["100", "nice=%d" % nice, "ulimit=90", "ab", "git-ok"], (runner, mode, r)

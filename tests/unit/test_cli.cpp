@@ -263,7 +263,7 @@ TEST_CASE("usage errors: exact texts, one line, no library words", "[cli]") {
     CHECK(error_of({"session", "set-mode", "/log", "read-only", "extra"}) ==
           "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE");
     CHECK(error_of({"check", "--mode", "read-only"}) ==
-          "check needs the path to ask about: dsh-confine check --write PATH");
+          "check asks about one path and one access: dsh-confine check --write PATH, or check --read PATH");
     CHECK(error_of({"check", "--write", "/x", "--", "true"}) ==
           "check takes no command after --; Try 'dsh-confine check --help'");
     CHECK(error_of({"probe", "ls"}) ==
@@ -286,7 +286,7 @@ TEST_CASE("help and version", "[cli]") {
     // Every option of the table is in the top help, with its value's name, unless hidden.
     for (const auto& o : option_names()) {
         if (o.name == "--help" || o.name == "--version" || o.name == "--attempt" || o.name == "--json" || o.name == "--context" || o.name == "--platform" ||
-            o.name == "--write" || o.name == "--binary")
+            o.name == "--write" || o.name == "--read" || o.name == "--binary")
             continue;  // a subcommand's own, or hidden
         INFO(o.name);
         const size_t at = r.text.find("  " + std::string(o.name));

@@ -280,3 +280,72 @@ TEST_CASE("seam: --net allow= passes over a runner that cannot hand out a listen
     CHECK(o.exit_status() == 125);
     CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: " + why);
 }
+
+TEST_CASE("seam: a protection is held or nothing runs; auto never takes a runner that drops one (issue 37)") {
+    testrunner::Script carves, cannot;
+    carves.protects_paths = true;
+    carves.ends_descendants = "pid-namespace";
+    auto a = testrunner::make(RunnerKind::Bwrap, carves, "exit 0");
+    auto b = testrunner::make(RunnerKind::Landlock, cannot, "exit 0");
+    const chain::Runners both{a.get(), b.get()};
+    const auto with = [](Plan p) {
+        ProtectedPath dotgit{"/ws/.git", "default", "git", true, true, true, false, 7};
+        ProtectedPath hooks{"/ws/.git/hooks", "default", "git", true, true, false, false, 8};
+        ProtectedPath absent{"/ws/.envrc", "default", "agent", false, false, false, false, -1};
+        p.c.policy.protected_paths = {dotgit, hooks, absent};
+        return p;
+    };
+    const std::string drop = "or --unprotect /ws/.git to let the command write what is protected below it";
+    // Forced: its own code, 125, one line with the first path, the count and both ways out.
+    Plan f = with(ws_plan());
+    Outcome o = chain::choose(RunnerKind::Landlock, RunnerEnv{}, f, both);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::ProtectionUnavailable);
+    CHECK(o.exit_status() == 125);
+    CHECK(o.text() == "landlock cannot protect /ws/.git (and 1 more), which this run asks for, and would run "
+                      "without it: use --runner bwrap (or auto); " + drop);
+    CHECK(cannot.probes == 0);
+    // auto takes the one that carves.
+    Plan p = with(ws_plan());
+    REQUIRE(chain::choose(RunnerKind::Auto, RunnerEnv{}, p, {b.get(), a.get()}));
+    CHECK(p.c.runner == RunnerKind::Bwrap);
+    // ... and when that one cannot run, refuses with why, never falling back.
+    Plan k = with(ws_plan());
+    k.c.policy.keep_descendants = true;
+    o = chain::choose(RunnerKind::Auto, RunnerEnv{}, k, both);
+    REQUIRE_FALSE(o);
+    CHECK(o.err == Err::ProtectionUnavailable);
+    CHECK(o.text() == "landlock cannot protect /ws/.git (and 1 more), which this run asks for, and would run "
+                      "without it: --keep-descendants rules out bwrap, whose PID namespace ends the command's "
+                      "background processes with it, so drop --keep-descendants; " + drop);
+    CHECK(k.c.skipped.size() == 2);
+    testrunner::Script broken = carves;
+    broken.probe = Verdict::Unusable;
+    broken.unusable_reason = "no user namespaces";
+    auto c = testrunner::make(RunnerKind::Bwrap, broken, "exit 0");
+    Plan u = with(ws_plan());
+    o = chain::choose(RunnerKind::Auto, RunnerEnv{}, u, {c.get(), b.get()});
+    REQUIRE_FALSE(o);
+    CHECK(o.text() == "landlock cannot protect /ws/.git (and 1 more), which this run asks for, and would run "
+                      "without it: bwrap, which can, is not usable here (no user namespaces); " + drop);
+    // A hidden path, and explicit --protect: each names its own way out.
+    Plan h = ws_plan();
+    h.c.policy.hidden_paths = {{"/home/u/.ssh/id", "hide-secrets", "secret", true}};
+    o = chain::choose(RunnerKind::Landlock, RunnerEnv{}, h, both);
+    CHECK(o.text() == "landlock cannot hide /home/u/.ssh/id, which this run asks for, and would run without it: use "
+                      "--runner bwrap (or auto); or drop --hide-secrets (config hideSecrets)");
+    Plan n = ws_plan();
+    n.c.policy.protected_paths = {{"/ws/notes", "flag", "named", true, false, false, false, 9}};
+    o = chain::choose(RunnerKind::Landlock, RunnerEnv{}, n, both);
+    CHECK(o.text() == "landlock cannot protect /ws/notes, which this run asks for, and would run without it: use "
+                      "--runner bwrap (or auto); or drop --protect /ws/notes");
+    // Nothing held by any runner (absent, only watched, outside the roots): nothing lost, it runs.
+    Plan q = ws_plan();
+    ProtectedPath watched{"/ws/.git/modules/s/config", "default", "git", true, false, false, true, 10};
+    ProtectedPath outside{"/etc/x", "flag", "named", true, false, false, false, 11};
+    outside.why_not = kProtectedOutsideText;
+    q.c.policy.protected_paths = {{"/ws/.envrc", "default", "agent", false, false, false, false, -1}, watched, outside};
+    q.c.policy.hidden_paths = {{"/nowhere", "flag", "secret", false}};
+    REQUIRE(chain::choose(RunnerKind::Landlock, RunnerEnv{}, q, both));
+    CHECK(q.c.runner == RunnerKind::Landlock);
+}

@@ -38,6 +38,7 @@ public:
     bool candidate(const Config&) const noexcept override { return s_.candidate; }
     bool private_tmp() const noexcept override { return s_.private_tmp; }
     bool egress_proxy() const noexcept override { return s_.egress_proxy; }
+    bool protects_paths() const noexcept override { return s_.protects_paths; }
     std::string_view ends_descendants() const noexcept override { return s_.ends_descendants; }
     Verdict probe(const RunnerEnv&) const override {
         ++s_.probes;

@@ -18,6 +18,7 @@ struct Script {
     int apply_marker_fd = -1;      // the layer writes one byte here when it applies
     bool private_tmp = false;      // it can give a private /tmp
     bool egress_proxy = false;     // it can take --net allow=
+    bool protects_paths = false;   // it keeps protected paths read-only and hides hidden ones
     std::string ends_descendants;  // its own way of ending them ("" none)
     int probes = 0;                // how often probe() was asked
 };
