@@ -35,7 +35,7 @@ TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
     CHECK(line ==
           R"({"type":"confinement","version":1,"mode":"workspace-write","modeSource":"flag","workspaceRoot":"/ws",)"
           R"("rootSource":"flag","runner":"landlock","enforcement":"partial","gaps":[{"effect":"metadata","detail":"m",)"
-          R"("ownEffect":true},{"effect":"network","detail":"n","ownEffect":false}],)" R"("network":{"mode":"host","source":"default","enforcement":"none","enforced":[],"gaps":[{"effect":"network","detail":"network access is not governed: --net host (the default) leaves TCP, UDP and unix sockets as the host has them","ownEffect":false}]},"layers":[{"name":"landlock",)"
+          R"("ownEffect":true},{"effect":"network","detail":"n","ownEffect":false}],)" R"("network":{"mode":"host","source":"default","enforcement":"none","enforced":[],"gaps":[{"effect":"network","detail":"network access is not governed: --net host (the default) leaves TCP, UDP and unix sockets as the host has them","ownEffect":false}],"denialSignatures":[]},"layers":[{"name":"landlock",)"
           R"("enforcement":"partial","gaps":[{"effect":"network","detail":"n","ownEffect":false},{"effect":"metadata",)"
           R"("detail":"m","ownEffect":true}],"abi":4}],"writableRoots":[{"path":"/ws","source":"workspace",)"
           R"("persists":true},{"path":"/tmp","source":"tmp","persists":false}],"writableFiles":["/dev/null"],"protectedPaths":[],"unprotected":[],"hiddenPaths":[],)"
