@@ -181,6 +181,8 @@ GitConfigKeys git_config_keys(std::string_view text) {
             if ((base == "include" && dot == std::string::npos) ||
                 (base == "includeif" && dot != std::string::npos))
                 out.includes.push_back(*v);
+            else if (base == "submodule" && dot != std::string::npos)
+                out.submodule_paths.push_back(*v);
         } else if (have_section && key == "hookspath" && section == "core") {
             out.hooks_paths.push_back(*v);
         }
@@ -616,19 +618,15 @@ struct Builder {
         }
         // Submodule checkouts: each one's .git file (the pointer).
         {
-            for_each_line(read_file(r + "/.gitmodules"), [&](std::string_view l) {
-                const std::string line = trim(std::string(l));
-                if (line.rfind("path", 0) != 0) return true;
-                const auto eq = line.find('=');
-                if (eq == std::string::npos || trim(line.substr(4, eq - 4)) != "") return true;
-                const std::string sub = trim(line.substr(eq + 1));
-                if (sub.empty() || sub[0] == '/') return true;
+            // Read as git reads it (keys in any case, quoted values, comments):
+            // a line-by-line match of "path =" missed "PATH = x" (attack pass).
+            for (const std::string& sub : git_config_keys(read_file(r + "/.gitmodules")).submodule_paths) {
+                if (sub.empty() || sub[0] == '/') continue;
                 const std::string sp = lexically_normal(r + "/" + sub);
-                if (!under(sp, r) || sp == r) return true;
+                if (!under(sp, r) || sp == r) continue;
                 const int sfd = add(sp + "/.git", "default", "git");
                 if (sfd >= 0 && !out.back().directory) gitfile(sp + "/.git");
-                return true;
-            });
+            }
         }
     }
 
@@ -817,7 +815,7 @@ struct Builder {
     }
 
     // dsh-confine's own state under a root: its directory made when absent
-    // (0700, one name at a time from the root's descriptor, never through a
+    // (0700, 0755 under /etc; one name at a time from the root's descriptor, never through a
     // link) and checked to be the caller's; then protected like any path.
     void own(const OwnPath& o) {
         if (!failure) return;
@@ -835,8 +833,12 @@ struct Builder {
                 int fd = -1, pfd = -1, error = 0;
                 std::string at;
                 Walk found = w.dir(*root, cur, fd, at, error);
+                // The system's directory (/etc/dsh-confine, made when a root
+                // run may write /etc) is every caller's to read: 0700 there
+                // made every later unprivileged run fail on its config.
+                const mode_t mode = std::string_view(cur).rfind("/etc/", 0) == 0 ? 0755 : 0700;
                 if (found == Walk::Absent && w.dir(*root, parent, pfd, at, error) == Walk::Found &&
-                    ::mkdirat(pfd, std::string(name).c_str(), 0700) == 0) {
+                    ::mkdirat(pfd, std::string(name).c_str(), mode) == 0) {
                     w.forget(cur);
                     listed.erase(parent);
                     found = w.dir(*root, cur, fd, at, error);

@@ -107,11 +107,13 @@ std::vector<std::string> secrets(const std::string& home, Lookup env, const std:
 // parsed as git parses it (sections case-insensitive, subsections not;
 // quotes, escapes, comments, continued lines, a key after "[section]" on the
 // same line): the values of core.hooksPath and of include.path and every
-// includeIf.<condition>.path whatever the condition, as written, in order.
+// includeIf.<condition>.path whatever the condition, and of every
+// submodule.<name>.path (a .gitmodules file), as written, in order.
 // A malformed line is skipped (git would refuse the whole file).
 struct GitConfigKeys {
     std::vector<std::string> hooks_paths;
     std::vector<std::string> includes;
+    std::vector<std::string> submodule_paths;  // submodule.<name>.path (.gitmodules)
 };
 GitConfigKeys git_config_keys(std::string_view text);
 

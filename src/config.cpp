@@ -413,6 +413,10 @@ Outcome check_widening(const Config& c) {
     if (c.bwrap_path) return refuse("\"bwrapPath\"", system);
     if (c.approver && *c.approver != "tty")
         return refuse("an \"approver\" command", "pass --approver on the command line, or " + system);
+    // Dropping a protection lets the command plant what the next unconfined
+    // git runs (a hook): as wide as running it outside (attack pass).
+    if (!c.unprotect.empty())
+        return refuse("\"unprotect\"", "pass --unprotect on the command line, or " + system);
     return Outcome::success();
 }
 

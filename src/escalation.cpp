@@ -351,15 +351,17 @@ Approval TtyApprover::ask(const EscalationRequest& r) {
         }
     };
     // Only what is typed after the question is shown counts: input already
-    // waiting when it first appears (typed ahead, or queued by anything else
-    // on the terminal) is discarded, so no answer precedes the question. Lines
-    // typed after it are the person's, read one by one when it asks again.
+    // waiting just before it first appears (typed ahead, or queued by
+    // anything else on the terminal) is discarded, so no answer precedes the
+    // question. Discarded before the question is written, not after: an
+    // answer typed as soon as it shows must not be thrown away with it (a
+    // flush after the write raced with a quick "a"). Lines typed after it are
+    // the person's, read one by one when it asks again.
     bool first = true;
     auto say = [fd, &first](std::string_view s) {
-        if (write_whole(fd, s) != 0) return false;
         if (first) (void)::tcflush(fd, TCIFLUSH);
         first = false;
-        return true;
+        return write_whole(fd, s) == 0;
     };
     const Approval result = tty_conversation(say, read_byte);
     ::close(fd);

@@ -202,8 +202,11 @@ const ProtectedPath* hidden_at(const Policy& p, const std::string& canonical) {
 // when the run started (nothing is mounted for an absent one), inside a root
 // (outside, read-only already), and is not only watched. A pinned .git is a
 // mount point writable inside: it decides nothing here.
+// An absent one inside a root holds too, after the run: what the command
+// makes there is renamed aside when it ends (issue 37), so no write persists.
 bool held(const ProtectedPath& e) {
-    return e.exists && e.fd >= 0 && !e.watched && e.why_not != kProtectedOutsideText;
+    return (!e.exists || e.fd >= 0) && !e.watched &&
+           e.why_not != kProtectedOutsideText;
 }
 
 // A held protected path at or above `canonical` (a read-only bind covers
@@ -284,6 +287,10 @@ std::string check_text(const Resolution& r, const CheckAnswer& a) {
     if (a.hidden)
         return fmt::format("no: {} is hidden from the command in {} ({}, {}): a {} of it fails\n", q(a.canonical),
                            to_string(p.mode), q(a.hidden->path), a.hidden->source, access) + net;
+    if (a.carved && a.held && !a.carved->exists)
+        return fmt::format("no: {} is a protected path absent when the run starts in {} ({}, {}): what the command "
+                           "makes there is renamed aside when the run ends\n",
+                           q(a.canonical), to_string(p.mode), a.carved->what, a.carved->source) + net;
     if (a.carved && a.held)
         return fmt::format("no: {} is kept read-only inside the writable roots in {} (protected path {}: {}, {})\n",
                            q(a.canonical), to_string(p.mode), q(a.carved->path), a.carved->what, a.carved->source) + net;

@@ -247,12 +247,12 @@ def test_bind_destination_reached_through_a_planted_link(s):
                     "  i=0; until held; do i=$((i+1)); [ $i -lt 2000 ] || exit 8; sleep 0.005; done\n"
                     "  mv '%s' '%s.real' && ln -s elsewhere '%s' || exit 9\nfi\n"
                     "exec /usr/bin/bwrap \"$@\"\n" % (hooks, sub, sub, sub))
-    with open(s.p("base", "config.json"), "w") as f:
-        f.write('{"bwrapPath": "%s"}' % stub)
+    # bwrapPath only from a sealed config (issue 37): root's, in /etc/dsh-confine (skipped as a user).
+    cfg = s.sealed_config({"bwrapPath": stub})
     cache = s.p("base", "cache")
     os.makedirs(cache, mode=0o700, exist_ok=True)
     names = listing(elsewhere)
-    r = run(s, "bwrap", s.ws, "touch ran", extra=["--config", s.p("base", "config.json")],
+    r = run(s, "bwrap", s.ws, "touch ran", extra=["--config", cfg],
             env={"XDG_RUNTIME_DIR": None, "XDG_CACHE_HOME": cache})
     assert r.rc == 125 and not os.path.exists(os.path.join(s.ws, "ran")), r
     assert ("%s was replaced after dsh-confine opened it" % sub in r.err or

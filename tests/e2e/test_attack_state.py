@@ -626,5 +626,26 @@ def test_tty_approver_discards_typed_ahead_input_and_escapes_the_justification(s
     assert "\u202e" not in out and "\x9b" not in out, out
 
 
+def test_the_system_config_directory_made_by_a_root_run_stays_readable(s):
+    """A root run that may write /etc makes /etc/dsh-confine to protect it: 0755, or every later
+    unprivileged run fails reading its config (an attack pass found 0700)."""
+    if not is_root():
+        skip("only a root run may write /etc")
+    need_bwrap()
+    d = "/etc/dsh-confine"
+    if os.path.exists(d):
+        skip("/etc/dsh-confine exists on this host: not touched")
+    try:
+        r = dsh(["--mode", "workspace-write", "--root", s.ws, "--writable", "/etc", "--runner", "bwrap", "--",
+                 "true"], s)
+        assert r.rc == 0, r
+        own = [e for e in r.rec("confinement")["protectedPaths"] if e["path"] == d]
+        assert own and own[0]["enforced"] == "read-only-bind", r
+        assert os.stat(d).st_mode & 0o777 == 0o755, oct(os.stat(d).st_mode)
+    finally:
+        if os.path.isdir(d) and not os.listdir(d):
+            os.rmdir(d)
+
+
 if __name__ == "__main__":
     main()

@@ -396,14 +396,25 @@ def test_protect_and_unprotect(s):
     assert es[s.ws + "/keep"]["source"] == "flag" and es[s.ws + "/keep"]["enforced"] == "read-only-bind", es
     assert es[s.ws + "/notes.txt"]["exists"] and es[s.ws + "/notes.txt"]["enforced"] == "read-only-bind", es
     assert es["/etc"]["whyNot"] == OUTSIDE_TEXT, es
-    # The config's keys do the same.
+    # The config's keys do the same; "unprotect" only from a file no confined run could have
+    # written (issue 37: a planted one let the command leave a hook for the next git).
+    keys = '{"protect": ["%s/keep"], "unprotect": ["%s/.vscode"]}' % (s.ws, s.ws)
     cfg = os.path.join(s.home, "c.json")
     with open(cfg, "w") as f:
-        f.write('{"protect": ["%s/keep"], "unprotect": ["%s/.vscode"]}' % (s.ws, s.ws))
+        f.write(keys)
     r = run(s, "bwrap", s.ws, "echo w2 > keep/f; echo w2 > .vscode/settings.json; true", extra=["--config", cfg])
+    assert r.rc == 125 and r.rec("error")["code"] == "UNSAFE_STATE" and '"unprotect"' in r.err, r
+    assert read(os.path.join(s.ws, ".vscode", "settings.json")) == b"w\n", r
+    with open(cfg, "w") as f:
+        f.write('{"protect": ["%s/keep"]}' % s.ws)
+    r = run(s, "bwrap", s.ws, "echo w2 > keep/f; true", extra=["--config", cfg])
     assert read(os.path.join(s.ws, "keep", "f")) == b"v\n", r
-    assert read(os.path.join(s.ws, ".vscode", "settings.json")) == b"w2\n", r
     assert entries(r)[s.ws + "/keep"]["source"] == "config", r
+    if is_root():
+        cfg = s.sealed_config(keys)
+        r = run(s, "bwrap", s.ws, "echo w2 > keep/f; echo w2 > .vscode/settings.json; true", extra=["--config", cfg])
+        assert read(os.path.join(s.ws, "keep", "f")) == b"v\n", r
+        assert read(os.path.join(s.ws, ".vscode", "settings.json")) == b"w2\n", r
 
 
 def hooks_path(s, runner):

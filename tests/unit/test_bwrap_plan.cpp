@@ -572,6 +572,18 @@ TEST_CASE("carve-outs: git config parsing finds hooksPath and includes as git re
     CHECK(git_config_keys("[include]\npath = x\\").includes == std::vector<std::string>{"x"});
 }
 
+TEST_CASE("carve-outs: .gitmodules paths read as git reads them (keys in any case, quoted)") {
+    // A line match of "path =" missed "PATH = x": the submodule's .git went unprotected (attack pass).
+    const auto k = carveouts::git_config_keys(
+        "[submodule \"a\"]\n\tpath = libs/a\n"
+        "[Submodule \"b\"]\n\tPATH = libs/b ; comment\n"
+        "[submodule \"c\"] Path = \"with space\"\n"
+        "[submodule]\n\tpath = no-name\n"
+        "[core]\n\tpath = not-a-submodule\n");
+    CHECK(k.submodule_paths == std::vector<std::string>{"libs/a", "libs/b", "with space"});
+    CHECK(k.includes.empty());
+}
+
 TEST_CASE("carve-outs: included configs and the global hooksPath inside a root, 10 deep, cycles end") {
     Scratch sc("gitinc");
     const std::string &t = sc.dir, ws = t + "/ws", home = t + "/home";
