@@ -474,10 +474,27 @@ struct Builder {
             add(g + "/" + n, "default", "git");
         if (depth > 8) return;
         // Submodules' git directories, nested as git nests them.
-        for (const auto& name : subdirs(g + "/modules")) gitdir(g + "/modules/" + name, depth + 1);
+        modules(g + "/modules", depth);
         for (const auto& name : subdirs(g + "/worktrees")) {
             add(g + "/worktrees/" + name + "/config.worktree", "default", "git");
             add(g + "/worktrees/" + name + "/commondir", "default", "git");
+        }
+    }
+
+    // The git directories under a modules/ directory. A submodule's name may
+    // hold '/' (`git submodule add URL libs/sub` names it "libs/sub"), so a
+    // directory there is either a git directory (it has objects/ and refs/)
+    // or one level of such a name, looked into further (an attack pass found
+    // .git/modules/libs/sub/modules/* neither bound nor watched).
+    void modules(const std::string& dir, int depth) {
+        if (depth > 8) return;
+        for (const auto& name : subdirs(dir)) {
+            const std::string sub = dir + "/" + name;
+            const auto inner = subdirs(sub);
+            const bool git = std::find(inner.begin(), inner.end(), "objects") != inner.end() &&
+                             std::find(inner.begin(), inner.end(), "refs") != inner.end();
+            if (git) gitdir(sub, depth + 1);
+            else modules(sub, depth + 1);
         }
     }
 

@@ -695,6 +695,32 @@ def test_a_file_system_without_entry_types(s):
         subprocess.run(["umount", "-l", mnt])
 
 
+def test_a_submodule_named_with_a_slash_is_found(s):
+    """`git submodule add URL libs/sub` names the submodule "libs/sub": its git directory is
+    .git/modules/libs/sub, and its own submodules' under .git/modules/libs/sub/modules. Taken as one
+    level each, they were neither bound nor watched (an attack pass planted core.fsmonitor there,
+    which the next unconfined git status ran)."""
+    need_runner("bwrap")
+    inner, up = s.p("base", "inner"), s.p("base", "up")
+    make_repo(s, inner)
+    make_repo(s, up)
+    git(s, up, "submodule", "add", "-q", "file://" + inner, "in2")
+    git(s, up, "commit", "-q", "-m", "in2")
+    make_repo(s, s.ws)
+    git(s, s.ws, "submodule", "add", "-q", "file://" + up, "libs/sub")
+    git(s, s.ws, "commit", "-q", "-m", "sub")
+    git(s, s.ws, "submodule", "update", "-q", "--init", "--recursive")
+    gd = s.ws + "/.git/modules/libs/sub/modules/in2"
+    assert os.path.isdir(gd + "/hooks"), "the nested layout is not made"
+    r = run(s, "bwrap", s.ws, "echo 'echo pwned' > .git/modules/libs/sub/modules/in2/hooks/pre-commit; "
+            "echo 'echo pwned' > .git/modules/libs/sub/hooks/pre-commit; echo done")
+    assert r.out == "done\n", r
+    assert not os.path.exists(gd + "/hooks/pre-commit"), r
+    assert not os.path.exists(s.ws + "/.git/modules/libs/sub/hooks/pre-commit"), r
+    es = entries(r)
+    assert gd + "/hooks" in es and gd + "/config" in es, sorted(es)
+
+
 def getdents_unknown(fd):
     """The names whose entry type the listing of `fd` leaves unknown (DT_UNKNOWN)."""
     import ctypes

@@ -80,10 +80,11 @@ def main():
 
     root_ok = os.getuid() == 0
 
-    def run_in_root(mode, userspec=None):
+    def run_in_root(mode, userspec=None, proc=True):
         if not root_ok:
             t.skip("chroot needs root")
         base = tempfile.mkdtemp(prefix="dsh-static-root-", dir="/var/tmp")
+        mounted = False
         try:
             os.chmod(base, 0o755)
             shutil.copy2(binary, os.path.join(base, "dsh-confine"))
@@ -91,8 +92,13 @@ def main():
             for d in ("ws", "outside"):
                 os.mkdir(os.path.join(base, d))
                 os.chmod(os.path.join(base, d), 0o777)
-            # Nothing else: no /lib, /usr, /etc, /dev, /proc or /tmp.
+            # Nothing else: no /lib, /usr, /etc, /dev or /tmp; /proc (mounted) where asked:
+            # the Landlock runner checks through it that the restriction took (issue 38).
             assert sorted(os.listdir(base)) == ["dsh-confine", "outside", "probe", "ws"]
+            if proc:
+                os.mkdir(os.path.join(base, "proc"))
+                subprocess.run(["mount", "-t", "proc", "proc", os.path.join(base, "proc")], check=True)
+                mounted = True
             r_fd, w_fd = os.pipe()
             chroot = shutil.which("chroot") or "/usr/sbin/chroot"
             cmd = [chroot] + (["--userspec=" + userspec] if userspec else []) + [
@@ -106,6 +112,11 @@ def main():
             os.close(r_fd)
             records = [json.loads(line) for line in report.splitlines()]
             info = "rc=%s out=%r err=%r report=%s" % (p.returncode, out, err, report)
+            if not proc:
+                # Without /proc the check cannot be made: refused, nothing run (fail closed).
+                assert p.returncode == 125 and b"cannot check that Landlock took" in err, info
+                assert not os.path.exists(os.path.join(base, "ws", "inside")), info
+                return
             conf = [r for r in records if r["type"] == "confinement"]
             assert conf, info
             assert conf[0]["runner"] == "landlock" and conf[0]["enforcement"] in ("full", "partial"), info
@@ -115,12 +126,16 @@ def main():
             assert p.returncode == 1, info  # exactly one denied write
             t.diag("in the minimal root: " + out.decode().strip().replace("\n", "; "))
         finally:
+            if mounted:
+                subprocess.run(["umount", "-l", os.path.join(base, "proc")])
             shutil.rmtree(base, ignore_errors=True)
 
     t.case("confines a command in a root with no shared libraries (root)",
            lambda: run_in_root("workspace-write"))
     t.case("confines a command in a root with no shared libraries (uid 65534)",
            lambda: run_in_root("workspace-write", "65534:65534"))
+    t.case("refuses in a root without /proc, where it cannot check that Landlock took",
+           lambda: run_in_root("workspace-write", proc=False))
     sys.exit(t.done())
 
 
