@@ -457,11 +457,18 @@ def _continued_in_the_background(s, prefix):
     # A background job whose command stops itself, continued by `kill -CONT %1`: it goes on to
     # its end and the job ends.
     t = Term(BASH, s)
+    token = "stopper-%d-%d" % (os.getpid(), time.monotonic_ns())  # the command's $0: this run's alone
     try:
         t.expect("PROMPT> ")
-        t.send(("%ssh -c 'kill -STOP $$; echo resumed-$((3+4))' &\n" % prefix).encode())
+        t.send(("%ssh -c 'kill -STOP $$; echo resumed-$((3+4))' %s &\n" % (prefix, token)).encode())
         t.expect("PROMPT> ")
-        t.settle(1.5)  # stopped, and looked at by dsh-confine (every 200 ms)
+        # The command stopped (under the sanitizers and load it can take over 1.5 s to get there,
+        # and a SIGCONT before its stop continues nothing), then a look by dsh-confine (200 ms).
+        deadline = time.monotonic() + 30
+        while not any((proc_stat(p) or ("", ""))[1] == "T" for p in processes_naming(token)):
+            assert time.monotonic() < deadline, ("the command never stopped", prefix, t.out[-2000:])
+            time.sleep(0.02)
+        t.settle(0.5)
         assert b"resumed-7" not in t.out, (prefix, t.out[-2000:])
         t.send(b"kill -CONT %1\n")
         t.expect("resumed-7", timeout=20)
