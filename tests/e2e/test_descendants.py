@@ -420,7 +420,9 @@ def _one_chain(s, runner, margs, timed, i):
     os.set_blocking(r, False)
     args = ["--mode", "workspace-write", "--root", s.ws, "--runner", runner, "--keep-fd", str(w)] + margs
     if timed:
-        args += ["--timeout", "1s", "--kill-after", "200ms"]
+        # 3 s: under the sanitizers and load, bwrap's set-up alone took over 1 s, and a timeout
+        # before the stage wrote the confinement record left the run without one.
+        args += ["--timeout", "3s", "--kill-after", "200ms"]
     elif runner == "landlock" and not margs:
         # Exec mode keeps a parent to end them only with a timeout (or a pty, or a leaf).
         args += ["--timeout", "60s"]
