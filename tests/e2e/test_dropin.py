@@ -624,8 +624,9 @@ def a_trap_under_timeout_runs_once(s, bare, conf):
     # The bare command gets both copies itself, and on a loaded machine the
     # second can land while its trap still runs (dash then runs it again):
     # its output is one or two lines, where the confined command's is one.
-    argv = ["sh", "-c", 'trap "echo cleanup; exit 0" TERM; sleep 5 & wait']
-    rb, rc = bare.run(argv, wrap=["timeout", "1"]), conf.run(argv, wrap=["timeout", "1"])
+    # 3 s, not 1: under the sanitizers and load, set-up alone took over 1 s (no trap yet).
+    argv = ["sh", "-c", 'trap "echo cleanup; exit 0" TERM; sleep 8 & wait']
+    rb, rc = bare.run(argv, wrap=["timeout", "3"]), conf.run(argv, wrap=["timeout", "3"])
     assert rb.out in (b"cleanup\n", b"cleanup\ncleanup\n") and rb.rc == 124, rb
     assert bare.norm(rb.err) == conf.norm(rc.err), (rb, rc)
     assert rc.out == b"cleanup\n" and rc.rc == 124, rc  # timeout's own status for a command it timed out

@@ -264,7 +264,7 @@ def test_an_older_landlock_abi_the_report_and_the_world_agree(s):
     runners = ["landlock"] + (["bwrap"] if harness.bwrap_works() else [])
     for d in ("a", "b"):
         os.mkdir(s.p("ws", d))
-    outside_proc = subprocess.Popen(["sleep", "60"])
+    outside_proc = subprocess.Popen(["sleep", "600"])
     try:
         for runner in runners:
             for abi in range(1, 7):
