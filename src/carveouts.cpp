@@ -1191,10 +1191,11 @@ bool ssh_public_name(std::string_view n) {
 
 namespace {
 
-// The targets of the links below a hidden ~/.ssh (a key kept elsewhere and
-// linked there), but the public names directly in it. Bounded: 8 deep,
-// 4096 entries (a tree that large is not a key store).
-void link_targets(std::vector<std::string>& out, int dirfd, const std::string& path, int depth, size_t& budget) {
+// The entries of the directory at `dirfd` (not . and ..), in name order,
+// each with its lstat and the directory's own descriptor (to open what lies
+// below it). With a budget, at most that many names, counted off it.
+template <class F>
+void each_entry(int dirfd, size_t* budget, F f) {
     const int d = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (d < 0) return;
     DIR* dir = ::fdopendir(d);
@@ -1205,26 +1206,33 @@ void link_targets(std::vector<std::string>& out, int dirfd, const std::string& p
     std::vector<std::string> names;
     while (const dirent* e = ::readdir(dir)) {
         const std::string n = e->d_name;
-        if (n != "." && n != ".." && budget > 0) {
-            names.push_back(n);
-            --budget;
-        }
+        if (n == "." || n == ".." || (budget && *budget == 0)) continue;
+        names.push_back(n);
+        if (budget) --*budget;
     }
     std::sort(names.begin(), names.end());
     for (const auto& n : names) {
         struct stat st {};
-        if (::fstatat(::dirfd(dir), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (::fstatat(::dirfd(dir), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) f(::dirfd(dir), n, st);
+    }
+    ::closedir(dir);
+}
+
+// The targets of the links below a hidden ~/.ssh (a key kept elsewhere and
+// linked there), but the public names directly in it. Bounded: 8 deep,
+// 4096 entries (a tree that large is not a key store).
+void link_targets(std::vector<std::string>& out, int dirfd, const std::string& path, int depth, size_t& budget) {
+    each_entry(dirfd, &budget, [&](int dir, const std::string& n, const struct stat& st) {
         if (S_ISLNK(st.st_mode) && !(depth == 0 && ssh_public_name(n))) {
             out.push_back(path + "/" + n);  // hide() hides its canonical path: the target
         } else if (S_ISDIR(st.st_mode) && depth < 8) {
-            const int sub = ::openat(::dirfd(dir), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            const int sub = ::openat(dir, n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) {
                 link_targets(out, sub, path + "/" + n, depth + 1, budget);
                 ::close(sub);
             }
         }
-    }
-    ::closedir(dir);
+    });
 }
 
 }  // namespace
@@ -1303,32 +1311,16 @@ void stat_line(std::vector<std::string>& out, const std::string& name, const str
 }
 
 void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, int depth) {
-    const int d = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (d < 0) return;
-    DIR* dir = ::fdopendir(d);
-    if (!dir) {
-        ::close(d);
-        return;
-    }
-    std::vector<std::string> names;
-    while (const dirent* e = ::readdir(dir)) {
-        const std::string n = e->d_name;
-        if (n != "." && n != "..") names.push_back(n);
-    }
-    std::sort(names.begin(), names.end());
-    for (const auto& n : names) {
-        struct stat st {};
-        if (::fstatat(::dirfd(dir), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    each_entry(dirfd, nullptr, [&](int dir, const std::string& n, const struct stat& st) {
         stat_line(out, prefix + "/" + n, st);
         if (S_ISDIR(st.st_mode) && depth < 8) {
-            const int sub = ::openat(::dirfd(dir), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            const int sub = ::openat(dir, n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) {
                 tree(out, sub, prefix + "/" + n, depth + 1);
                 ::close(sub);
             }
         }
-    }
-    ::closedir(dir);
+    });
 }
 
 }  // namespace
