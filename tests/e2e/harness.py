@@ -23,6 +23,16 @@ DSH = os.environ.get("DSH_CONFINE", "dsh-confine")
 AS = os.environ.get("DSH_TEST_AS", "root" if os.getuid() == 0 else "user")
 MUST_WORK = os.environ.get("DSH_CONFINE_MUST_WORK") == "1"
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The sanitizer build (DSH_E2E_SANITIZED=1, set by meson) starts each process many times slower,
+# and CI runs it beside other work: there, set-up alone took over 3 s. A deadline that must fall
+# after the command has started (it printed, or set its trap) is STARTUP times longer there.
+# Waits on events need no such factor.
+STARTUP = 6 if os.environ.get("DSH_E2E_SANITIZED") == "1" else 1
+
+
+def after_start(seconds):
+    """A --timeout (or timeout(1)) value: `seconds` on the shipped build, stretched under the sanitizers."""
+    return "%gs" % (seconds * STARTUP)
 
 SANDBOX_UNAVAILABLE = (
     'sandbox mode "{mode}" is requested but no sandbox backend is usable on this host; '

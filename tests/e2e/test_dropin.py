@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 
-from harness import DSH, STD_PATH, main, need_bwrap, need_landlock, proc_argv, proc_stat, processes_naming, skip, tool
+from harness import DSH, STARTUP, STD_PATH, after_start, main, need_bwrap, need_landlock, proc_argv, proc_stat, processes_naming, skip, tool
 
 # Under bwrap a signal reaches the command only once dsh-confine stays as its forwarding parent
 # (issue 15, "Signals and terminals"). Set to False when that lands: the signal cases then run
@@ -624,9 +624,10 @@ def a_trap_under_timeout_runs_once(s, bare, conf):
     # The bare command gets both copies itself, and on a loaded machine the
     # second can land while its trap still runs (dash then runs it again):
     # its output is one or two lines, where the confined command's is one.
-    # 3 s, not 1: under the sanitizers and load, set-up alone took over 1 s (no trap yet).
-    argv = ["sh", "-c", 'trap "echo cleanup; exit 0" TERM; sleep 8 & wait']
-    rb, rc = bare.run(argv, wrap=["timeout", "3"]), conf.run(argv, wrap=["timeout", "3"])
+    # after_start(3), not 1 s: under the sanitizers and load, set-up alone took over 1 s (no trap
+    # yet). The sleep outlasts it, so that only the timeout ends the shell.
+    argv = ["sh", "-c", 'trap "echo cleanup; exit 0" TERM; sleep %d & wait' % (8 * STARTUP)]
+    rb, rc = bare.run(argv, wrap=["timeout", after_start(3)]), conf.run(argv, wrap=["timeout", after_start(3)])
     assert rb.out in (b"cleanup\n", b"cleanup\ncleanup\n") and rb.rc == 124, rb
     assert bare.norm(rb.err) == conf.norm(rc.err), (rb, rc)
     assert rc.out == b"cleanup\n" and rc.rc == 124, rc  # timeout's own status for a command it timed out

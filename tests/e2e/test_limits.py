@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from harness import (DSH, dsh, is_root, main, need_runner, need, need_bwrap, need_landlock, processes_naming, sh, skip,
+from harness import (DSH, after_start, dsh, is_root, main, need_runner, need, need_bwrap, need_landlock, processes_naming, sh, skip,
                      sleepers)
 
 RUNNERS = ["landlock", "bwrap"]
@@ -297,9 +297,9 @@ def test_timeout_kills_a_setsid_grandchild_that_ignores_sigterm(s):
             script = ("( setsid sh -c 'trap \"\" TERM; echo started; exec sleep %s' & ) ; trap '' TERM; "
                       "sleep 60") % token
             t0 = time.time()
-            # 3 s: under the sanitizers and load, the set-up alone took over 1 s, and the timeout
-            # came before the grandchild could say "started".
-            r = sh(script, s, runner=runner, extra=["--timeout", "3s", "--kill-after", "200ms"] + mode, timeout=90)
+            # after_start: under the sanitizers and load, the set-up alone took over 1 s, and the
+            # timeout came before the grandchild could say "started".
+            r = sh(script, s, runner=runner, extra=["--timeout", after_start(3), "--kill-after", "200ms"] + mode, timeout=90)
             took = time.time() - t0
             assert r.rc == 124, (runner, mode, r)
             assert "started" in r.out, r
@@ -318,12 +318,12 @@ def test_timeout_kills_a_setsid_grandchild_that_ignores_sigterm(s):
 
 def test_timeout_sigterm_first(s):
     """A command that handles SIGTERM ends on it, within the grace period. The timeouts of this
-    file whose command must print first are 3 s: under the sanitizers and load, set-up alone took
-    over 1 s."""
+    file whose command must print first are after_start(3): under the sanitizers and load, set-up
+    alone took over 1 s."""
     for runner in RUNNERS:
         need_runner(runner)
         r = sh("trap 'echo got-term; exit 7' TERM; sleep 60 & wait", s, runner=runner,
-               extra=["--timeout", "3s", "--kill-after", "30s", "--supervise"], timeout=90)
+               extra=["--timeout", after_start(3), "--kill-after", "30s", "--supervise"], timeout=90)
         assert r.rc == 124, r
         assert "got-term" in r.out, r
         res = r.rec("result")
@@ -431,7 +431,7 @@ def test_no_cgroup_left_behind(s):
             leaf = own_leaf(r.out)
             assert leaf not in leaves(d), (leaf, leaves(d))
             r = sh("cat /proc/self/cgroup; sleep 60", s, runner=runner,
-                   extra=["--timeout", "3s", "--kill-after", "200ms"] + mode, timeout=60)
+                   extra=["--timeout", after_start(3), "--kill-after", "200ms"] + mode, timeout=60)
             assert r.rc == 124, r
             leaf = own_leaf(r.out)
             assert leaf not in leaves(d), (leaf, leaves(d))
@@ -560,7 +560,7 @@ def test_no_v1_leaf_left_behind(s):
             token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
             r = sh("cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; echo started; exec sleep %s' & ); "
                    "sleep 60" % token, s,
-                   runner=runner, extra=lim + ["--timeout", "3s", "--kill-after", "200ms"] + mode, timeout=60)
+                   runner=runner, extra=lim + ["--timeout", after_start(3), "--kill-after", "200ms"] + mode, timeout=60)
             assert r.rc == 124, r
             assert "started" in r.out, r
             for ctl, name in own_v1_leaves(r.out).items():
@@ -606,7 +606,7 @@ def test_timeout_with_v1_leaves_only(s):
         need_runner(runner)
         for mode in (["--supervise"], []):
             token = "3600.%d%d" % (os.getpid(), int(time.time() * 1000) % 100000)
-            r = dsh(["--runner", runner, "--memory", "64M", "--max-procs", "64", "--timeout", "3s", "--kill-after",
+            r = dsh(["--runner", runner, "--memory", "64M", "--max-procs", "64", "--timeout", after_start(3), "--kill-after",
                      "200ms"] + mode + ["--", "sh", "-c",
                                         "cat /proc/self/cgroup; ( setsid sh -c 'trap \"\" TERM; echo started; "
                                         "exec sleep %s' & ); trap '' TERM; sleep 60" % token], s, pre=pre, timeout=60)
