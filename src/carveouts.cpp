@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <dirent.h>
+#include <glob.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1152,6 +1153,7 @@ const std::vector<Secret>& secret_table() {
         {"~", ".git-credential-cache", true, "git's credential cache daemon's socket"},
         {"~", ".cache/git/credential", true, "git's credential cache daemon's socket"},
         {"~", ".config/gh", true, "GitHub CLI tokens (hosts.yml)"},
+        {"GH_CONFIG_DIR", "", true, "GitHub CLI tokens when moved"},
         {"~", ".config/hub", false, "hub's GitHub token"},
         {"~", ".config/glab-cli", true, "GitLab CLI tokens"},
         {"~", ".npmrc", false, "npm registry tokens"},
@@ -1235,6 +1237,90 @@ void link_targets(std::vector<std::string>& out, int dirfd, const std::string& p
     });
 }
 
+// One path of an ssh config, expanded as ssh expands it: a leading "~/", %d
+// (the home), %u (the user, from $USER), %% and ${VAR}. A token that depends
+// on the host being reached (%h, %r, %n, %C, ...) is not known before the
+// run: the path then stops at the directory before it, hidden whole when that
+// lies below $HOME (more is hidden, never less); "" when nothing below $HOME
+// is left, or the path is not absolute.
+std::string ssh_path(std::string v, const std::string& home, Lookup env) {
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+    if (v == "~" || v.rfind("~/", 0) == 0) v = home + v.substr(1);
+    const auto var = [&](const std::string& name) -> std::string {
+        const char* x = env ? env(name.c_str()) : nullptr;
+        return x ? x : "";
+    };
+    std::string r;
+    bool cut = false;
+    for (size_t i = 0; i < v.size() && !cut; ++i) {
+        const size_t close = v.compare(i, 2, "${") == 0 ? v.find('}', i) : std::string::npos;
+        if (close != std::string::npos) {
+            const std::string x = var(v.substr(i + 2, close - i - 2));
+            cut = x.empty();
+            r += x;
+            i = close;
+        } else if (v[i] == '%') {
+            const char t = i + 1 < v.size() ? v[++i] : '\0';
+            const std::string x = t == '%' ? "%" : t == 'd' ? home : t == 'u' ? var("USER") : "";
+            cut = x.empty();
+            r += x;
+        } else {
+            r += v[i];
+        }
+    }
+    if (r.empty() || r[0] != '/') return {};
+    if (!cut) return r;
+    r = lexically_normal(r.substr(0, r.rfind('/') + 1));
+    return r.size() > home.size() && under(r, home) ? r : std::string();
+}
+
+// What an ssh config names that holds a key or reaches one: each
+// IdentityFile and each IdentityAgent socket, through its Include lines
+// (glob patterns, relative to `dir`: ~/.ssh for the user's config, /etc/ssh
+// for the system's), as deep as ssh follows them (16). Any Host or Match
+// block counts: which applies depends on the host reached. Read only where
+// a regular file is found (through an O_PATH descriptor: a FIFO planted
+// there is never opened, so it neither hangs the start nor wakes its
+// writer); at most `budget` files in all.
+void ssh_config(const std::string& file, const std::string& dir, const std::string& home, Lookup env, int depth,
+                int& budget, std::vector<std::string>& out) {
+    if (depth > 16 || budget <= 0) return;
+    --budget;
+    const int fd = ::open(file.c_str(), O_PATH | O_CLOEXEC);
+    struct stat st {};
+    const std::string text = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read_small(fd) : std::string();
+    if (fd >= 0) ::close(fd);
+    for_each_line(text, [&](std::string_view line) {
+        const std::string l = trim(std::string(line));
+        std::string key = l.substr(0, l.find_first_of(" \t="));
+        for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        std::string v = trim(l.substr(key.size()));
+        if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
+        if (key == "identityfile") {
+            const std::string path = ssh_path(v, home, env);
+            if (!path.empty()) out.push_back(path);
+        } else if (key == "identityagent" && v != "none" && v != "SSH_AUTH_SOCK") {
+            const char* x = v.size() > 1 && v[0] == '$' && v[1] != '{' && env ? env(v.c_str() + 1) : nullptr;
+            const std::string path = x ? std::string(x) : ssh_path(v, home, env);
+            if (!path.empty() && path[0] == '/') out.push_back(path);
+        } else if (key == "include") {
+            for (size_t i = 0; i < v.size();) {
+                const size_t j = std::min(v.find_first_of(" \t", i), v.size());
+                std::string pat = v.substr(i, j - i);
+                i = v.find_first_not_of(" \t", j);
+                if (i == std::string::npos) i = v.size();
+                if (pat.rfind("~/", 0) == 0) pat = home + pat.substr(1);
+                else if (!pat.empty() && pat[0] != '/') pat = dir + "/" + pat;
+                glob_t g {};
+                if (::glob(pat.c_str(), GLOB_NOSORT, nullptr, &g) == 0)
+                    for (size_t k = 0; k < g.gl_pathc; ++k) ssh_config(g.gl_pathv[k], dir, home, env, depth + 1, budget, out);
+                ::globfree(&g);
+            }
+        }
+        return true;
+    });
+}
+
 }  // namespace
 
 std::vector<std::string> secrets(const std::string& home, Lookup env, const std::vector<std::string>& extra) {
@@ -1258,28 +1344,23 @@ std::vector<std::string> secrets(const std::string& home, Lookup env, const std:
             continue;
         }
         out.push_back(*t.rel ? base + "/" + t.rel : base);
+        // A store under ~/.config, ~/.local/share or ~/.cache is where the
+        // XDG variables say when they are set: hidden there too.
+        static constexpr std::pair<std::string_view, const char*> kXdg[] = {
+            {".config/", "XDG_CONFIG_HOME"}, {".local/share/", "XDG_DATA_HOME"}, {".cache/", "XDG_CACHE_HOME"}};
+        for (const auto& [dir, name] : kXdg) {
+            const std::string x = var(name);
+            if (std::strcmp(t.base, "~") == 0 && std::string_view(t.rel).rfind(dir, 0) == 0 && !x.empty())
+                out.push_back(x + "/" + std::string(std::string_view(t.rel).substr(dir.size())));
+        }
     }
     if (have_home) {
         const std::string ssh = home + "/.ssh";
-        // IdentityFile lines of ~/.ssh/config (keys kept elsewhere). Read only
-        // where a regular file is found, without blocking: a FIFO planted there
-        // (a root holding $HOME) must neither hang the start nor be opened.
-        struct stat conf {};
-        const std::string text = ::stat((ssh + "/config").c_str(), &conf) == 0 && S_ISREG(conf.st_mode)
-                                     ? read_open(::open((ssh + "/config").c_str(), kReadFlags))
-                                     : std::string();
-        for_each_line(text, [&](std::string_view line) {
-            const std::string l = trim(std::string(line));
-            std::string key = l.substr(0, l.find_first_of(" \t="));
-            for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-            if (key != "identityfile") return true;
-            std::string v = trim(l.substr(key.size()));
-            if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
-            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-            if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
-            if (!v.empty() && v[0] == '/' && v.find('%') == std::string::npos) out.push_back(v);
-            return true;
-        });
+        // Keys kept elsewhere and the agents ssh is told to use, by the
+        // user's config and the system's (each Include followed).
+        int budget = 64;
+        ssh_config(ssh + "/config", ssh, home, env, 0, budget, out);
+        ssh_config("/etc/ssh/ssh_config", "/etc/ssh", home, env, 0, budget, out);
         const int d = ::open(ssh.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (d >= 0) {
             size_t budget = 4096;

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from harness import (DSH, after_start, dsh, is_root, main, need_runner, need, need_bwrap, need_landlock, processes_naming, sh, skip,
+from harness import (DSH, STARTUP, after_start, dsh, is_root, main, need_runner, need, need_bwrap, need_landlock, processes_naming, sh, skip,
                      sleepers)
 
 RUNNERS = ["landlock", "bwrap"]
@@ -307,7 +307,7 @@ def test_timeout_kills_a_setsid_grandchild_that_ignores_sigterm(s):
             # From outside: nothing of the command is left.
             assert gone(processes_naming(token)), (runner, mode, processes_naming(token), r)
             t = limit_of(r.rec("confinement"), "timeout")
-            assert t["value"] == 3000 and t["backend"] in ("cgroup", "process-tree"), t
+            assert t["value"] == 3000 * STARTUP and t["backend"] in ("cgroup", "process-tree"), t
             if mode:
                 res = r.rec("result")
                 assert res["limit"] == "timeout", res

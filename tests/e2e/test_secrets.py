@@ -166,6 +166,37 @@ def test_ssh_hidden_whole_public_parts_readable(s, mode, supervise):
 
 
 @matrix(supervise=EXEC_SUPERVISE)
+def test_what_an_included_ssh_config_names_is_hidden(s, supervise):
+    """A key and an agent that ~/.ssh/config names only through an Include, with %d, a host token
+    (%h) and ${VAR}, are unreadable: the key's directory from the token down is hidden whole, and
+    the agent's socket refuses a connection. Without dsh-confine both are reachable."""
+    h = os.path.join(s.base, "ihome")
+    write(os.path.join(h, ".ssh", "config"), "Include ~/.sshinc/*.conf\n")
+    write(os.path.join(h, ".sshinc", "a.conf"),
+          "Match host *\n  IdentityFile %d/vault/%h/key\n  IdentityAgent ${AGENT_DIR}/agent.sock\n")
+    write(os.path.join(h, "vault", "host1", "key"), "PRIVATE-VAULT\n")
+    agent = listen(os.path.join(s.base, "agents", "agent.sock"))
+    env = dict(henv(s, h), AGENT_DIR=os.path.join(s.base, "agents"))
+    probe = ("import socket, sys\n"
+             "try: print(open(sys.argv[1]).read().strip() or 'hidden')\n"
+             "except OSError: print('hidden')\n"
+             "c = socket.socket(socket.AF_UNIX)\n"
+             "try: c.connect(sys.argv[2]); print('connected')\n"
+             "except OSError: print('refused')\n")
+    argv = ["python3", "-c", probe, os.path.join(h, "vault", "host1", "key"), agent.getsockname()]
+    try:
+        bare = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **env))
+        r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--hide-secrets"] + supervise +
+                ["--"] + argv, s, cwd=s.ws, env=env)
+    finally:
+        agent.close()
+    assert bare.stdout == "PRIVATE-VAULT\nconnected\n", bare
+    assert r.rc == 0 and r.out == "hidden\nrefused\n", r
+    hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"]}
+    assert hidden[os.path.join(h, "vault")]["enforced"] == "empty-tmpfs", hidden
+
+
+@matrix(supervise=EXEC_SUPERVISE)
 def test_ssh_hidden_in_a_root_holding_home(s, supervise):
     """workspace-write with $HOME as the root: ~/.ssh stays hidden (a subfolder's key too), can be
     neither written nor moved aside, and its public parts read back."""
@@ -202,6 +233,17 @@ def table_home(s):
         else:
             write(p, "S:%s\n" % rel)
         expected[p] = directory
+    # The XDG variables (henv sets two) move the stores under ~/.config and ~/.cache: hidden there
+    # too. One is made there (GitHub CLI's); the others are named, absent.
+    absent = set()
+    for rel, directory in HOME_TABLE:
+        for pre, var in ((".config/", "XDG_CONFIG_HOME"), (".cache/", "XDG_CACHE_HOME")):
+            if rel.startswith(pre):
+                absent.add(os.path.join(env[var], rel[len(pre):]))
+    gh = os.path.join(env["XDG_CONFIG_HOME"], "gh")
+    write(os.path.join(gh, "hosts.yml"), "S:XDG_CONFIG_HOME/gh\n")
+    expected[gh] = True
+    absent.discard(gh)
     for var, place, rel, directory in ENV_TABLE:
         base = os.path.join(s.base, place)
         env[var] = base
@@ -224,16 +266,16 @@ def table_home(s):
         socks.append(listen(p))
     expected[env["SSH_AUTH_SOCK"]] = False
     expected[os.path.join(s.base, "run", "bus")] = False
-    return h, env, expected, socks
+    return h, env, expected, absent, socks
 
 
 @matrix(mode=MODES, supervise=EXEC_SUPERVISE)
 def test_every_table_entry_hidden(s, mode, supervise):
     """Each entry of the table, file and directory forms, under $HOME and named by its variable, is
     unreadable (a directory shows nothing, at any depth); the sockets of the ssh and gpg agents,
-    the session bus and git's credential cache refuse a connection; the record names exactly the
-    table. Nothing is left in the home."""
-    h, env, expected, socks = table_home(s)
+    the session bus and git's credential cache refuse a connection; a store where $XDG_CONFIG_HOME
+    puts it is hidden too; the record names exactly the table. Nothing is left in the home."""
+    h, env, expected, absent, socks = table_home(s)
     sockets = [sk.getsockname() for sk in socks]
     before = tree(h), tree(os.path.join(s.base, "run")), tree(os.path.join(s.base, "env"))
     try:
@@ -250,7 +292,9 @@ def test_every_table_entry_hidden(s, mode, supervise):
         assert seen[p] in (("refused",) if p in sockets else ("empty", "error")), (p, seen[p])
     assert "S:" not in r.out, r
     hidden = {e["path"]: e for e in r.rec("confinement")["hiddenPaths"] if e["source"] == "hide-secrets"}
-    assert set(hidden) == set(expected), sorted(set(hidden) ^ set(expected))
+    assert set(hidden) == set(expected) | absent, sorted(set(hidden) ^ (set(expected) | absent))
+    for p in absent:
+        assert not hidden[p]["exists"], hidden[p]
     for p, directory in expected.items():
         assert hidden[p]["exists"] and hidden[p]["enforced"] == ("empty-tmpfs" if directory else "dev-null-bind"), hidden[p]
     assert (tree(h), tree(os.path.join(s.base, "run")), tree(os.path.join(s.base, "env"))) == before

@@ -774,6 +774,53 @@ TEST_CASE("hidden secrets (issue 37): the table under $HOME and the variables, ~
     s.clean({h + "/.ssh/sub", h + "/.ssh"});
 }
 
+TEST_CASE("hidden secrets (issue 37): what ssh configs name, through Include and tokens; XDG and GH_CONFIG_DIR") {
+    Scratch s("sshconf");
+    const std::string h = s.dir, ssh = h + "/.ssh";
+    REQUIRE(::mkdir(ssh.c_str(), 0700) == 0);
+    REQUIRE(::mkdir((ssh + "/conf.d").c_str(), 0700) == 0);
+    s.write(ssh + "/config",
+            "Host a\n  IdentityFile ~/keys/a_key\n  identityfile=\"%d/quoted key\"\n"
+            "Include conf.d/*.conf\nInclude ~/.ssh/conf.d/missing-*.conf\n"
+            "Match host b\n  IdentityAgent ~/.agents/b.sock\n  IdentityAgent none\n  IdentityAgent SSH_AUTH_SOCK\n");
+    s.write(ssh + "/conf.d/one.conf",
+            "IdentityFile ${KEYDIR}/env_key\nIdentityFile ~/per-host/%h/id\nIdentityFile ~/%r.key\n"
+            "IdentityAgent $MY_AGENT\nInclude one.conf\n");
+    static std::string keydir, agent, xdg;
+    keydir = h + "/envkeys";
+    agent = h + "/agent.sock";
+    xdg = h + "/xdgconf";
+    const carveouts::Lookup env = [](const char* n) -> const char* {
+        const std::string k = n;
+        if (k == "KEYDIR") return keydir.c_str();
+        if (k == "MY_AGENT") return agent.c_str();
+        if (k == "XDG_CONFIG_HOME") return xdg.c_str();
+        if (k == "GH_CONFIG_DIR") return "/gh/moved";
+        return nullptr;
+    };
+    const auto list = carveouts::secrets(h, env);
+    const auto has = [&](const std::string& x) { return std::find(list.begin(), list.end(), x) != list.end(); };
+    CHECK(has(h + "/keys/a_key"));
+    CHECK(has(h + "/quoted key"));                 // %d, quoted, key=value
+    CHECK(has(h + "/.agents/b.sock"));             // IdentityAgent, in a Match block
+    CHECK(has(h + "/envkeys/env_key"));            // Included, ${VAR}
+    CHECK(has(h + "/per-host"));                   // %h: the directory before it, whole
+    CHECK(has(agent));                             // IdentityAgent $VAR
+    CHECK_FALSE(has(h));                           // ~/%r.key would be all of $HOME: not hidden
+    CHECK_FALSE(has("none"));
+    CHECK(has(xdg + "/gh"));                       // ~/.config/gh where XDG_CONFIG_HOME is
+    CHECK(has(xdg + "/git/credentials"));
+    CHECK(has(h + "/.config/gh"));
+    CHECK(has("/gh/moved"));
+    // The self-Include ends (ssh's depth), and a FIFO in the config's place is never opened.
+    ::unlink((ssh + "/config").c_str());
+    REQUIRE(::mkfifo((ssh + "/config").c_str(), 0600) == 0);
+    CHECK_FALSE(carveouts::secrets(h, env).empty());
+    ::unlink((ssh + "/config").c_str());
+    ::unlink((ssh + "/conf.d/one.conf").c_str());
+    s.clean({ssh + "/conf.d", ssh});
+}
+
 TEST_CASE("hidden secrets (issue 37): ~/.ssh shown parts are regular files with one link, directly in it") {
     Scratch s("sshpub");
     const std::string h = s.dir, ssh = h + "/.ssh";
