@@ -1379,7 +1379,21 @@ std::vector<std::string> secrets(const std::string& home, Lookup env, const std:
 
 namespace {
 
-void stat_line(std::vector<std::string>& out, const std::string& name, const struct stat& st) {
+// How a protected file or directory entry stands, as the next program that
+// reads it finds it: for a regular file of up to 64 KiB (`node` its O_PATH
+// descriptor) its type, mode and bytes, so that a file rewritten unchanged
+// through a new inode (git does so with a config it did not change) is no
+// change; for anything else its mode, size, inode, mtime and links.
+void stat_line(std::vector<std::string>& out, const std::string& name, const struct stat& st, int node = -1) {
+    if (node >= 0 && S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kSmall)) {
+        const int r = ::open(fmt::format("/proc/self/fd/{}", node).c_str(), kReadFlags);
+        if (r >= 0) {
+            out.push_back(fmt::format("{} {:o} {}", name, static_cast<unsigned>(st.st_mode),
+                                      static_cast<long long>(st.st_size)));
+            out.push_back(read_open(r, kSmall + 1));
+            return;
+        }
+    }
 #if defined(__APPLE__)
     const struct timespec& mt = st.st_mtimespec;
 #else
@@ -1393,7 +1407,12 @@ void stat_line(std::vector<std::string>& out, const std::string& name, const str
 
 void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, int depth) {
     each_entry(dirfd, nullptr, [&](int dir, const std::string& n, const struct stat& st) {
-        stat_line(out, prefix + "/" + n, st);
+        const int node = S_ISREG(st.st_mode) ? ::openat(dir, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+        struct stat now {};
+        // Its own bytes only while the name is still the file looked at.
+        const bool same = node >= 0 && ::fstat(node, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev;
+        stat_line(out, prefix + "/" + n, st, same ? node : -1);
+        if (node >= 0) ::close(node);
         if (S_ISDIR(st.st_mode) && depth < 8) {
             const int sub = ::openat(dir, n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) {
@@ -1422,7 +1441,7 @@ Fingerprint fingerprint(const Policy& p) {
         // or editor run will find there.
         switch (w.lookup(*root, e.path, fd, st, at, error)) {
             case Walk::Found:
-                stat_line(out, e.path, st);
+                stat_line(out, e.path, st, fd);
                 if (S_ISDIR(st.st_mode)) tree(out, fd, e.path, 0);
                 ::close(fd);
                 break;

@@ -155,4 +155,9 @@ nlohmann::ordered_json violations(const Fingerprint& before, const Fingerprint& 
 // moved, and is still there).
 nlohmann::ordered_json quarantine_created(const Policy& p, std::string_view tag);
 
+// The run's exit status when it changed what the next unconfined program
+// reads (a protected name created and quarantined, a protected path changed):
+// the integrity record says what. One below timeout(1)'s 124.
+inline constexpr int kIntegrityStatus = 123;
+
 }  // namespace dsh::carveouts

@@ -974,7 +974,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // Protected names absent at the start that the run made (bwrap, which
     // could mount nothing there without a file on the host): moved aside
     // now that nothing of the run is alive, in both modes.
-    ordered_json violations =
+    const ordered_json violations =
         opts.forwarder ? ordered_json::array() : carveouts::violations(carve_before, carveouts::fingerprint(p.c.policy));
     const ordered_json quarantined = carveouts::quarantine_created(p.c.policy, run_id());
     if (!quarantined.empty()) say(protected_quarantined_text(quarantined.size()));
@@ -982,22 +982,31 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         ordered_json rr = result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
                                         descendants_killed, limit);
         rr["descendantsLeft"] = descendants_left ? ordered_json(*descendants_left) : ordered_json(nullptr);
-        rr["violations"] = std::move(violations);
-        if (!rr["violations"].empty()) say(protected_changed_text(rr["violations"].size()));
+        rr["violations"] = violations;
+        if (!violations.empty()) say(protected_changed_text(violations.size()));
         rr["quarantined"] = quarantined;
         (void)report.write(rr);
     }
 
+    // What the next unconfined program would read was changed: a record of
+    // its own and a status of its own, in both modes (issue 37), whatever the
+    // command's status or a timeout (a failed set-up's 125 below still wins).
+    const bool tampered = !quarantined.empty() || (!opts.forwarder && !violations.empty());
+    if (tampered)
+        (void)report.write(ordered_json{{"type", "integrity"}, {"quarantined", quarantined},
+                                        {"violations", violations}});
+
     int rc = exit_code ? *exit_code : (signal ? 128 + *signal : 125);
     // A timeout's status is timeout(1)'s, in both modes.
     if (timed_out) rc = kTimeoutStatus;
+    if (tampered) rc = carveouts::kIntegrityStatus;
     if (setup || c.runner_failed) {
         Outcome o = setup ? *setup : unavailable(to_string(p.c.policy.mode), c.runner_failure.value_or(""));
         // In exec mode a failure the runner's own process reported (bwrap's
         // stage) is not said twice, as before there was a parent.
         if (!(opts.forwarder && !setup && c.reported)) (void)report_failure(report, o);
         rc = o.exit_status();
-    } else if (opts.forwarder && signal && !timed_out) {
+    } else if (opts.forwarder && signal && !timed_out && !tampered) {
         die_by(*signal);
     }
     if (opts.markers && confined) {

@@ -220,8 +220,13 @@ def test_absent_name_created(s, runner, attack, supervise):
         subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "next"], cwd=cwd, env=e,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
     assert not os.path.exists(marker), ("the planted command ran", r)
-    assert r.rc == 0 and "dsh-confine-quarantine" in r.err, r
+    # In both modes: the run fails with the integrity status and record (issue 37).
+    assert r.rc == 123 and "dsh-confine-quarantine" in r.err, r
+    q = r.rec("integrity")["quarantined"]
+    assert q and all(e["movedTo"] and os.path.lexists(e["movedTo"]) and not os.path.lexists(e["path"])
+                     for e in q), r
     if supervise:
+        assert r.rec("result")["quarantined"] == q, r
         q = r.rec("result")["quarantined"]
         assert q and all(e["movedTo"] and os.path.lexists(e["movedTo"]) and not os.path.lexists(e["path"])
                          for e in q), r

