@@ -1296,13 +1296,28 @@ void ssh_config(const std::string& file, const std::string& dir, const std::stri
         for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         std::string v = trim(l.substr(key.size()));
         if (!v.empty() && v[0] == '=') v = trim(v.substr(1));
+        // A blank then '#' starts a comment, as ssh reads it.
+        for (size_t i = 1; i < v.size(); ++i)
+            if (v[i] == '#' && (v[i - 1] == ' ' || v[i - 1] == '\t')) {
+                v = trim(v.substr(0, i));
+                break;
+            }
+        // Only what can be a key or an agent: a file, a socket, or the
+        // directory before a host token (ssh_path). A planted config naming
+        // /usr, /proc or the workspace must not hide it (the run would break).
+        const auto kind_ok = [&](const std::string& path, bool socket) {
+            struct stat st {};
+            if (path.empty() || path[0] != '/' || ::stat(path.c_str(), &st) != 0) return !path.empty() && path[0] == '/';
+            return S_ISREG(st.st_mode) || (socket && S_ISSOCK(st.st_mode)) ||
+                   (S_ISDIR(st.st_mode) && path.size() > home.size() && under(path, home));
+        };
         if (key == "identityfile") {
             const std::string path = ssh_path(v, home, env);
-            if (!path.empty()) out.push_back(path);
+            if (kind_ok(path, false)) out.push_back(path);
         } else if (key == "identityagent" && v != "none" && v != "SSH_AUTH_SOCK") {
             const char* x = v.size() > 1 && v[0] == '$' && v[1] != '{' && env ? env(v.c_str() + 1) : nullptr;
             const std::string path = x ? std::string(x) : ssh_path(v, home, env);
-            if (!path.empty() && path[0] == '/') out.push_back(path);
+            if (kind_ok(path, true)) out.push_back(path);
         } else if (key == "include") {
             for (size_t i = 0; i < v.size();) {
                 const size_t j = std::min(v.find_first_of(" \t", i), v.size());
@@ -1311,6 +1326,10 @@ void ssh_config(const std::string& file, const std::string& dir, const std::stri
                 if (i == std::string::npos) i = v.size();
                 if (pat.rfind("~/", 0) == 0) pat = home + pat.substr(1);
                 else if (!pat.empty() && pat[0] != '/') pat = dir + "/" + pat;
+                // A wildcard above the last name would walk whole trees (a
+                // planted "Include /*/*/*/*/*/x" held the start for minutes).
+                const size_t slash = pat.rfind('/');
+                if (slash != std::string::npos && pat.find_first_of("*?[", 0) < slash) continue;
                 glob_t g {};
                 if (::glob(pat.c_str(), GLOB_NOSORT, nullptr, &g) == 0)
                     for (size_t k = 0; k < g.gl_pathc; ++k) ssh_config(g.gl_pathv[k], dir, home, env, depth + 1, budget, out);
