@@ -11,7 +11,7 @@
 #include <optional>
 #include <set>
 #include <dirent.h>
-#include <glob.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1330,10 +1330,19 @@ void ssh_config(const std::string& file, const std::string& dir, const std::stri
                 // planted "Include /*/*/*/*/*/x" held the start for minutes).
                 const size_t slash = pat.rfind('/');
                 if (slash != std::string::npos && pat.find_first_of("*?[", 0) < slash) continue;
-                glob_t g {};
-                if (::glob(pat.c_str(), GLOB_NOSORT, nullptr, &g) == 0)
-                    for (size_t k = 0; k < g.gl_pathc; ++k) ssh_config(g.gl_pathv[k], dir, home, env, depth + 1, budget, out);
-                ::globfree(&g);
+                // The last name may hold wildcards: matched in its directory
+                // (fnmatch, as glob(3) would, without glob's user lookups).
+                const std::string parent = slash == std::string::npos || slash == 0 ? "/" : pat.substr(0, slash);
+                const std::string leaf = slash == std::string::npos ? pat : pat.substr(slash + 1);
+                const int pd = ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (pd < 0) continue;
+                size_t names = 4096;
+                std::vector<std::string> found;
+                each_entry(pd, &names, [&](int, const std::string& n, const struct stat&) {
+                    if (::fnmatch(leaf.c_str(), n.c_str(), FNM_PERIOD) == 0) found.push_back(parent + "/" + n);
+                });
+                ::close(pd);
+                for (const auto& f : found) ssh_config(f, dir, home, env, depth + 1, budget, out);
             }
         }
         return true;
