@@ -45,13 +45,14 @@ def count(entry):
                 p += 1
     else:
         plan_skip = re.search(r"^1\.\.0\s*#\s*SKIP(.*)$", out, re.MULTILINE)
-        for line in out.splitlines():
+        lines = out.splitlines()
+        for i, line in enumerate(lines):
             m = TAP.match(line)
             if not m:
                 continue
             if m.group(1).lower() == "not ok":
                 f += 1
-                notes.append("FAILED %s: %s" % (name, line))
+                notes.append("FAILED %s: %s%s" % (name, line, why(lines[i + 1:])))
             elif m.group(3) and m.group(3).upper() == "SKIP":
                 k += 1
                 notes.append("SKIPPED %s: %s" % (name, line))
@@ -76,6 +77,20 @@ def count(entry):
     return p, f, k, notes
 
 
+def why(after):
+    """The last line of the traceback a harness prints (as `# ` comments) after a `not ok`:
+    the assertion and its values, so that a failure seen only in this summary (CI shows its
+    tail) says what went wrong."""
+    last = ""
+    for line in after:
+        if TAP.match(line) or not line.startswith("# "):
+            break
+        text = line[2:].strip()
+        if text and not re.match(r"^\w+: [\d.]+ s$", text):  # not the harness's timing line
+            last = text
+    return ("\n    why: " + last[:700]) if last else ""
+
+
 def slowest(paths, n=10):
     """The n longest meson tests of these logs, for the next regression to be visible."""
     rows = []
@@ -95,12 +110,13 @@ def slowest(paths, n=10):
 
 def main(paths):
     tp = tf = tk = 0
+    failed = []
     slowest(paths)
     for path in paths:
         try:
             lines = open(path).read().splitlines()
         except OSError as e:
-            print("FAILED %s: no test log (its stage did not set up or build)" % path)
+            failed.append("FAILED %s: no test log (its stage did not set up or build)" % path)
             tf += 1
             continue
         for line in lines:
@@ -109,7 +125,10 @@ def main(paths):
             p, f, k, notes = count(json.loads(line))
             tp, tf, tk = tp + p, tf + f, tk + k
             for n in notes:
-                print(n)
+                # Failures last, next to the count: what a reader of the tail sees.
+                failed.append(n) if n.startswith("FAILED") else print(n)
+    for n in failed:
+        print(n)
     print("%d passed, %d failed, %d skipped" % (tp, tf, tk))
     return 1 if tf else 0
 
