@@ -140,8 +140,10 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
                 return true;
             },
             /*allow_exceptions=*/true, /*ignore_comments=*/false);
-    } catch (const json::exception& e) {
-        return c.err(std::string("not valid JSON: ") + e.what());
+    } catch (const json::parse_error& e) {
+        return c.err(not_json_text(text, e.byte));
+    } catch (const json::exception&) {
+        return c.err(not_json_text(text, 0));
     }
     // Keys are echoed as JSON, like values: a key holding a newline or an
     // escape sequence must not break the message's one line (found by

@@ -133,6 +133,19 @@ std::string git_config_too_large_text(std::string_view config, size_t limit) {
                        config, limit >> 20);
 }
 
+std::string not_json_text(std::string_view text, size_t byte) {
+    if (byte == 0) return "not valid JSON; correct it";
+    const size_t at = std::min(byte - 1, text.size());
+    size_t line = 1, column = at + 1;
+    for (size_t i = 0; i < at; ++i)
+        if (text[i] == '\n') line++, column = at - i;
+    if (line == 1 && text.find('\n') == std::string_view::npos)
+        return fmt::format("not valid JSON at column {}; correct it", column);
+    return fmt::format("not valid JSON at line {}, column {}; correct it (a missing bracket, quote or comma, or "
+                       "a comment: JSON has none)",
+                       line, column);
+}
+
 std::string protected_changed_text(size_t n) {
     return fmt::format("{} protected path{} changed during the run (see the result record's violations); check them before the next "
                        "git or editor run",

@@ -113,6 +113,9 @@ std::string git_config_user_text(std::string_view value, std::string_view user);
 // A git config larger than what is read of it (its includes and
 // core.hooksPath past that point would go unseen).
 std::string git_config_too_large_text(std::string_view config, size_t limit);
+// A config file or session log line that does not parse: where (`byte`,
+// 1-based, into `text`; 0 when unknown), in our words, never the parser's.
+std::string not_json_text(std::string_view text, size_t byte);
 // The per-entry reasons a protected path is not enforced (the record's whyNot).
 inline constexpr const char* kProtectedAbsentText =
     "absent when the run started: nothing is mounted for it (no placeholder is left on the host); if the run "

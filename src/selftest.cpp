@@ -702,19 +702,20 @@ int run(const Request& req) {
     ok = ok && any_usable;
 
     if (req.json) {
-        json j;
+        // In the order written, `type` first, as in every record of the report.
+        nlohmann::ordered_json j;
         j["type"] = "self-test";
         j["version"] = 1;
         j["ok"] = ok;
         j["binary"] = c.binary;
         j["scratch"] = c.base;  // removed before this is printed
-        json arr = json::array();
+        nlohmann::ordered_json arr = nlohmann::ordered_json::array();
         for (const auto& r : results) {
-            json rj{{"runner", r.runner}, {"usable", r.usable}};
+            nlohmann::ordered_json rj{{"runner", r.runner}, {"usable", r.usable}};
             if (!r.usable) rj["reason"] = r.reason;
-            json checks = json::array();
+            nlohmann::ordered_json checks = nlohmann::ordered_json::array();
             for (const auto& ch : r.checks)
-                checks.push_back(json{{"name", ch.name}, {"result", state_name(ch.state)}, {"what", ch.what},
+                checks.push_back(nlohmann::ordered_json{{"name", ch.name}, {"result", state_name(ch.state)}, {"what", ch.what},
                                       {"detail", ch.detail}});
             rj["checks"] = checks;
             if (!r.confinement.is_null()) rj["enforcement"] = r.confinement.value("enforcement", "");

@@ -77,8 +77,10 @@ Outcome SessionFolder::line(std::string_view text) {
     json ev;
     try {
         ev = json::parse(text.begin(), text.end());
-    } catch (const json::exception& e) {
-        return bad(std::string("not valid JSON: ") + e.what());
+    } catch (const json::parse_error& e) {
+        return bad(not_json_text(text, e.byte));
+    } catch (const json::exception&) {
+        return bad(not_json_text(text, 0));
     }
     if (!ev.is_object()) return bad("not a JSON object");
     auto type = ev.find("type");

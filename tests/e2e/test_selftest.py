@@ -48,6 +48,8 @@ def test_self_test_passes_under_landlock(s):
     assert r.rc == 0, r
     j = parsed(r)
     assert j["type"] == "self-test" and j["ok"] is True and j["binary"] == os.path.realpath(DSH), j
+    # In the order of every record of the report: `type` first, then `version`.
+    assert list(j)[:2] == ["type", "version"] and list(j["runners"][0])[:2] == ["runner", "usable"], list(j)
     _check_all_held(j, "landlock")
     # The text form says the same.
     r = self_test(s, "--runner", "landlock")
