@@ -176,6 +176,36 @@ def test_binary_under_tmp_still_starts_its_stage(s):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_dev_shm_is_private_and_writable_in_workspace_write(s):
+    """Issue 42: a fresh tmpfs of the sandbox's own on /dev/shm. A write inside lands there and
+    never in the host's /dev/shm; the host's segments are not there to read or tamper with."""
+    need_bwrap()
+    tag = "dsh-e2e-shm-%d-%d" % (os.getpid(), int(time.time() * 1e6))
+    inside, host = "/dev/shm/%s-in" % tag, "/dev/shm/%s-host" % tag
+    with open(host, "w") as f:
+        f.write("host\n")
+    try:
+        for extra in ([], ["--supervise"]):
+            r = sh("echo in > %s && cat %s && ls -A /dev/shm; echo tamper > %s; cat %s"
+                   % (inside, inside, host, host), s, mode="workspace-write", root=s.ws, runner="bwrap",
+                   extra=extra)
+            # Fresh: only the command's own file; the host's is not there (cat fails).
+            assert r.out == "in\n%s\n" % os.path.basename(inside), (extra, r)
+            assert not os.path.exists(inside), (extra, r)
+            assert open(host).read() == "host\n", (extra, r)
+            roots = r.rec("confinement")["writableRoots"]
+            assert {"path": "/dev/shm", "source": "shm", "persists": False} in roots, r
+            assert "shm" not in [g["effect"] for g in r.rec("confinement")["gaps"]], r
+            # Read-only stays read-only: no private /dev/shm, no write anywhere.
+            r = sh("echo in > %s" % inside, s, runner="bwrap", extra=extra)
+            assert r.rc != 0 and not os.path.exists(inside), r
+            assert all(x["path"] != "/dev/shm" for x in r.rec("confinement")["writableRoots"]), r
+    finally:
+        for p in (inside, host):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
 def test_private_pid_namespace_and_proc_1_root(s):
     need_bwrap()
     host_ns = os.readlink("/proc/self/ns/pid")
