@@ -102,7 +102,7 @@ def test_workspace_write_inside_lands_sibling_denied_tmp_is_the_hosts_tmpdir_kep
     assert not os.path.exists(s.p("outside", "out"))
     c = r.rec("confinement")
     roots = {w["path"]: w["persists"] for w in c["writableRoots"]}
-    assert roots == {s.ws: True, "/tmp": True, s.tmpdir: True}, c
+    assert roots == {s.ws: True, "/tmp": True, s.tmpdir: True, "/dev/shm": False}, c
     assert c["privateTmp"] is False and c["layers"][0]["tmpIsTmpfs"] is False, c
     assert c["enforcement"] == _expected_enforcement("workspace-write"), c
 
@@ -118,7 +118,7 @@ def test_private_tmp_is_empty_and_discarded_and_said_so(s):
         assert not landed, "--private-tmp's /tmp leaked to the host"
         assert open(s.p("tmpdir", "x")).read() == "d"
         c = r.rec("confinement")
-        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {s.ws: True, "/tmp": False, s.tmpdir: True}
+        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {s.ws: True, "/tmp": False, s.tmpdir: True, "/dev/shm": False}
         assert c["privateTmp"] is True and c["layers"][0]["tmpIsTmpfs"] is True, c
         # Empty: the host's files are not there.
         r = sh("ls -A /tmp; cat %s" % host, s, mode="workspace-write", root=s.ws, runner="bwrap",
@@ -148,7 +148,7 @@ def test_root_and_tmpdir_under_a_private_tmp_are_bound_after_the_tmpfs_and_persi
         assert not os.path.exists("/tmp/gone-%d" % os.getpid())
         assert r.out.split() == ["dsh-e2e-bw-under-tmp-%d" % os.getpid(), "gone-%d" % os.getpid()], r
         c = r.rec("confinement")
-        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {ws: True, "/tmp": False, td: True}, c
+        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {ws: True, "/tmp": False, td: True, "/dev/shm": False}, c
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -189,8 +189,9 @@ def test_dev_shm_is_private_and_writable_in_workspace_write(s):
             r = sh("echo in > %s && cat %s && ls -A /dev/shm; echo tamper > %s; cat %s"
                    % (inside, inside, host, host), s, mode="workspace-write", root=s.ws, runner="bwrap",
                    extra=extra)
-            # Fresh: only the command's own file; the host's is not there (cat fails).
-            assert r.out == "in\n%s\n" % os.path.basename(inside), (extra, r)
+            # Fresh: only the command's own file; the host's is not there, so the write to its name
+            # makes a new file in the private tmpfs, and the host's keeps its content.
+            assert r.out == "in\n%s\ntamper\n" % os.path.basename(inside), (extra, r)
             assert not os.path.exists(inside), (extra, r)
             assert open(host).read() == "host\n", (extra, r)
             roots = r.rec("confinement")["writableRoots"]
