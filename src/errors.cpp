@@ -160,6 +160,19 @@ std::string protected_quarantined_text(size_t n) {
                        n, n == 1 ? "" : "s", n == 1 ? "it" : "them");
 }
 
+std::string shm_unavailable_text() {
+    return "shared memory (/dev/shm: shm_open, sem_open, Python multiprocessing) is not writable: Landlock alone "
+           "has no mount namespace to give the command a private /dev/shm, and the host's is never granted; use "
+           "--runner bwrap";
+}
+
+std::string shm_root_text(std::string_view what, std::string_view path) {
+    return fmt::format("{} {} cannot be granted: /dev/shm is the host's shared memory, never writable; in "
+                       "workspace-write the bwrap runner gives the command a private, writable /dev/shm "
+                       "(--runner bwrap; auto prefers it): drop {}",
+                       what, path, path);
+}
+
 std::string private_tmp_unavailable_text(std::string_view runner) {
     return fmt::format("{} cannot give the command a private /tmp (--private-tmp): it restricts access to the "
                        "host's files and mounts nothing; use --runner bwrap (or auto), or drop --private-tmp",

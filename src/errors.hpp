@@ -97,6 +97,10 @@ enum class Hint {
 };
 std::string hint_text(Hint h, std::string_view a = {});
 
+// Shared memory under Landlock alone (issue 42): the layer's gap `shm`.
+std::string shm_unavailable_text();
+// A required root (--root, --writable, writableRoots) at or under /dev/shm.
+std::string shm_root_text(std::string_view what, std::string_view path);
 // Why a runner is passed over for --private-tmp (the record's skippedRunners,
 // and a forced runner's reason).
 std::string private_tmp_unavailable_text(std::string_view runner);

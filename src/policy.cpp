@@ -32,12 +32,13 @@ std::string_view to_string(Grant g) noexcept {
         case Grant::Tmpdir: return "tmpdir";
         case Grant::Flag: return "flag";
         case Grant::Config: return "config";
+        case Grant::Shm: return "shm";
     }
     return "workspace";
 }
 
 std::optional<Grant> parse_grant(std::string_view s) noexcept {
-    for (Grant g : {Grant::Workspace, Grant::Tmp, Grant::Tmpdir, Grant::Flag, Grant::Config})
+    for (Grant g : {Grant::Workspace, Grant::Tmp, Grant::Tmpdir, Grant::Flag, Grant::Config, Grant::Shm})
         if (to_string(g) == s) return g;
     return std::nullopt;
 }
@@ -211,6 +212,8 @@ Outcome grant(Policy& out, const std::string& given, Grant source, Need need, Er
             out.not_granted.push_back({given, "not granted: " + k});
             return Outcome::success();
         }
+        const std::string norm = lexically_normal(given);
+        if (norm == "/dev/shm" || norm.rfind("/dev/shm/", 0) == 0) return fail(err, shm_root_text(what, given));
         return failf(err, "{} {} cannot be granted: {}; choose another path", what, given, k);
     }
     roots::Opened r;

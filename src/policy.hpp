@@ -44,7 +44,8 @@ std::string_view to_string(Enforcement e) noexcept;
 // Where a writable root came from: the report's `source`, and what a
 // runner may treat differently (/tmp can be private; the workspace and the
 // roots a caller named are the ones a refusal's fix points at).
-enum class Grant { Workspace, Tmp, Tmpdir, Flag, Config };
+// Shm: the private /dev/shm the bwrap runner mounts in workspace-write (issue 42).
+enum class Grant { Workspace, Tmp, Tmpdir, Flag, Config, Shm };
 std::string_view to_string(Grant g) noexcept;
 std::optional<Grant> parse_grant(std::string_view s) noexcept;
 // Named by the caller (--root, --writable, the config's writableRoots), as

@@ -163,7 +163,8 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
                 case Grant::Flag: fix = "drop that --writable, or "; break;
                 case Grant::Config: fix = "drop it from the config's writableRoots, or "; break;
                 case Grant::Tmp:
-                case Grant::Tmpdir: break;  // the temp areas: only moving the file helps
+                case Grant::Tmpdir:
+                case Grant::Shm: break;  // the temp areas: only moving the file helps
             }
             const std::string text = fmt::format(
                 "the {} {} decides later runs, and this run could rewrite it: it is under the writable root {} "

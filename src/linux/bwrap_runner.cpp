@@ -191,13 +191,20 @@ public:
         // could not be are already in not_granted). Work on a copy: nothing of
         // the plan changes unless bwrap is taken.
         Policy pol = c.policy;
+        // A private /dev/shm (issue 42): a fresh tmpfs of the sandbox's own
+        // over bwrap's /dev, so shm_open and sem_open (Python multiprocessing)
+        // work while the host's segments stay out of reach. Workspace-write
+        // only: read-only writes nowhere. Size and mode are bwrap's --tmpfs
+        // defaults, as for the private /tmp (DECISIONS, issue 42).
+        if (pol.mode == Mode::WorkspaceWrite)
+            pol.writable_roots.push_back(WritableRoot{"/dev/shm", Grant::Shm, false});
         std::vector<int> root_fds;
         for (auto& r : pol.writable_roots) {
             // A private /tmp (--private-tmp) is a fresh tmpfs, discarded when
             // the sandbox ends; roots under it are bound from the host. The
             // stage's Landlock rule for it is then on that tmpfs, by path.
             // The host's /tmp is bound like every other root.
-            if (r.source == Grant::Tmp && !r.persists) {
+            if ((r.source == Grant::Tmp || r.source == Grant::Shm) && !r.persists) {
                 r.fd = -1;
                 continue;
             }

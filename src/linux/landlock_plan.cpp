@@ -193,6 +193,13 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
                     [](const ProtectedPath& e) { return e.exists; }))
         l.gaps.push_back({"hidden-paths", "paths asked to be hidden (--deny-read) stay readable: Landlock grants read "
                                           "on the whole file system", true});
+    // Landlock alone has no mount namespace: /dev/shm is the host's, shared
+    // with every other program, and is never granted (issue 42). bwrap
+    // mounts a private one (a Grant::Shm root), so its stage has no gap.
+    if (policy.mode == Mode::WorkspaceWrite &&
+        std::none_of(policy.writable_roots.begin(), policy.writable_roots.end(),
+                     [](const WritableRoot& r) { return r.source == Grant::Shm; }))
+        l.gaps.push_back({"shm", shm_unavailable_text(), false});
     bool own = false;
     for (const auto& g : l.gaps) own = own || g.own_effect;
     l.enforcement = own ? Enforcement::Partial : Enforcement::Full;

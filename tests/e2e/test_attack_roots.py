@@ -83,7 +83,10 @@ def test_tmpdir_kernel_interfaces_are_not_granted(s):
                 landed = os.path.exists(made)
                 if landed:
                     os.unlink(made)
-                assert r.rc != 0 and not landed, (tmpdir, r)
+                # Under bwrap /dev/shm is the sandbox's own tmpfs (issue 42): the write succeeds there
+                # and never reaches the host's.
+                private = runner == "bwrap" and tmpdir == "/dev/shm"
+                assert (r.rc == 0 if private else r.rc != 0) and not landed, (tmpdir, r)
             reasons = not_granted(r)
             assert reasons[tmpdir].startswith("not granted: it is under /"), r
             # What the report promises still holds: /proc/sys stays read-only.

@@ -102,7 +102,7 @@ def test_workspace_write_inside_lands_sibling_denied_tmp_is_the_hosts_tmpdir_kep
     assert not os.path.exists(s.p("outside", "out"))
     c = r.rec("confinement")
     roots = {w["path"]: w["persists"] for w in c["writableRoots"]}
-    assert roots == {s.ws: True, "/tmp": True, s.tmpdir: True}, c
+    assert roots == {s.ws: True, "/tmp": True, s.tmpdir: True, "/dev/shm": False}, c
     assert c["privateTmp"] is False and c["layers"][0]["tmpIsTmpfs"] is False, c
     assert c["enforcement"] == _expected_enforcement("workspace-write"), c
 
@@ -118,7 +118,7 @@ def test_private_tmp_is_empty_and_discarded_and_said_so(s):
         assert not landed, "--private-tmp's /tmp leaked to the host"
         assert open(s.p("tmpdir", "x")).read() == "d"
         c = r.rec("confinement")
-        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {s.ws: True, "/tmp": False, s.tmpdir: True}
+        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {s.ws: True, "/tmp": False, s.tmpdir: True, "/dev/shm": False}
         assert c["privateTmp"] is True and c["layers"][0]["tmpIsTmpfs"] is True, c
         # Empty: the host's files are not there.
         r = sh("ls -A /tmp; cat %s" % host, s, mode="workspace-write", root=s.ws, runner="bwrap",
@@ -148,7 +148,7 @@ def test_root_and_tmpdir_under_a_private_tmp_are_bound_after_the_tmpfs_and_persi
         assert not os.path.exists("/tmp/gone-%d" % os.getpid())
         assert r.out.split() == ["dsh-e2e-bw-under-tmp-%d" % os.getpid(), "gone-%d" % os.getpid()], r
         c = r.rec("confinement")
-        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {ws: True, "/tmp": False, td: True}, c
+        assert {w["path"]: w["persists"] for w in c["writableRoots"]} == {ws: True, "/tmp": False, td: True, "/dev/shm": False}, c
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -174,6 +174,37 @@ def test_binary_under_tmp_still_starts_its_stage(s):
             assert r.rec("confinement")["runner"] == "bwrap", r
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_dev_shm_is_private_and_writable_in_workspace_write(s):
+    """Issue 42: a fresh tmpfs of the sandbox's own on /dev/shm. A write inside lands there and
+    never in the host's /dev/shm; the host's segments are not there to read or tamper with."""
+    need_bwrap()
+    tag = "dsh-e2e-shm-%d-%d" % (os.getpid(), int(time.time() * 1e6))
+    inside, host = "/dev/shm/%s-in" % tag, "/dev/shm/%s-host" % tag
+    with open(host, "w") as f:
+        f.write("host\n")
+    try:
+        for extra in ([], ["--supervise"]):
+            r = sh("echo in > %s && cat %s && ls -A /dev/shm; echo tamper > %s; cat %s"
+                   % (inside, inside, host, host), s, mode="workspace-write", root=s.ws, runner="bwrap",
+                   extra=extra)
+            # Fresh: only the command's own file; the host's is not there, so the write to its name
+            # makes a new file in the private tmpfs, and the host's keeps its content.
+            assert r.out == "in\n%s\ntamper\n" % os.path.basename(inside), (extra, r)
+            assert not os.path.exists(inside), (extra, r)
+            assert open(host).read() == "host\n", (extra, r)
+            roots = r.rec("confinement")["writableRoots"]
+            assert {"path": "/dev/shm", "source": "shm", "persists": False} in roots, r
+            assert "shm" not in [g["effect"] for g in r.rec("confinement")["gaps"]], r
+            # Read-only stays read-only: no private /dev/shm, no write anywhere.
+            r = sh("echo in > %s" % inside, s, runner="bwrap", extra=extra)
+            assert r.rc != 0 and not os.path.exists(inside), r
+            assert all(x["path"] != "/dev/shm" for x in r.rec("confinement")["writableRoots"]), r
+    finally:
+        for p in (inside, host):
+            if os.path.exists(p):
+                os.unlink(p)
 
 
 def test_private_pid_namespace_and_proc_1_root(s):

@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 
-from harness import DSH, STARTUP, STD_PATH, after_start, main, need_bwrap, need_landlock, proc_argv, proc_stat, processes_naming, skip, tool
+from harness import DSH, STARTUP, dsh, STD_PATH, after_start, main, need_bwrap, need_landlock, proc_argv, proc_stat, processes_naming, skip, tool
 
 # Under bwrap a signal reaches the command only once dsh-confine stays as its forwarding parent
 # (issue 15, "Signals and terminals"). Set to False when that lands: the signal cases then run
@@ -433,6 +433,30 @@ def the_callers_pipe_closed_early(s, bare, conf):
         p.stderr.close()
         statuses.append(shell_status(p.returncode))
     assert statuses == [128 + signal.SIGPIPE] * 2, statuses
+
+
+@case
+def python_multiprocessing_pool_lock_and_process_pool(s, bare, conf):
+    # Issue 42: POSIX semaphores and shared memory live in /dev/shm. bwrap gives the command a
+    # private, writable one (workspace-write), so the run equals the bare one. Landlock alone has
+    # no mount namespace: the host's /dev/shm is never granted, and the report says so (gap shm):
+    # that is the stated difference, asserted here, not skipped.
+    script = ("import multiprocessing as m, concurrent.futures as f\n"
+              "with m.Pool(2) as p: print(p.map(abs, [-1, -2, -3]))\n"
+              "l = m.Lock(); l.acquire(); l.release(); print('lock')\n"
+              "with f.ProcessPoolExecutor(2) as e: print(list(e.map(abs, [-4, -5])))\n")
+    argv = ["python3", "-c", script]
+    rb = bare.run(argv)
+    assert rb.rc == 0 and rb.out == b"[1, 2, 3]\nlock\n[4, 5]\n", rb
+    if conf.runner == "bwrap":
+        same(bare, conf, rb, conf.run(argv))
+        return
+    rc = conf.run(argv)
+    assert rc.rc != 0 and b"PermissionError" in rc.err, rc
+    r = dsh(["--mode", "workspace-write", "--root", conf.ws, "--runner", "landlock"] + conf.extra + ["--", "true"],
+            s, cwd=conf.ws)
+    gaps = {g["effect"]: g for g in r.rec("confinement")["gaps"]}
+    assert "shm" in gaps and "--runner bwrap" in gaps["shm"]["detail"] and not gaps["shm"]["ownEffect"], r
 
 
 @case
