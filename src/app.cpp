@@ -2,10 +2,14 @@
 // that cannot enforce a confined mode ends here with an error and no exec.
 #include "app.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
 
 #if !defined(_WIN32)
+#include <fcntl.h>
 #include <sys/stat.h>
 #endif
 
@@ -94,6 +98,77 @@ static void name_kept_sockets(Confinement& c) {
 #endif
 }
 
+#if !defined(_WIN32)
+// What an fd that is not a pipe is, for the record's text.
+static const char* fd_kind(mode_t m) {
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m)) return "a terminal or other character device";
+    if (S_ISBLK(m)) return "a block device";
+    return "not a pipe";
+}
+
+// Why one fd MAKEFLAGS names cannot be make's jobserver end, or nothing.
+static std::optional<std::string> jobserver_end_refused(const Report& report, int fd, struct stat& st) {
+    if (fd <= 2) return jobserver_text(JobserverText::Stdio, fd);
+    if (!fd_is_open(fd)) return jobserver_text(JobserverText::NotOpen, fd);
+    // The report's own fd (or its copy above 2), or another way to its file.
+    if (report.enabled() && (fd == report.named() || fd == report.fd() || reaches_report(report.fd(), fd)))
+        return jobserver_text(JobserverText::Report, fd);
+    // Exec closed every close-on-exec fd of dsh-confine's caller: one that is
+    // close-on-exec now was opened here (the fd it names was not open when
+    // dsh-confine started, and something of ours took its number).
+    if (::fcntl(fd, F_GETFD) & FD_CLOEXEC) return jobserver_text(JobserverText::NotInherited, fd);
+    if (::fstat(fd, &st) != 0) return jobserver_text(JobserverText::NotOpen, fd);
+    if (!S_ISFIFO(st.st_mode)) return jobserver_text(JobserverText::NotPipe, fd, -1, fd_kind(st.st_mode));
+    return std::nullopt;
+}
+#endif
+
+// make's jobserver (issue 42): the two fds the caller's MAKEFLAGS names join
+// the kept fds when they are what make passes a recursive rule, the two ends
+// of one pipe (or FIFO), and only then. MAKEFLAGS is whatever the caller's
+// environment says, so the fds are checked as they are, never trusted by
+// name: a pipe that loops back to itself carries job tokens and reaches no
+// file, while a file opened for writing, a directory or a socket would give
+// the command more than its mode does. Never a refusal: an fd not kept
+// leaves the command's make at -j1, and the record says why.
+static void keep_jobserver(const Report& report, const Plan& p, Policy& policy) {
+    Jobserver& j = policy.jobserver;
+    if (j.auth == Jobserver::Auth::Fifo) j.why_not = jobserver_text(JobserverText::Fifo);
+    if (j.auth != Jobserver::Auth::Fds) return;
+    // The fds serve the command's make only if its MAKEFLAGS still names them.
+    if (p.env) {
+        const char* m = env_lookup(*p.env, "MAKEFLAGS");
+        const Jobserver cmd = parse_jobserver(m ? m : "");
+        if (cmd.auth != j.auth || cmd.read_fd != j.read_fd || cmd.write_fd != j.write_fd) {
+            j.why_not = jobserver_text(JobserverText::EnvChanged);
+            return;
+        }
+    }
+#if !defined(_WIN32)
+    struct stat r {}, w {};
+    if (auto why = jobserver_end_refused(report, j.read_fd, r)) return void(j.why_not = *why);
+    if (auto why = jobserver_end_refused(report, j.write_fd, w)) return void(j.why_not = *why);
+    if (r.st_dev != w.st_dev || r.st_ino != w.st_ino)
+        return void(j.why_not = jobserver_text(JobserverText::NotOnePipe, j.read_fd, j.write_fd));
+    const int racc = ::fcntl(j.read_fd, F_GETFL) & O_ACCMODE, wacc = ::fcntl(j.write_fd, F_GETFL) & O_ACCMODE;
+    if (racc != O_RDONLY && racc != O_RDWR)
+        return void(j.why_not = jobserver_text(JobserverText::WrongEnd, j.read_fd, -1, "reading"));
+    if (wacc != O_WRONLY && wacc != O_RDWR)
+        return void(j.why_not = jobserver_text(JobserverText::WrongEnd, j.write_fd, -1, "writing"));
+    // Through the --keep-fd path from here on: every runner keeps what keep_fds lists.
+    for (int fd : {j.read_fd, j.write_fd})
+        if (std::find(policy.keep_fds.begin(), policy.keep_fds.end(), fd) == policy.keep_fds.end())
+            policy.keep_fds.push_back(fd);
+    j.kept = true;
+#else
+    (void)report;
+    j.why_not = jobserver_text(JobserverText::NoFdPassing);
+#endif
+}
+
 // Chooses the runner and fills the plan: the report's record, the in-process
 // layers and what to exec. Runs nothing. Shared by run, explain and
 // supervise, so that what is shown is what runs.
@@ -125,6 +200,7 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
 #endif
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, p); !o) return o;
+    keep_jobserver(report, p, c.policy);
     const char* path = p.env ? env_lookup(*p.env, "PATH") : std::getenv("PATH");
     if (auto o = resolve_command(req.argv.front(), path, c.command_path); !o) return o;
     c.argv = req.argv;

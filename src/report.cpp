@@ -252,6 +252,20 @@ ordered_json confinement_record(const Confinement& c) {
     j["userNamespaces"] = c.user_namespaces.empty() ? ordered_json(nullptr) : ordered_json(c.user_namespaces);
     j["limits"] = limits_json(c.limits);
     j["keptFds"] = p.keep_fds;
+    // Where keptFds came from beyond --keep-fd: make's jobserver, named by the
+    // caller's MAKEFLAGS (issue 42). Null when MAKEFLAGS names none.
+    const Jobserver& js = p.jobserver;
+    if (js.auth == Jobserver::Auth::None) {
+        j["jobserver"] = nullptr;
+    } else {
+        const bool fds = js.auth == Jobserver::Auth::Fds;
+        j["jobserver"] = ordered_json{
+            {"source", "MAKEFLAGS"},
+            {"auth", fds ? "fds" : "fifo"},
+            {"fds", fds ? ordered_json::array({js.read_fd, js.write_fd}) : ordered_json::array()},
+            {"kept", js.kept},
+            {"whyNot", js.why_not.empty() ? ordered_json(nullptr) : ordered_json(js.why_not)}};
+    }
     const EnvChanges& e = c.environment;
     j["environment"] = ordered_json{
         {"cleared", e.cleared}, {"set", e.set}, {"unset", e.unset}, {"scrubbed", e.scrubbed}};
