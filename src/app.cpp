@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
-#include <string>
 
 #if !defined(_WIN32)
 #include <fcntl.h>
@@ -104,25 +102,33 @@ static const char* fd_kind(mode_t m) {
     if (S_ISREG(m)) return "a regular file";
     if (S_ISDIR(m)) return "a directory";
     if (S_ISSOCK(m)) return "a socket";
-    if (S_ISCHR(m)) return "a terminal or other character device";
-    if (S_ISBLK(m)) return "a block device";
-    return "not a pipe";
+    return "a device or other file";
 }
 
-// Why one fd MAKEFLAGS names cannot be make's jobserver end, or nothing.
-static std::optional<std::string> jobserver_end_refused(const Report& report, int fd, struct stat& st) {
-    if (fd <= 2) return jobserver_text(JobserverText::Stdio, fd);
-    if (!fd_is_open(fd)) return jobserver_text(JobserverText::NotOpen, fd);
-    // The report's own fd (or its copy above 2), or another way to its file.
-    if (report.enabled() && (fd == report.named() || fd == report.fd() || reaches_report(report.fd(), fd)))
-        return jobserver_text(JobserverText::Report, fd);
-    // Exec closed every close-on-exec fd of dsh-confine's caller: one that is
-    // close-on-exec now was opened here (the fd it names was not open when
-    // dsh-confine started, and something of ours took its number).
-    if (::fcntl(fd, F_GETFD) & FD_CLOEXEC) return jobserver_text(JobserverText::NotInherited, fd);
-    if (::fstat(fd, &st) != 0) return jobserver_text(JobserverText::NotOpen, fd);
-    if (!S_ISFIFO(st.st_mode)) return jobserver_text(JobserverText::NotPipe, fd, -1, fd_kind(st.st_mode));
-    return std::nullopt;
+// Whether the two fds MAKEFLAGS names are make's pipe as a '+' rule passes
+// it; if not, why (the text) and which fd (`bad`).
+static bool is_make_pipe(const Report& report, const Jobserver& j, JobserverText& why, int& bad, const char*& what) {
+    struct stat st[2] {};
+    const int fds[2] = {j.read_fd, j.write_fd};
+    for (int i = 0; i < 2; ++i) {
+        const int fd = bad = fds[i];
+        if (fd <= 2) return why = JobserverText::Stdio, false;
+        const int fdflags = ::fcntl(fd, F_GETFD);
+        if (fdflags < 0 || ::fstat(fd, &st[i]) != 0) return why = JobserverText::NotOpen, false;
+        // The report's own fd (or its copy above 2), or another way to its file.
+        if (report.enabled() && (fd == report.named() || fd == report.fd() || reaches_report(report.fd(), fd)))
+            return why = JobserverText::Report, false;
+        // Exec closed every close-on-exec fd of dsh-confine's caller: one that
+        // is close-on-exec now was opened here, on a number the caller left free.
+        if (fdflags & FD_CLOEXEC) return why = JobserverText::NotInherited, false;
+        if (!S_ISFIFO(st[i].st_mode)) return what = fd_kind(st[i].st_mode), why = JobserverText::NotPipe, false;
+        const int acc = ::fcntl(fd, F_GETFL) & O_ACCMODE;
+        if (acc != O_RDWR && acc != (i == 0 ? O_RDONLY : O_WRONLY))
+            return what = i == 0 ? "reading" : "writing", why = JobserverText::WrongEnd, false;
+    }
+    if (st[0].st_dev != st[1].st_dev || st[0].st_ino != st[1].st_ino)
+        return bad = j.read_fd, why = JobserverText::NotOnePipe, false;
+    return true;
 }
 #endif
 
@@ -142,22 +148,15 @@ static void keep_jobserver(const Report& report, const Plan& p, Policy& policy) 
     if (p.env) {
         const char* m = env_lookup(*p.env, "MAKEFLAGS");
         const Jobserver cmd = parse_jobserver(m ? m : "");
-        if (cmd.auth != j.auth || cmd.read_fd != j.read_fd || cmd.write_fd != j.write_fd) {
-            j.why_not = jobserver_text(JobserverText::EnvChanged);
-            return;
-        }
+        if (cmd.auth != j.auth || cmd.read_fd != j.read_fd || cmd.write_fd != j.write_fd)
+            return void(j.why_not = jobserver_text(JobserverText::EnvChanged));
     }
 #if !defined(_WIN32)
-    struct stat r {}, w {};
-    if (auto why = jobserver_end_refused(report, j.read_fd, r)) return void(j.why_not = *why);
-    if (auto why = jobserver_end_refused(report, j.write_fd, w)) return void(j.why_not = *why);
-    if (r.st_dev != w.st_dev || r.st_ino != w.st_ino)
-        return void(j.why_not = jobserver_text(JobserverText::NotOnePipe, j.read_fd, j.write_fd));
-    const int racc = ::fcntl(j.read_fd, F_GETFL) & O_ACCMODE, wacc = ::fcntl(j.write_fd, F_GETFL) & O_ACCMODE;
-    if (racc != O_RDONLY && racc != O_RDWR)
-        return void(j.why_not = jobserver_text(JobserverText::WrongEnd, j.read_fd, -1, "reading"));
-    if (wacc != O_WRONLY && wacc != O_RDWR)
-        return void(j.why_not = jobserver_text(JobserverText::WrongEnd, j.write_fd, -1, "writing"));
+    JobserverText why{};
+    int bad = -1;
+    const char* what = "";
+    if (!is_make_pipe(report, j, why, bad, what))
+        return void(j.why_not = jobserver_text(why, bad, j.write_fd, what));
     // Through the --keep-fd path from here on: every runner keeps what keep_fds lists.
     for (int fd : {j.read_fd, j.write_fd})
         if (std::find(policy.keep_fds.begin(), policy.keep_fds.end(), fd) == policy.keep_fds.end())

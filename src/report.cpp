@@ -258,13 +258,14 @@ ordered_json confinement_record(const Confinement& c) {
     if (js.auth == Jobserver::Auth::None) {
         j["jobserver"] = nullptr;
     } else {
+        // Member by member, with the kinds of value the record already uses (binary size).
         const bool fds = js.auth == Jobserver::Auth::Fds;
-        j["jobserver"] = ordered_json{
-            {"source", "MAKEFLAGS"},
-            {"auth", fds ? "fds" : "fifo"},
-            {"fds", fds ? ordered_json::array({js.read_fd, js.write_fd}) : ordered_json::array()},
-            {"kept", js.kept},
-            {"whyNot", js.why_not.empty() ? ordered_json(nullptr) : ordered_json(js.why_not)}};
+        ordered_json& o = j["jobserver"];
+        o["source"] = "MAKEFLAGS";
+        o["auth"] = fds ? "fds" : "fifo";
+        o["fds"] = fds ? std::vector<int>{js.read_fd, js.write_fd} : std::vector<int>{};
+        o["kept"] = js.kept;
+        o["whyNot"] = js.why_not.empty() ? ordered_json(nullptr) : ordered_json(js.why_not);
     }
     const EnvChanges& e = c.environment;
     j["environment"] = ordered_json{
