@@ -2,10 +2,12 @@
 // that cannot enforce a confined mode ends here with an error and no exec.
 #include "app.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #if !defined(_WIN32)
+#include <fcntl.h>
 #include <sys/stat.h>
 #endif
 
@@ -94,6 +96,78 @@ static void name_kept_sockets(Confinement& c) {
 #endif
 }
 
+#if !defined(_WIN32)
+// What an fd that is not a pipe is, for the record's text.
+static const char* fd_kind(mode_t m) {
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISSOCK(m)) return "a socket";
+    return "a device or other file";
+}
+
+// Whether the two fds MAKEFLAGS names are make's pipe as a '+' rule passes
+// it; if not, why (the text) and which fd (`bad`).
+static bool is_make_pipe(const Report& report, const Jobserver& j, JobserverText& why, int& bad, const char*& what) {
+    struct stat st[2] {};
+    const int fds[2] = {j.read_fd, j.write_fd};
+    for (int i = 0; i < 2; ++i) {
+        const int fd = bad = fds[i];
+        if (fd <= 2) return why = JobserverText::Stdio, false;
+        const int fdflags = ::fcntl(fd, F_GETFD);
+        if (fdflags < 0 || ::fstat(fd, &st[i]) != 0) return why = JobserverText::NotOpen, false;
+        // The report's own fd (or its copy above 2), or another way to its file.
+        if (report.enabled() && (fd == report.named() || fd == report.fd() || reaches_report(report.fd(), fd)))
+            return why = JobserverText::Report, false;
+        // Exec closed every close-on-exec fd of dsh-confine's caller: one that
+        // is close-on-exec now was opened here, on a number the caller left free.
+        if (fdflags & FD_CLOEXEC) return why = JobserverText::NotInherited, false;
+        if (!S_ISFIFO(st[i].st_mode)) return what = fd_kind(st[i].st_mode), why = JobserverText::NotPipe, false;
+        const int acc = ::fcntl(fd, F_GETFL) & O_ACCMODE;
+        if (acc != O_RDWR && acc != (i == 0 ? O_RDONLY : O_WRONLY))
+            return what = i == 0 ? "reading" : "writing", why = JobserverText::WrongEnd, false;
+    }
+    if (st[0].st_dev != st[1].st_dev || st[0].st_ino != st[1].st_ino)
+        return bad = j.read_fd, why = JobserverText::NotOnePipe, false;
+    return true;
+}
+#endif
+
+// make's jobserver (issue 42): the two fds the caller's MAKEFLAGS names join
+// the kept fds when they are what make passes a recursive rule, the two ends
+// of one pipe (or FIFO), and only then. MAKEFLAGS is whatever the caller's
+// environment says, so the fds are checked as they are, never trusted by
+// name: a pipe that loops back to itself carries job tokens and reaches no
+// file, while a file opened for writing, a directory or a socket would give
+// the command more than its mode does. Never a refusal: an fd not kept
+// leaves the command's make at -j1, and the record says why.
+static void keep_jobserver(const Report& report, const Plan& p, Policy& policy) {
+    Jobserver& j = policy.jobserver;
+    if (j.auth == Jobserver::Auth::Fifo) j.why_not = jobserver_text(JobserverText::Fifo);
+    if (j.auth != Jobserver::Auth::Fds) return;
+    // The fds serve the command's make only if its MAKEFLAGS still names them.
+    if (p.env) {
+        const char* m = env_lookup(*p.env, "MAKEFLAGS");
+        const Jobserver cmd = parse_jobserver(m ? m : "");
+        if (cmd.auth != j.auth || cmd.read_fd != j.read_fd || cmd.write_fd != j.write_fd)
+            return void(j.why_not = jobserver_text(JobserverText::EnvChanged));
+    }
+#if !defined(_WIN32)
+    JobserverText why{};
+    int bad = -1;
+    const char* what = "";
+    if (!is_make_pipe(report, j, why, bad, what))
+        return void(j.why_not = jobserver_text(why, bad, j.write_fd, what));
+    // Through the --keep-fd path from here on: every runner keeps what keep_fds lists.
+    for (int fd : {j.read_fd, j.write_fd})
+        if (std::find(policy.keep_fds.begin(), policy.keep_fds.end(), fd) == policy.keep_fds.end())
+            policy.keep_fds.push_back(fd);
+    j.kept = true;
+#else
+    (void)report;
+    j.why_not = jobserver_text(JobserverText::NoFdPassing);
+#endif
+}
+
 // Chooses the runner and fills the plan: the report's record, the in-process
 // layers and what to exec. Runs nothing. Shared by run, explain and
 // supervise, so that what is shown is what runs.
@@ -125,6 +199,7 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
 #endif
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, p); !o) return o;
+    keep_jobserver(report, p, c.policy);
     const char* path = p.env ? env_lookup(*p.env, "PATH") : std::getenv("PATH");
     if (auto o = resolve_command(req.argv.front(), path, c.command_path); !o) return o;
     c.argv = req.argv;

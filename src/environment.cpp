@@ -150,4 +150,52 @@ const char* env_lookup(const std::vector<std::string>& env, std::string_view nam
     return nullptr;
 }
 
+namespace {
+
+// A non-negative decimal fd number, as make prints it.
+bool fd_number(std::string_view s, int& out) noexcept {
+    if (s.empty() || s.size() > 9) return false;  // 9 digits: no overflow
+    int n = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return false;
+        n = n * 10 + (c - '0');
+    }
+    out = n;
+    return true;
+}
+
+}  // namespace
+
+Jobserver parse_jobserver(std::string_view makeflags) {
+    // make writes MAKEFLAGS as words split by blanks, a blank inside a word
+    // escaped with a backslash; "--" ends the options (what follows are variable
+    // assignments, whose values anyone may have written: never read).
+    std::string_view value;
+    size_t i = 0;
+    while (i < makeflags.size()) {
+        while (i < makeflags.size() && (makeflags[i] == ' ' || makeflags[i] == '\t')) ++i;
+        const size_t start = i;
+        while (i < makeflags.size() && makeflags[i] != ' ' && makeflags[i] != '\t')
+            i += (makeflags[i] == '\\' && i + 1 < makeflags.size()) ? 2 : 1;
+        const std::string_view w = makeflags.substr(start, i - start);
+        if (w == "--") break;
+        for (std::string_view opt : {"--jobserver-auth=", "--jobserver-fds="})
+            if (w.substr(0, opt.size()) == opt) value = w.substr(opt.size());  // the last one counts, as in make
+    }
+    Jobserver j;
+    if (value.substr(0, 5) == "fifo:") {
+        if (value.size() > 5) j.auth = Jobserver::Auth::Fifo;
+        return j;
+    }
+    const size_t comma = value.find(',');
+    int r = -1, w = -1;
+    if (comma == std::string_view::npos || !fd_number(value.substr(0, comma), r) ||
+        !fd_number(value.substr(comma + 1), w) || r == w)
+        return j;
+    j.auth = Jobserver::Auth::Fds;
+    j.read_fd = r;
+    j.write_fd = w;
+    return j;
+}
+
 }  // namespace dsh

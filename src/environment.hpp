@@ -57,6 +57,23 @@ Outcome check_env_name(std::string_view flag, std::string_view name);
 Outcome build_environment(const EnvRequest& req, const std::vector<std::string>& current,
                           std::vector<std::string>& out, EnvChanges& changes);
 
+// make's jobserver as MAKEFLAGS names it (issue 42): the last
+// --jobserver-auth= (make 4.2 and later) or --jobserver-fds= (older) before
+// the "--" that starts make's variable assignments. "R,W" names two fds,
+// "fifo:PATH" (make 4.4) a named pipe that make opens by path. Anything else
+// (a malformed value, one fd twice, a negative or huge number) names nothing.
+struct Jobserver {
+    enum class Auth { None, Fds, Fifo };
+    Auth auth = Auth::None;
+    int read_fd = -1;
+    int write_fd = -1;
+    // Settled when the run is planned (app.cpp keep_jobserver): both fds are
+    // kept, or neither and why not (a fifo: why there is nothing to keep).
+    bool kept = false;
+    std::string why_not;
+};
+Jobserver parse_jobserver(std::string_view makeflags);
+
 // The value of `name` in a "K=V" list, or nullptr.
 const char* env_lookup(const std::vector<std::string>& env, std::string_view name) noexcept;
 

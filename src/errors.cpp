@@ -388,6 +388,48 @@ std::string Outcome::text() const {
     return t;
 }
 
+std::string jobserver_text(JobserverText t, int a, int b, std::string_view what) {
+    // Every case ends in the fix: a '+' rule (make passes its pipe only to a
+    // rule it knows recurses), or --keep-fd for an fd the caller does mean to give.
+    constexpr std::string_view plus = "call dsh-confine from a make rule prefixed with '+' so that make passes its pipe";
+    switch (t) {
+        case JobserverText::Stdio:
+            return fmt::format("MAKEFLAGS names fd {} as make's jobserver, a standard stream: not kept as one (the "
+                               "command gets its standard streams anyway); {}", a, plus);
+        case JobserverText::NotOpen:
+            return fmt::format("MAKEFLAGS names fd {} as make's jobserver, which is not open: not kept; {}", a, plus);
+        case JobserverText::Report:
+            return fmt::format("MAKEFLAGS names fd {} as make's jobserver, which reaches the --report-fd: not kept, "
+                               "so the command cannot forge records; give the report another fd", a);
+        case JobserverText::NotInherited:
+            return fmt::format("MAKEFLAGS names fd {} as make's jobserver, which the caller did not pass (dsh-confine "
+                               "opened it itself): not kept; {}", a, plus);
+        case JobserverText::NotPipe:
+            return fmt::format("MAKEFLAGS names fd {} as make's jobserver, which is {}, not a pipe: not kept, since "
+                               "it could reach more than make's job tokens; pass it with --keep-fd {} if the command "
+                               "should have it", a, what, a);
+        case JobserverText::NotOnePipe:
+            return fmt::format("MAKEFLAGS names fds {} and {} as make's jobserver, which are not the two ends of one "
+                               "pipe: not kept; pass them with --keep-fd if the command should have them", a, b);
+        case JobserverText::WrongEnd:
+            return fmt::format("MAKEFLAGS names fd {} as make's jobserver, which is not open for {}: not kept; {}", a,
+                               what, plus);
+        case JobserverText::EnvChanged:
+            return std::string("the command's MAKEFLAGS is not the caller's (--clearenv, --unsetenv or --setenv "
+                               "changed it), so the caller's jobserver fds are not kept; leave MAKEFLAGS as it is "
+                               "to keep them");
+        case JobserverText::Fifo:
+            return std::string("MAKEFLAGS names a fifo as make's jobserver (make 4.4): no fd to keep; the command's "
+                               "make opens it by path, which it can where it may write the fifo (workspace-write's "
+                               "/tmp, not --private-tmp's)");
+        case JobserverText::NoFdPassing:
+            return std::string("MAKEFLAGS names fds as make's jobserver, and this platform passes the command no "
+                               "fd but its standard streams: not kept; the command's make runs its jobs one at a "
+                               "time");
+    }
+    return {};
+}
+
 std::string report_text(ReportText t, int a, int b) {
     switch (t) {
         case ReportText::KeepFdIsReport:

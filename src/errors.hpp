@@ -196,6 +196,24 @@ enum class ReportText {
 };
 std::string report_text(ReportText t, int a, int b = -1);
 
+// Why make's jobserver fds, named by MAKEFLAGS, were not kept (issue 42), or
+// why there is nothing to keep: one line each, in the record's
+// jobserver.whyNot. `a` is the fd (for NotOnePipe the read end, `b` the
+// write end); `what` names what the fd is (NotPipe) or the direction (WrongEnd).
+enum class JobserverText {
+    Stdio,       // a: 0, 1 or 2
+    NotOpen,     // a: an fd not open in dsh-confine
+    Report,      // a: the report's fd, or one that reaches the report's file
+    NotInherited,// a: close-on-exec, so opened by dsh-confine itself
+    NotPipe,     // a: the fd, what: what it is ("a regular file", "a directory", ...)
+    NotOnePipe,  // a, b: two pipes, not the two ends of one
+    WrongEnd,    // a: the fd, what: "reading" or "writing"
+    EnvChanged,  // the command's MAKEFLAGS differs from the caller's (--clearenv, --unsetenv, --setenv)
+    Fifo,        // make 4.4's fifo: nothing to keep
+    NoFdPassing, // Windows: no fd is passed to the command
+};
+std::string jobserver_text(JobserverText t, int a = -1, int b = -1, std::string_view what = {});
+
 // session set-mode on a log whose largest seq is the 64-bit maximum: no next
 // seq exists (it would wrap to 0, and readers take the largest as the latest).
 std::string session_seq_exhausted_text(std::string_view path);

@@ -288,6 +288,7 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
                                       "system allows); change to an existing directory and run again");
     out.workspace_root = canonical_path(in.root ? *in.root : in.cwd, in.cwd);
     out.keep_fds = in.keep_fds;
+    out.jobserver = in.jobserver;
     if (in.mode == Mode::DangerFullAccess) return Outcome::success();
     out.private_tmp = in.private_tmp;
     out.keep_descendants = in.keep_descendants;

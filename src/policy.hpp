@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "environment.hpp"
 #include "errors.hpp"
 #include "net_allow.hpp"
 
@@ -107,7 +108,10 @@ struct Policy {
     RootSource root_source = RootSource::Cwd;
     std::vector<WritableRoot> writable_roots;  // directories (or files) writable in full
     std::vector<std::string> writable_files;   // single nodes: "/dev/null"
-    std::vector<int> keep_fds;                 // inherited on purpose (--keep-fd)
+    std::vector<int> keep_fds;                 // inherited on purpose (--keep-fd, then make's jobserver)
+    // make's jobserver as the caller's MAKEFLAGS names it (issue 42): its
+    // fds join keep_fds when the run is planned, if they are make's pipe.
+    Jobserver jobserver;
     std::vector<NotGranted> not_granted;       // implicit roots refused while building
     // --private-tmp (or the config's privateTmp) in a confined mode: the
     // command gets a fresh, empty /tmp of its own, discarded at exit, instead
@@ -165,6 +169,7 @@ struct PolicyInput {
     std::optional<std::string> tmpdir;  // $TMPDIR as found in the environment
     std::string cwd;
     std::vector<int> keep_fds;
+    Jobserver jobserver;  // from $MAKEFLAGS
     bool private_tmp = false;  // asked for (flag or config); ignored in danger-full-access
     bool keep_descendants = false;  // likewise
     bool allow_userns = false;      // --allow-userns

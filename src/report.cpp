@@ -252,6 +252,21 @@ ordered_json confinement_record(const Confinement& c) {
     j["userNamespaces"] = c.user_namespaces.empty() ? ordered_json(nullptr) : ordered_json(c.user_namespaces);
     j["limits"] = limits_json(c.limits);
     j["keptFds"] = p.keep_fds;
+    // Where keptFds came from beyond --keep-fd: make's jobserver, named by the
+    // caller's MAKEFLAGS (issue 42). Null when MAKEFLAGS names none.
+    const Jobserver& js = p.jobserver;
+    if (js.auth == Jobserver::Auth::None) {
+        j["jobserver"] = nullptr;
+    } else {
+        // Member by member, with the kinds of value the record already uses (binary size).
+        const bool fds = js.auth == Jobserver::Auth::Fds;
+        ordered_json& o = j["jobserver"];
+        o["source"] = "MAKEFLAGS";
+        o["auth"] = fds ? "fds" : "fifo";
+        o["fds"] = fds ? std::vector<int>{js.read_fd, js.write_fd} : std::vector<int>{};
+        o["kept"] = js.kept;
+        o["whyNot"] = js.why_not.empty() ? ordered_json(nullptr) : ordered_json(js.why_not);
+    }
     const EnvChanges& e = c.environment;
     j["environment"] = ordered_json{
         {"cleared", e.cleared}, {"set", e.set}, {"unset", e.unset}, {"scrubbed", e.scrubbed}};

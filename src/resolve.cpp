@@ -1,5 +1,6 @@
 #include "resolve.hpp"
 #include "bytes.hpp"
+#include "environment.hpp"
 #include "own_state.hpp"
 #include "net_allow.hpp"
 
@@ -38,6 +39,7 @@ ResolveEnv current_env() {
     char buf[PATH_MAX];
     if (::getcwd(buf, sizeof buf) != nullptr) e.cwd = buf;
     if (const char* t = std::getenv("TMPDIR")) e.tmpdir = t;
+    if (const char* m = std::getenv("MAKEFLAGS")) e.jobserver = parse_jobserver(m);
     return e;
 }
 
@@ -71,6 +73,7 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.writable = req.writable;
     in.config_writable = r.settings.writable_roots;
     in.keep_fds = req.keep_fds;
+    in.jobserver = env.jobserver;
     in.private_tmp = req.private_tmp || r.settings.private_tmp.value_or(false);
     in.keep_descendants = req.keep_descendants || r.settings.keep_descendants.value_or(false);
     in.allow_userns = req.allow_userns;

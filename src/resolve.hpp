@@ -57,6 +57,7 @@ struct Resolution {
 struct ResolveEnv {
     std::string cwd;
     std::optional<std::string> tmpdir;  // $TMPDIR as found
+    Jobserver jobserver;                // make's, as $MAKEFLAGS names it (issue 42)
 };
 ResolveEnv current_env();
 

@@ -222,6 +222,31 @@ def make_j_in_the_root(s, bare, conf):
     assert open(os.path.join(conf.ws, "c")).read() == "a\nb\n"
 
 
+# Two jobs that each wait (up to 10 s) for the other to start: both see the other only when make runs
+# them at once, which a sub-make does only with the jobserver its parent passed.
+SUB_MAKEFILE = "all: a b\n\t@echo both\n" + "".join(
+    "%s:\n\t@touch %s.started; i=0; while [ ! -e %s.started ] && [ $$i -lt 100 ]; do sleep 0.1; i=$$((i+1)); "
+    "done; if [ -e %s.started ]; then echo %s saw %s; else echo %s ran alone; fi\n" % (me, me, other, other, me, other, me)
+    for me, other in (("a", "b"), ("b", "a")))
+
+
+@case
+def make_j4_keeps_its_jobserver_in_a_recursive_confined_make(s, bare, conf):
+    # The issue's scenario (issue 42): `make -j4` outside, whose '+' rule runs dsh-confine -- make -C
+    # sub; the inner make must get the jobserver (no "jobserver unavailable: using -j1" warning).
+    for side in (bare, conf):
+        os.makedirs(os.path.join(side.ws, "sub"))
+        with open(os.path.join(side.ws, "outer.mk"), "w") as f:
+            f.write("all:\n\t+$(RUN)\n")
+        with open(os.path.join(side.ws, "sub", "Makefile"), "w") as f:
+            f.write(SUB_MAKEFILE)
+    wrap = ["sh", "-c", 'exec make -s -j4 -f outer.mk RUN="$*"', "sh"]
+    rb, rc = bare.run(["make", "-C", "sub"], wrap=wrap), conf.run(["make", "-C", "sub"], wrap=wrap)
+    assert sorted(rb.out.splitlines()) == sorted(rc.out.splitlines()), (rb, rc)
+    assert rb.err == rc.err == b"" and rb.rc == rc.rc == 0, (rb, rc)
+    assert sorted(rc.out.splitlines()) == [b"a saw b", b"b saw a", b"both"], rc
+
+
 @case
 def git_init_and_commit_in_the_root(s, bare, conf):
     env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "T",

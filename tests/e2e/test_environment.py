@@ -1,8 +1,10 @@
 """--clearenv, --setenv, --unsetenv, --scrub-secrets: what the command sees, and the report."""
 import json
 import os
+import socket
+import subprocess
 
-from harness import dsh, main, need_landlock
+from harness import DSH, RUNNERS, dsh, main, matrix, need_landlock
 
 SECRET_VALUE = "s3cr3t-value-that-must-not-leak"
 
@@ -144,6 +146,96 @@ def test_repeated_unsetenv_before_a_bare_command(s):
 def test_danger_full_access_applies_env_too(s):
     r = dsh(["--mode", "danger-full-access", "--clearenv", "--setenv", "ONLY=1", "--", "env", "-0"], s)
     assert r.rc == 0 and env_of(r) == {"ONLY": "1"}, r
+
+
+# ---- make's jobserver (issue 42) ---------------------------------------------------------------
+
+def jobserver_run(s, runner, makeflags, fds, script, extra=()):
+    return dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", runner] + list(extra) +
+               ["--", "bash", "-c", script], s, env={"MAKEFLAGS": makeflags}, extra_fds=fds)
+
+
+@matrix(runner=RUNNERS)
+def test_make_jobserver_pipe_is_kept_and_recorded(s, runner):
+    r, w = os.pipe()
+    os.set_inheritable(r, True)
+    os.set_inheritable(w, True)
+    try:
+        # The command takes a token back from the pipe and returns it, as a sub-make does.
+        os.write(w, b"+")
+        res = jobserver_run(s, runner, "s -j4 --jobserver-auth=%d,%d -- X=1" % (r, w), (r, w),
+                            "head -c1 <&%d && printf + >&%d" % (r, w))
+        assert res.rc == 0 and res.out == "+", res
+        assert os.read(r, 1) == b"+"
+        c = res.rec("confinement")
+        assert c["keptFds"] == [r, w], c["keptFds"]
+        assert c["jobserver"] == {"source": "MAKEFLAGS", "auth": "fds", "fds": [r, w], "kept": True,
+                                  "whyNot": None}, c["jobserver"]
+        # --unsetenv MAKEFLAGS: the command's make cannot use them, so they are not kept.
+        res = jobserver_run(s, runner, "-j4 --jobserver-auth=%d,%d" % (r, w), (r, w), "true",
+                            extra=["--unsetenv", "MAKEFLAGS"])
+        c = res.rec("confinement")
+        assert c["keptFds"] == [] and c["jobserver"]["kept"] is False, c
+        assert "MAKEFLAGS is not the caller's" in c["jobserver"]["whyNot"], c
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+@matrix(runner=RUNNERS)
+def test_make_jobserver_naming_a_host_file_keeps_nothing(s, runner):
+    # MAKEFLAGS is the caller's environment, which anyone upstream may have written: naming a file
+    # outside the root, open for reading and for writing (the right ends, one inode), a directory or
+    # a socket must not pass it to the command.
+    target = s.p("outside", "jobserver-target")
+    with open(target, "w"):
+        pass
+    rd = os.open(target, os.O_RDONLY)
+    wr = os.open(target, os.O_WRONLY)
+    dfd = os.open(s.p("outside"), os.O_RDONLY | os.O_DIRECTORY)
+    sa, sb = socket.socketpair()
+    pr, pw = os.pipe()
+    qr, qw = os.pipe()
+    cases = [((rd, wr), "a regular file"), ((dfd, pw), "a directory"), ((sa.fileno(), sb.fileno()), "a socket"),
+             ((pr, qw), "not the two ends of one pipe"), ((pw, pr), "not open for reading")]
+    held = [rd, wr, dfd, sa.fileno(), sb.fileno(), pr, pw, qr, qw]
+    for fd in held:
+        os.set_inheritable(fd, True)
+    try:
+        for (a, b), why in cases:
+            res = jobserver_run(s, runner, "-j4 --jobserver-auth=%d,%d" % (a, b), held,
+                                "echo pwned >&%d; echo pwned >&%d; ls /proc/self/fd/%d /proc/self/fd/%d" % (a, b, a, b))
+            c = res.rec("confinement")
+            assert c["keptFds"] == [], (why, c["keptFds"])
+            assert c["jobserver"]["kept"] is False and why in c["jobserver"]["whyNot"], (why, c["jobserver"])
+            assert "No such file" in res.err, (why, res)  # neither fd reached the command
+        assert open(target).read() == ""
+    finally:
+        for fd in (rd, wr, dfd, pr, pw, qr, qw):
+            os.close(fd)
+        sa.close()
+        sb.close()
+
+
+@matrix(runner=RUNNERS)
+def test_make_jobserver_naming_the_report_keeps_nothing(s, runner):
+    # The report's own pipe, both ends passed: the command could forge records through it.
+    r, w = os.pipe()
+    os.set_inheritable(r, True)
+    os.set_inheritable(w, True)
+    env = s.env()
+    env["MAKEFLAGS"] = "-j4 --jobserver-auth=%d,%d" % (r, w)
+    p = subprocess.Popen([DSH, "--report-fd", str(w), "--mode", "workspace-write", "--root", s.ws, "--runner",
+                          runner, "--", "sh", "-c", 'echo \'{"type":"forged"}\' >&%d' % w], env=env,
+                         pass_fds=(r, w), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=60)
+    os.close(w)
+    lines = []
+    with os.fdopen(r, "rb") as f:
+        lines = [json.loads(x) for x in f.read().splitlines()]
+    assert all(x.get("type") != "forged" for x in lines), lines
+    c = [x for x in lines if x["type"] == "confinement"][0]
+    assert c["keptFds"] == [] and "reaches the --report-fd" in c["jobserver"]["whyNot"], c
 
 
 if __name__ == "__main__":

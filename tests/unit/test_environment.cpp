@@ -150,3 +150,24 @@ TEST_CASE("the confinement record names changes, never values") {
     CHECK(confinement_record(none)["environment"].dump() ==
           R"({"cleared":false,"set":[],"unset":[],"scrubbed":[]})");
 }
+
+TEST_CASE("MAKEFLAGS: the jobserver make names, and nothing else", "[jobserver]") {
+    using A = Jobserver::Auth;
+    auto j = parse_jobserver("s -j4 --jobserver-auth=3,4");
+    CHECK((j.auth == A::Fds && j.read_fd == 3 && j.write_fd == 4));
+    j = parse_jobserver(" -j2 --jobserver-fds=7,8");  // make before 4.2
+    CHECK((j.auth == A::Fds && j.read_fd == 7 && j.write_fd == 8));
+    // The last one counts, as in make.
+    j = parse_jobserver("-j --jobserver-auth=3,4 --jobserver-auth=5,6");
+    CHECK((j.read_fd == 5 && j.write_fd == 6));
+    CHECK(parse_jobserver("-j4 --jobserver-auth=fifo:/tmp/GMfifo1").auth == A::Fifo);
+    // After "--" come variable assignments, whose values anyone writes.
+    CHECK(parse_jobserver("s -- X=--jobserver-auth=3,4").auth == A::None);
+    CHECK(parse_jobserver("s -- RUN=a\\ --jobserver-auth=3,4").auth == A::None);
+    // An escaped blank stays inside its word.
+    CHECK(parse_jobserver("s FOO\\ --jobserver-auth=3,4").auth == A::None);
+    for (const char* bad : {"", "-j4", "--jobserver-auth=", "--jobserver-auth=3", "--jobserver-auth=3,3",
+                            "--jobserver-auth=-1,4", "--jobserver-auth=3,x", "--jobserver-auth=3,4,5",
+                            "--jobserver-auth=9999999999,4", "--jobserver-auth=fifo:", "--jobserver-auth= 3,4"})
+        CHECK(parse_jobserver(bad).auth == A::None);
+}

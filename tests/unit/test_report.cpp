@@ -40,7 +40,7 @@ TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
           R"("detail":"m","ownEffect":true}],"abi":4}],"writableRoots":[{"path":"/ws","source":"workspace",)"
           R"("persists":true},{"path":"/tmp","source":"tmp","persists":false}],"writableFiles":["/dev/null"],"protectedPaths":[],"unprotected":[],"hiddenPaths":[],)"
           R"("privateTmp":true,"descendants":{"atExit":"killed","by":"subreaper","why":null},"notGranted":[],"skippedRunners":[],"denialSignatures":["permission denied"],"runnerFailureRules":[],)"
-          R"("landlockAbi":4,"hardening":["no-new-privs"],"userNamespaces":"refused","limits":{"required":false,"enforced":[]},"keptFds":[5],"environment":{"cleared":false,"set":[],"unset":[],"scrubbed":[]},)"
+          R"("landlockAbi":4,"hardening":["no-new-privs"],"userNamespaces":"refused","limits":{"required":false,"enforced":[]},"keptFds":[5],"jobserver":null,"environment":{"cleared":false,"set":[],"unset":[],"scrubbed":[]},)"
           R"("command":"/bin/echo","argv":["echo","hi"],"execArgv":["echo","hi"]})");
 }
 
