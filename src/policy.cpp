@@ -262,7 +262,7 @@ Outcome grant(Policy& out, const std::string& given, Grant source, Need need, Er
 // made below the caller's home (roots::make_below), then granted as any
 // other; anything else is an error naming the mkdir that fixes it. `home`
 // is opened once, on the first such path.
-Outcome grant_missing(Policy& out, const PolicyInput& in, const std::string& given, Grant source,
+[[gnu::cold]] Outcome grant_missing(Policy& out, const PolicyInput& in, const std::string& given, Grant source,
                       std::optional<roots::Opened>& home) {
     const std::string shown = lexically_normal(given);
     const auto missing = [&](std::string why) {
@@ -322,7 +322,7 @@ Outcome grant_missing(Policy& out, const PolicyInput& in, const std::string& giv
 
 // The workspace root must be a directory that exists, in every mode where
 // the caller named it (issue 42): a mistyped --root is never silently used.
-static Outcome check_root_dir(const std::string& root) {
+[[gnu::cold]] static Outcome check_root_dir(const std::string& root) {
     struct stat st {};
     if (::stat(root.c_str(), &st) != 0) {
         if (errno == ENOENT || errno == ENOTDIR) return fail(Err::InvalidRoot, root_text(RootText::RootMissing, root));
