@@ -223,6 +223,7 @@ Outcome resolve_and_prepare(const Request& req, const Report& report, AskApprove
                             bool late_walk = false) {
     PolicyRequest pr = req.policy_request();
     pr.late_walk = late_walk;
+    pr.create_missing = late_walk;  // a run: a missing --writable below home is made
     if (auto o = resolve(pr, current_env(), ask, res); !o) return o;
     p.c.policy = res.policy;
     p.config = res.settings;
@@ -346,6 +347,9 @@ int run(int argc, const char* const* argv) {
         case Action::Version:
             std::fputs(req.text.c_str(), stdout);
             return 0;
+        case Action::Usage:
+            std::fputs(req.text.c_str(), stderr);
+            return info(Err::Usage).exit_status;
         case Action::SessionSetMode: return session_command(req);
         case Action::Run:
         case Action::Explain:
@@ -378,7 +382,8 @@ int run(int argc, const char* const* argv) {
         case Action::SessionSetMode:
         case Action::SelfTest:
         case Action::Help:
-        case Action::Version: break;
+        case Action::Version:
+        case Action::Usage: break;
     }
     return run_command(req, report);
 }

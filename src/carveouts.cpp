@@ -1075,7 +1075,8 @@ Outcome walk(Policy& p, const Input& in) {
     b.globals(in, in.cwd);
     std::vector<std::string> named;
     for (const auto& r : p.writable_roots)
-        if (caller_named(r.source) && r.persists) named.push_back(r.path);
+        // A root explain or check only says would be made (issue 42) is empty: nothing to protect in it yet.
+        if (caller_named(r.source) && r.persists && !(r.created && r.fd < 0)) named.push_back(r.path);
     for (const auto& r : named) {
         b.listing(r);  // the names looked up below it, in one listing
         b.repo(r);

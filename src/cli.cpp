@@ -609,6 +609,13 @@ Split split(int argc, const char* const* argv) {
 
 Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     const auto usage = [](UsageText t, std::string_view a = {}) { return fail(Err::Usage, usage_text(t, a)); };
+    if (argc <= 1) {
+        // Nothing typed at all: the way to use it, not an error line.
+        r.action = Action::Usage;
+        r.text = help(Ctx::Top).substr(0, help(Ctx::Top).find("\n\n") + 1) +
+                 "Try 'dsh-confine --help' for the options and subcommands.\n";
+        return Outcome::success();
+    }
     Split s = split(argc, argv);
     if (!s.set_mode_words.empty()) {
         s.ours.emplace_back("--");

@@ -22,7 +22,9 @@
 
 namespace dsh {
 
-enum class Action { Run, Probe, Explain, Check, SessionSetMode, SelfTest, Help, Version };
+// Usage: no word at all, answered with the short usage on stderr and the
+// usage error's status (125), as a bare `tar` or `rsync` does.
+enum class Action { Run, Probe, Explain, Check, SessionSetMode, SelfTest, Help, Version, Usage };
 
 struct Request {
     Action action = Action::Run;
@@ -73,7 +75,7 @@ struct Request {
     std::optional<std::string> selftest_attempt;  // self-test --attempt: the confined payload
     // The command: the first word that is not ours, and everything after it.
     std::vector<std::string> argv;
-    std::string text;  // --help / --version output
+    std::string text;  // --help / --version output, or the short usage
 
     // The values resolution needs (policy_request.hpp).
     PolicyRequest policy_request() const;

@@ -546,6 +546,32 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
     return "bad command line; Try 'dsh-confine --help'";  // unreachable: every enumerator is listed above
 }
 
+std::string root_text(RootText t, std::string_view a, std::string_view b) {
+    switch (t) {
+        case RootText::RootMissing:
+            return fmt::format("workspace root {} does not exist; create it first (mkdir -p {}) or name an existing "
+                               "directory",
+                               a, a);
+        case RootText::RootUnreachable:
+            return fmt::format("workspace root {} cannot be reached ({}); name a directory you can reach", a, b);
+        case RootText::RootNotDirectory:
+            return fmt::format("workspace root {} is not a directory; name a directory", a);
+        case RootText::WritableReadOnly:
+            return fmt::format("--writable has no effect in read-only mode ({}): nothing is writable there; use "
+                               "--mode workspace-write, or drop --writable",
+                               a);
+        case RootText::WritableMissing:
+            return fmt::format("writable path {} does not exist, and dsh-confine creates one only below your home "
+                               "directory, never through a symlink ({}); create it first: mkdir -p {}",
+                               a, b, a);
+        case RootText::WritableNotMade:
+            return fmt::format("writable path {} does not exist and could not be created ({}); create it first: "
+                               "mkdir -p {}",
+                               a, b, a);
+    }
+    return {};  // unreachable: every enumerator is listed above
+}
+
 std::string limit_text(LimitText t, std::string_view a, std::string_view b) {
     switch (t) {
         case LimitText::NotSize:

@@ -187,6 +187,18 @@ enum class UsageText {
 };
 std::string usage_text(UsageText t, std::string_view a = {}, std::string_view b = {});
 
+// The workspace root and the --writable paths (issue 42), one line each:
+// what is wrong and how to fix it. `a` and `b` are the words the text names.
+enum class RootText {
+    RootMissing,        // a: the root (--root, or the session's or config's), which does not exist
+    RootUnreachable,    // a: the root, b: why it cannot be reached (an errno's text)
+    RootNotDirectory,   // a: the root
+    WritableReadOnly,   // a: where the read-only mode came from ("the default", "--mode", ...)
+    WritableMissing,    // a: the path, which does not exist, b: why dsh-confine does not create it
+    WritableNotMade,    // a: the path, b: the errno's text of the mkdir that failed
+};
+std::string root_text(RootText t, std::string_view a = {}, std::string_view b = {});
+
 // The report's texts (issue 38), one line each: what is wrong and how to fix it.
 enum class ReportText {
     KeepFdIsReport,      // a: the --keep-fd, which is the --report-fd's number

@@ -119,7 +119,9 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     line("root:", fmt::format("{} (from {})", q(p.workspace_root), root_from));
     bool first = true;
     for (const auto& w : p.writable_roots) {
-        line(first ? "writable:" : "", fmt::format("{} ({}{})", q(w.path), to_string(w.source), w.persists ? "" : ", discarded at exit"));
+        line(first ? "writable:" : "", fmt::format("{} ({}{}{})", q(w.path), to_string(w.source),
+                                                  w.persists ? "" : ", discarded at exit",
+                                                  w.created ? ", does not exist: made when the run starts" : ""));
         first = false;
     }
     for (const auto& f : p.writable_files) {
@@ -339,8 +341,11 @@ nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
                                                  {"held", a.held}}
                                   : ordered_json(nullptr);
     ordered_json roots = ordered_json::array();
-    for (const auto& w : r.policy.writable_roots)
-        roots.push_back(ordered_json{{"path", w.path}, {"source", to_string(w.source)}, {"persists", w.persists}});
+    for (const auto& w : r.policy.writable_roots) {
+        ordered_json rj{{"path", w.path}, {"source", to_string(w.source)}, {"persists", w.persists}};
+        if (w.created) rj["created"] = true;  // made when the run starts (issue 42)
+        roots.push_back(std::move(rj));
+    }
     j["writableRoots"] = std::move(roots);
     j["writableFiles"] = r.policy.writable_files;
     j["privateTmp"] = r.policy.private_tmp;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cstdlib>
 #include <sys/stat.h>
+#include <optional>
 
 namespace dsh {
 
@@ -260,8 +261,79 @@ Outcome grant(Policy& out, const std::string& given, Grant source, Need need, Er
     return Outcome::success();
 }
 
+// A --writable (or config writableRoots) path that does not exist (issue 42):
+// made below the caller's home (roots::make_below), then granted as any
+// other; anything else is an error naming the mkdir that fixes it. `home`
+// is opened once, on the first such path.
+[[gnu::cold]] Outcome grant_missing(Policy& out, const PolicyInput& in, const std::string& given, Grant source,
+                      std::optional<roots::Opened>& home) {
+    const std::string shown = lexically_normal(given);
+    const auto missing = [&](std::string why) {
+        return fail(Err::InvalidPath, root_text(RootText::WritableMissing, shown, why));
+    };
+    if (!home) {
+        if (in.home.empty() || in.home[0] != '/') return missing("no home directory is known for your user");
+        roots::Opened h;
+        std::string why;
+        roots::Refusal refusal = roots::Refusal::System;
+        int error = 0;
+        if (!roots::open_root(in.home, h, why, refusal, error))
+            return missing(fmt::format("your home directory {} cannot be opened: {}{}", in.home,
+                                       refusal == roots::Refusal::System ? "" : "it ", why));
+        struct stat st {};
+        const bool own = ::fstat(h.fd, &st) == 0 && st.st_uid == ::getuid();
+        if (!own || !h.directory || h.path == "/") {
+            ::close(h.fd);
+            return missing(fmt::format("your home directory {} is not a directory of yours", h.path));
+        }
+        home = h;
+    }
+    roots::Made made;
+    std::string why;
+    int error = 0;
+    switch (roots::make_below(given, *home, in.never_made, !in.create_missing, made, why, error)) {
+        case roots::Make::Refused: return missing(why);
+        case roots::Make::Failed:
+            if (error == EMFILE || error == ENFILE || error == ENOMEM)
+                return unavailable(to_string(out.mode), fmt::format("cannot make {}: {}", shown, why));
+            return fail(Err::InvalidPath, root_text(RootText::WritableNotMade, shown, why));
+        case roots::Make::Exists: return grant(out, given, source, Need::Required, Err::InvalidPath, "writable path");
+        case roots::Make::Made: break;
+    }
+    if (!in.create_missing) {
+        // explain, check: shown as it would be, granted by path; nothing runs.
+        for (const auto& w : out.writable_roots)
+            if (w.path == made.path) return Outcome::success();
+        WritableRoot w{made.path, source, true};
+        w.created = true;
+        out.writable_roots.push_back(std::move(w));
+        return Outcome::success();
+    }
+    const size_t before = out.writable_roots.size();
+    if (auto o = grant(out, given, source, Need::Required, Err::InvalidPath, "writable path"); !o) return o;
+    if (out.writable_roots.size() == before) return Outcome::success();  // already granted
+    WritableRoot& w = out.writable_roots.back();
+    // What was opened must be what was made (not a link or a directory put there meanwhile).
+    if (w.dev != made.dev || w.ino != made.ino)
+        return missing(fmt::format("{} was replaced while it was made", made.path));
+    w.created = true;
+    return Outcome::success();
+}
+
 }  // namespace
 #endif
+
+// The workspace root must be a directory that exists, in every mode where
+// the caller named it (issue 42): a mistyped --root is never silently used.
+[[gnu::cold]] static Outcome check_root_dir(const std::string& root) {
+    struct stat st {};
+    if (::stat(root.c_str(), &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return fail(Err::InvalidRoot, root_text(RootText::RootMissing, root));
+        return fail(Err::InvalidRoot, root_text(RootText::RootUnreachable, root, std::strerror(errno)));
+    }
+    if (!S_ISDIR(st.st_mode)) return fail(Err::InvalidRoot, root_text(RootText::RootNotDirectory, root));
+    return Outcome::success();
+}
 
 // An absolute current directory: "/..." on POSIX; on Windows, where getcwd
 // says "C:\dir" (or "\\server\share"): a drive-letter or UNC path.
@@ -289,6 +361,11 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     out.workspace_root = canonical_path(in.root ? *in.root : in.cwd, in.cwd);
     out.keep_fds = in.keep_fds;
     out.jobserver = in.jobserver;
+    // A --root that does not exist or is not a directory, in every mode
+    // (read-only names it in the report, and a runner may take it as the
+    // workspace): say so rather than carry a typo.
+    if (in.root && in.root_source == RootSource::Flag && in.mode != Mode::WorkspaceWrite)
+        if (auto o = check_root_dir(out.workspace_root); !o) return o;
     if (in.mode == Mode::DangerFullAccess) return Outcome::success();
     out.private_tmp = in.private_tmp;
     out.keep_descendants = in.keep_descendants;
@@ -308,10 +385,7 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
         return fail(Err::InvalidRoot,
                     "workspace root is / : that would make every path writable; say "
                     "--mode danger-full-access if that is what you mean");
-    struct stat st {};
-    if (::stat(root.c_str(), &st) != 0)
-        return failf(Err::InvalidRoot, "workspace root {} does not exist or cannot be reached", root);
-    if (!S_ISDIR(st.st_mode)) return failf(Err::InvalidRoot, "workspace root {} is not a directory", root);
+    if (auto o = check_root_dir(root); !o) return o;
 #ifndef _WIN32
     // The root as given, resolved once more by open_root: the descriptor, not
     // the name, is what is granted; its walk refuses planted symlinks.
@@ -345,6 +419,13 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
         else
             out.not_granted.push_back({*in.tmpdir, "not granted: $TMPDIR is not an absolute path"});
     }
+    std::optional<roots::Opened> home;  // opened for the first missing path
+    struct CloseHome {
+        std::optional<roots::Opened>& h;
+        ~CloseHome() {
+            if (h) ::close(h->fd);
+        }
+    } close_home{home};
     auto add_extra = [&](const std::vector<std::string>& paths, Grant source) -> Outcome {
         for (const auto& w : paths) {
             std::string c = canonical_path(w, in.cwd);
@@ -353,8 +434,10 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
                             "writable path / would make every path writable; say --mode "
                             "danger-full-access if that is what you mean");
             struct stat ws {};
-            if (::stat(c.c_str(), &ws) != 0)
-                return failf(Err::InvalidPath, "writable path {} does not exist", c);
+            if (::stat(c.c_str(), &ws) != 0) {
+                if (auto o = grant_missing(out, in, absolute(w, in.cwd), source, home); !o) return o;
+                continue;
+            }
             if (auto o = grant(out, absolute(w, in.cwd), source, Need::Required, Err::InvalidPath, "writable path");
                 !o)
                 return o;

@@ -10,6 +10,9 @@
 #include "environment.hpp"
 #include "errors.hpp"
 #include "net_allow.hpp"
+#ifndef _WIN32
+#include "roots.hpp"
+#endif
 
 namespace dsh {
 
@@ -63,6 +66,10 @@ struct WritableRoot {
     // another platform, unit tests, Windows).
     int fd = -1;
     uint64_t dev = 0, ino = 0;
+    // A --writable (or config writableRoots) path that did not exist and was
+    // made for this run below the caller's home (issue 42; the report's
+    // `created`). Explain and check make nothing: there it says it would be.
+    bool created = false;
 };
 
 // An implicit writable path (/tmp, $TMPDIR) that was not granted, and why.
@@ -173,6 +180,17 @@ struct PolicyInput {
     bool private_tmp = false;  // asked for (flag or config); ignored in danger-full-access
     bool keep_descendants = false;  // likewise
     bool allow_userns = false;      // --allow-userns
+    // The caller's home from the password database (getpwuid of the real
+    // uid), never $HOME, which the caller sets: a missing --writable path
+    // below it is made (issue 42). Empty: none, nothing is made.
+    std::string home;
+    // Make those paths now (a run); false (explain, check): check that they
+    // could be, make nothing, and grant them by path (nothing runs).
+    bool create_missing = false;
+#ifndef _WIN32
+    // The names never made for it (resolve: the carve-outs' lists).
+    roots::NeverMade never_made;
+#endif
 };
 
 Outcome build_policy(const PolicyInput& in, Policy& out);

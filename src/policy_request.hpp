@@ -38,6 +38,9 @@ struct PolicyRequest {
     // A run (not explain, check or the self-test): the carve-outs' walk may
     // wait for the spawn where the runner's stage can wait for it.
     bool late_walk = false;
+    // A run: a missing --writable path below the caller's home is made
+    // (explain and check only say it would be).
+    bool create_missing = false;
 };
 
 }  // namespace dsh

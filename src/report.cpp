@@ -204,6 +204,7 @@ ordered_json confinement_record(const Confinement& c) {
         put_bytes(rj, "path", r.path);
         rj["source"] = to_string(r.source);
         rj["persists"] = r.persists;
+        if (r.created) rj["created"] = true;  // made for this run (issue 42); absent otherwise
         roots.push_back(std::move(rj));
     }
     j["writableRoots"] = std::move(roots);

@@ -77,6 +77,32 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.private_tmp = req.private_tmp || r.settings.private_tmp.value_or(false);
     in.keep_descendants = req.keep_descendants || r.settings.keep_descendants.value_or(false);
     in.allow_userns = req.allow_userns;
+    in.create_missing = req.create_missing;
+#ifndef _WIN32
+    // The real uid's home from the password database, never $HOME (the
+    // caller's to set: HOME=/etc would make /etc/x creatable).
+    // Read from /etc/passwd itself: the static binary has no NSS.
+    {
+        std::string text;
+        const std::string uid = std::to_string(::getuid());
+        if (read_small("/etc/passwd", text))
+            for_each_line(text, [&](std::string_view line) {
+                // name:password:uid:gid:gecos:home:shell
+                std::vector<std::string_view> f;
+                size_t at = 0;
+                for (size_t c; f.size() < 6 && (c = line.find(':', at)) != std::string_view::npos; at = c + 1)
+                    f.push_back(line.substr(at, c - at));
+                if (f.size() == 6 && f[2] == uid) {
+                    in.home = std::string(f[5]);
+                    return false;
+                }
+                return true;
+            });
+    }
+    in.never_made.anywhere = carveouts::agent_names();
+    in.never_made.anywhere.insert(in.never_made.anywhere.begin(), ".git");
+    in.never_made.home = carveouts::home_names();
+#endif
     return in;
 }
 
@@ -336,6 +362,20 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // apply there, like its writableRoots.)
     if (req.private_tmp && (out.escalation_target ? *out.escalation_target : out.base_mode) == Mode::DangerFullAccess)
         return fail(Err::Usage, usage_text(UsageText::PrivateTmpUnconfined));
+    // --writable in read-only would grant nothing and say nothing (issue
+    // 42): refused with the fix. The config's writableRoots are a standing
+    // default for workspace-write runs and stay quiet, like its privateTmp.
+    if (!req.writable.empty() && (out.escalation_target ? *out.escalation_target : out.base_mode) == Mode::ReadOnly) {
+        std::string_view from = "the default mode";
+        switch (out.base_source) {
+            case ModeSource::Default: break;
+            case ModeSource::Flag: from = "--mode read-only"; break;
+            case ModeSource::Session: from = "the session log's mode"; break;
+            case ModeSource::Config: from = "the config's mode"; break;
+            case ModeSource::Escalation: from = "the escalation's mode"; break;
+        }
+        return fail(Err::Usage, root_text(RootText::WritableReadOnly, from));
+    }
     // The network axis: --net > the session log's > config "network" > host. Checked before any
     // approver is asked: a flag that cannot hold in the mode asked for is
     // refused, never ignored (docs/DECISIONS.md, "The network axis").

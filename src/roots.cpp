@@ -165,6 +165,159 @@ bool open_root(const std::string& abs, Opened& out, std::string& why, Refusal& r
     return true;
 }
 
+Make make_below(const std::string& abs, const Opened& home, const NeverMade& never, bool dry, Made& made,
+                std::string& why, int& error) {
+    error = 0;
+    auto system = [&] {
+        error = errno;
+        why = std::strerror(error);
+        return Make::Failed;
+    };
+    auto refuse = [&](std::string clause) {
+        why = std::move(clause);
+        return Make::Refused;
+    };
+    if (abs.empty() || abs[0] != '/') return refuse("it is not an absolute path");
+    if (home.path == "/" || !home.directory) return refuse(fmt::format("your home directory {} is not one", home.path));
+    Fds stack;
+    int root = ::open("/", kOpenFlags | O_DIRECTORY);
+    if (root < 0) return system();
+    stack.fds.push_back(root);
+    std::vector<std::string> walked;
+    std::vector<std::string> todo = split(abs);
+    std::reverse(todo.begin(), todo.end());  // a stack: the next component at the back
+    int links = 0;
+    // 1. The part that exists, walked as open_root walks it; but at or below
+    // the home no symlink is followed at all.
+    while (!todo.empty()) {
+        const std::string name = todo.back();
+        if (name == ".") {
+            todo.pop_back();
+            continue;
+        }
+        if (name == "..") {
+            todo.pop_back();
+            if (!walked.empty()) {
+                walked.pop_back();
+                stack.pop();
+            }
+            continue;
+        }
+        const int fd = ::openat(stack.top(), name.c_str(), kOpenFlags);
+        if (fd < 0) {
+            if (errno == ENOENT) break;  // the first missing name: made below
+            return system();
+        }
+        todo.pop_back();
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) {
+            system();
+            ::close(fd);
+            return Make::Failed;
+        }
+        const std::string holder = join(walked);
+        const std::string here = holder == "/" ? "/" + name : holder + "/" + name;
+        if (!S_ISLNK(st.st_mode)) {
+            if (!S_ISDIR(st.st_mode)) {
+                ::close(fd);
+                return refuse(fmt::format("{} is not a directory", here));
+            }
+            stack.fds.push_back(fd);
+            walked.push_back(name);
+            continue;
+        }
+        ::close(fd);
+        if (has_prefix(holder, home.path) || ::access(holder.c_str(), W_OK) == 0)
+            return refuse(fmt::format("it passes through the symlink {}", here));
+        char buf[PATH_MAX];
+        const ssize_t n = ::readlink(here.c_str(), buf, sizeof buf - 1);
+        if (n <= 0) return system();
+        if (++links > 40) {
+            errno = ELOOP;
+            return system();
+        }
+        std::vector<std::string> target = split(std::string(buf, static_cast<size_t>(n)));
+        if (buf[0] == '/') {
+            while (!walked.empty()) {
+                walked.pop_back();
+                stack.pop();
+            }
+        }
+        for (auto it = target.rbegin(); it != target.rend(); ++it) todo.push_back(*it);
+    }
+    if (todo.empty()) return Make::Exists;
+    // 2. Where the walk stopped must be the home or below it: the same
+    // directory as the one opened for it, not just the same name.
+    const std::string at = join(walked);
+    if (!has_prefix(at, home.path))
+        return refuse(fmt::format("its first missing part is in {}, outside your home directory {}", at, home.path));
+    {
+        // The home's own component on the stack: walked.size() - depth(home) from the top.
+        const size_t depth = split(home.path).size();
+        const int home_fd = stack.fds[depth];
+        struct stat a {};
+        if (::fstat(home_fd, &a) != 0) return system();
+        if (static_cast<uint64_t>(a.st_dev) != home.dev || static_cast<uint64_t>(a.st_ino) != home.ino)
+            return refuse(fmt::format("{} is not the home directory it was when dsh-confine opened it", home.path));
+    }
+    // Made by this process, so owned by its effective ids: those must be the
+    // caller's (a set-uid or set-gid dsh-confine would make them another's).
+    if (::geteuid() != ::getuid() || ::getegid() != ::getgid())
+        return refuse("dsh-confine runs with another user's or group's rights");
+    // 3. The names to make: plain names only, none of them protected.
+    std::vector<std::string> names;
+    for (auto it = todo.rbegin(); it != todo.rend(); ++it) {
+        if (*it == ".") continue;
+        if (*it == "..") return refuse("it has .. after a name that does not exist yet");
+        names.push_back(*it);
+    }
+    std::string rel = at.size() > home.path.size() ? at.substr(home.path.size() + 1) : std::string();
+    for (const auto& name : names) {
+        rel = rel.empty() ? name : rel + "/" + name;
+        for (const auto& p : never.anywhere)
+            if (name == p) return refuse(fmt::format("{} is a protected name, never made writable", name));
+        for (const auto& p : never.home)
+            if (has_prefix(rel, p)) return refuse(fmt::format("~/{} is protected, never made writable", p));
+    }
+    if (dry) {
+        made.path = at;
+        for (const auto& name : names) made.path += (made.path == "/" ? "" : "/") + name;
+        return Make::Made;
+    }
+    // 4. Made one by one from the parent's descriptor: a name swapped for a
+    // link meanwhile is never followed (O_NOFOLLOW, O_DIRECTORY).
+    const mode_t old_mask = ::umask(077);
+    for (const auto& name : names) {
+        if (::mkdirat(stack.top(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+            const int e = errno;
+            ::umask(old_mask);
+            errno = e;
+            return system();
+        }
+        const int fd = ::openat(stack.top(), name.c_str(), kOpenFlags | O_DIRECTORY);
+        struct stat st {};
+        if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            const int e = fd < 0 ? errno : ENOTDIR;
+            if (fd >= 0) ::close(fd);
+            ::umask(old_mask);
+            if (e == ELOOP || e == ENOTDIR)
+                return refuse(fmt::format("{}/{} is not a directory (a link or a file put there meanwhile)",
+                                          join(walked), name));
+            errno = e;
+            return system();
+        }
+        stack.fds.push_back(fd);
+        walked.push_back(name);
+    }
+    ::umask(old_mask);
+    struct stat st {};
+    if (::fstat(stack.top(), &st) != 0) return system();
+    made.path = join(walked);
+    made.dev = static_cast<uint64_t>(st.st_dev);
+    made.ino = static_cast<uint64_t>(st.st_ino);
+    return Make::Made;
+}
+
 #ifdef __linux__
 namespace {
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "errors.hpp"
 
@@ -43,6 +44,43 @@ enum class Refusal {
 // `why` (a clause to follow "it " for Planted and Shape, the errno's text for
 // System).
 bool open_root(const std::string& abs, Opened& out, std::string& why, Refusal& refusal, int& error);
+
+// make_below's answer.
+enum class Make {
+    Made,     // the missing directories were made; `made` names the last
+    Exists,   // the whole path exists (made meanwhile by someone else): grant it as any other
+    Refused,  // not made: `why` is a clause saying why (a symlink on the way, outside home, ...)
+    Failed,   // a system call failed: `error` is its errno
+};
+
+// What make_below made: the last directory's identity, for the grant to
+// check that what it opened is that directory.
+struct Made {
+    std::string path;  // canonical: the names walked and made
+    uint64_t dev = 0, ino = 0;
+};
+
+// Names make_below never makes (issue 42): `anywhere` in any position
+// (.git, the agent and editor control files), `home` as a path relative to
+// the home (.ssh, .local/bin, the shell start-up files) or below it.
+struct NeverMade {
+    std::vector<std::string> anywhere, home;
+};
+
+// mkdir -p for a --writable path that does not exist, below the caller's
+// home only: `abs` (absolute, as given) is walked from / as open_root walks
+// it up to its first missing name; that point must be `home` (opened with
+// open_root) or lie below it, reached with no symlink at or below the home
+// (not even one the caller could not write: nothing is made through a
+// link), and every name still to make must be a plain name (no "..") that
+// is not in `never`. Each is made with mode 0700 (the umask held off) by
+// mkdirat on its parent's descriptor, owned by the process's uid and gid
+// (the caller: dsh-confine is not set-uid; under sudo, root, whose home is
+// /root). A name made by someone else meanwhile is taken only if it is a
+// directory (never followed if it is a link).
+// `dry`: every check, nothing made (explain, check): Made with `path` only.
+Make make_below(const std::string& abs, const Opened& home, const NeverMade& never, bool dry, Made& made,
+                std::string& why, int& error);
 
 // "it is under /proc, a kernel interface" when `path` (lexically) lies under
 // /proc, /sys or /dev, else empty. Checked on the path as given too: its magic

@@ -6,7 +6,10 @@ import json
 import os
 import subprocess
 
-from harness import DSH, dsh, main, need_bwrap, need_landlock
+import pwd
+import shutil
+
+from harness import DSH, dsh, is_root, main, need_bwrap, need_landlock
 
 # Words that look like ours, after the command: each would widen the run if read as ours.
 OURS_AFTER = (["--mode", "danger-full-access"], ["--mode=danger-full-access"], ["--runner=custom"],
@@ -262,6 +265,134 @@ def test_a_report_beside_the_commands_stdio_on_dev_null_runs(s):
     finally:
         os.close(null)
     assert p.returncode == 0, p
+
+
+# -- Missing writable paths and silent no-ops (issue 42) ---------------------------------------------
+
+def _passwd_home():
+    return pwd.getpwuid(os.getuid()).pw_dir
+
+
+def _ws(s, *extra):
+    return dsh(["--mode", "workspace-write", "--root", s.ws] + list(extra), s)
+
+
+def test_no_arguments_prints_the_usage(s):
+    r = dsh([], s, report=False)
+    assert r.rc == 125 and r.out == "", r
+    assert r.err.startswith("Run a command") and "Usage: dsh-confine [OPTIONS] -- COMMAND [ARG...]" in r.err, r
+    assert r.err.endswith("Try 'dsh-confine --help' for the options and subcommands.\n"), r
+
+
+def test_writable_in_read_only_is_an_error_with_the_fix(s):
+    mark = s.p("base", "ran")
+    for args, source in (([], "the default mode"), (["--mode", "read-only"], "--mode read-only")):
+        r = dsh(args + ["--writable", s.ws, "--", "sh", "-c", "echo > '%s'" % mark], s)
+        assert r.rc == 125 and not os.path.exists(mark), r
+        assert r.err == ("dsh-confine: --writable has no effect in read-only mode (%s): nothing is writable there; "
+                         "use --mode workspace-write, or drop --writable\n" % source), r
+        assert r.rec("error")["code"] == "USAGE", r
+
+
+def test_root_that_does_not_exist_is_an_error_in_every_mode(s):
+    missing, afile = s.p("base", "missing"), s.p("base", "afile")
+    open(afile, "w").close()
+    for mode in ([], ["--mode", "read-only"], ["--mode", "danger-full-access"]):
+        r = dsh(mode + ["--root", missing, "--", "true"], s)
+        assert r.rc == 125 and r.rec("error")["code"] == "INVALID_WORKSPACE_ROOT", (mode, r)
+        assert "mkdir -p %s" % missing in r.err, r
+        r = dsh(mode + ["--root", afile, "--", "true"], s)
+        assert r.rc == 125 and "is not a directory" in r.err, (mode, r)
+    # An existing root in read-only stays accepted: it names the workspace in the report.
+    r = dsh(["--root", s.ws, "--", "true"], s)
+    assert r.rc == 0 and r.rec("confinement")["workspaceRoot"] == os.path.realpath(s.ws), r
+
+
+def test_writable_outside_home_that_does_not_exist_names_the_mkdir(s):
+    missing = s.p("base", "nope", "deeper")
+    r = _ws(s, "--writable", missing, "--", "true")
+    assert r.rc == 125 and r.rec("error")["code"] == "INVALID_WRITABLE_PATH", r
+    assert r.err.rstrip().endswith("create it first: mkdir -p %s" % missing), r
+    assert not os.path.exists(s.p("base", "nope")), r
+
+
+class _Home:
+    """A scratch directory in the caller's real home (passwd), removed after."""
+    def __init__(self):
+        self.home = _passwd_home()
+        self.d = os.path.join(self.home, ".dsh-e2e-issue42-%d" % os.getpid())
+
+    def __enter__(self):
+        os.mkdir(self.d, 0o755)
+        return self.d
+
+    def __exit__(self, *a):
+        shutil.rmtree(self.d, ignore_errors=True)
+
+
+def _home_usable():
+    h = _passwd_home()
+    return os.path.isdir(h) and os.stat(h).st_uid == os.getuid() and os.access(h, os.W_OK)
+
+
+def test_writable_below_home_is_made_and_reported(s):
+    if not _home_usable():
+        # The test user's passwd home is /nonexistent: nothing is made, the fix is named.
+        want = os.path.join(_passwd_home(), ".npm")
+        r = _ws(s, "--writable", want, "--", "true")
+        assert r.rc == 125 and "mkdir -p %s" % want in r.err, r
+        assert not os.path.exists(want)
+        return
+    with _Home() as d:
+        npm = os.path.join(d, ".npm", "_cacache")
+        r = _ws(s, "--writable", npm, "--", "sh", "-c", "echo x > '%s/f'" % npm)
+        assert r.rc == 0, r
+        assert open(os.path.join(npm, "f")).read() == "x\n"
+        for p in (os.path.join(d, ".npm"), npm):
+            st = os.stat(p)
+            assert (st.st_mode & 0o777, st.st_uid, st.st_gid) == (0o700, os.getuid(), os.getgid()), (p, st)
+        roots = {w["path"]: w for w in r.rec("confinement")["writableRoots"]}
+        assert roots[npm].get("created") is True and roots[npm]["source"] == "flag", roots
+        assert "created" not in roots[os.path.realpath(s.ws)], roots
+        # The second run finds it: nothing made, nothing said.
+        r = _ws(s, "--writable", npm, "--", "true")
+        assert r.rc == 0 and "created" not in {w["path"]: w for w in r.rec("confinement")["writableRoots"]}[npm], r
+        # explain makes nothing, and says it would.
+        later = os.path.join(d, "later")
+        r = dsh(["explain", "--mode", "workspace-write", "--root", s.ws, "--writable", later, "--", "true"], s)
+        assert r.rc == 0 and "made when the run starts" in r.out and not os.path.exists(later), r
+
+
+def test_writable_below_home_attacks_make_nothing(s):
+    if not _home_usable():
+        return  # no home of the caller's: nothing is ever made (test above)
+    with _Home() as d:
+        outside = s.p("base", "target")
+        os.mkdir(outside)
+        cases = []
+        # A symlink on the way, to a directory outside home: nothing made through it.
+        os.symlink(outside, os.path.join(d, "link"))
+        cases.append((os.path.join(d, "link", "new"), os.path.join(outside, "new"), "passes through the symlink"))
+        # A dangling symlink as the leaf: its target is never made.
+        os.symlink(os.path.join(outside, "leaf"), os.path.join(d, "dangling"))
+        cases.append((os.path.join(d, "dangling"), os.path.join(outside, "leaf"), "passes through the symlink"))
+        # A chain of links under home ending outside it.
+        os.symlink(os.path.join(d, "link"), os.path.join(d, "chain"))
+        cases.append((os.path.join(d, "chain", "x", "y"), os.path.join(outside, "x"), "passes through the symlink"))
+        # Escaping home with .. after a name that does not exist yet.
+        esc = os.path.join(d, "nope", "..", "..", "..", os.path.relpath(outside, "/"), "esc")
+        cases.append((esc, os.path.join(outside, "esc"), ".. after a name"))
+        cases.append((os.path.join(d, "nope2", "..", "..", "..", "etc", "dsh-e2e-esc"), "/etc/dsh-e2e-esc", ".. after"))
+        # Protected names.
+        cases.append((os.path.join(d, "repo", ".git"), os.path.join(d, "repo"), ".git is a protected name"))
+        cases.append((os.path.join(d, "p", ".vscode", "x"), os.path.join(d, "p"), ".vscode is a protected name"))
+        for path, never, why in cases:
+            r = _ws(s, "--writable", path, "--", "sh", "-c", "echo pwned > '%s/f'" % path)
+            assert r.rc == 125 and r.rec("error")["code"] == "INVALID_WRITABLE_PATH", (path, r)
+            assert why in r.err and "create it first: mkdir -p" in r.err, (path, r)
+            assert not os.path.exists(never), (path, never, r)
+        assert os.listdir(outside) == [], os.listdir(outside)
+        assert not os.path.exists(os.path.join(d, "nope")) and not os.path.exists(os.path.join(d, "nope2"))
 
 
 if __name__ == "__main__":

@@ -114,10 +114,12 @@ def test_root_missing_a_file_a_dangling_symlink_or_slash(s):
     dangling = s.p("base", "dangling")
     os.symlink(s.p("base", "nowhere"), dangling)
     cases = [
-        (missing, "workspace root %s does not exist or cannot be reached" % missing),
-        (afile, "workspace root %s is not a directory" % afile),
+        (missing, "workspace root %s does not exist; create it first (mkdir -p %s) or name an existing directory"
+                  % (missing, missing)),
+        (afile, "workspace root %s is not a directory; name a directory" % afile),
         # The root is canonical first (realpath, following a dangling link to its target).
-        (dangling, "workspace root %s does not exist or cannot be reached" % s.p("base", "nowhere")),
+        (dangling, "workspace root %s does not exist; create it first (mkdir -p %s) or name an existing directory"
+                   % (s.p("base", "nowhere"), s.p("base", "nowhere"))),
         ("/", "workspace root is / : that would make every path writable; say --mode danger-full-access "
               "if that is what you mean"),
         # `/` reached lexically is still `/`.
@@ -235,7 +237,7 @@ def test_report_pipe_whose_reader_is_gone(s):
 # -- The command line and COMMAND ---------------------------------------------------------------------
 
 def test_argv_empty(s):
-    for args, msg in (([], "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]"),
+    for args, msg in ((["--"], "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]"),
                       (["--mode", "workspace-write", "--"], "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]"),
                       (["--mode", "workspace-write", "--", ""], "the command name is empty")):
         r = dsh(args, s, report=False)
@@ -251,7 +253,7 @@ def test_usage_errors_stay_one_line_whatever_the_arguments(s):
     r = dsh(["--mode", "workspace-write", "--root", s.p("base", "no\nsuch"), "--", "sh", "-c",
              "echo ran > '%s'" % _ran(s)], s)
     assert r.rc == 125 and r.err.count("\n") == 1 and "no\\nsuch" in r.err, r
-    assert r.rec("error")["message"].endswith(s.p("base", "no\nsuch") + " does not exist or cannot be reached"), r
+    assert r.rec("error")["message"].startswith("workspace root " + s.p("base", "no\nsuch") + " does not exist;"), r
     assert not os.path.exists(_ran(s))
 
 

@@ -136,18 +136,21 @@ def test_self_test_fails_loudly_on_a_runner_that_does_not_confine(s):
 # A subtler one: the real dsh-confine, but one extra writable root (the workspace's
 # parent) slipped in. The report is genuine; the policy is not what was asked.
 WIDENED = r"""
-root=; prev=
+root=; prev=; ww=
 for a in "$@"; do
   if [ "$prev" = --root ]; then root=$a; fi
+  if [ "$a" = workspace-write ]; then ww=1; fi
   prev=$a
 done
-exec "%s" --writable "$(dirname "$root")" "$@"
+# Only where it widens: --writable in read-only is refused outright (issue 42).
+if [ -n "$ww" ]; then exec "%s" --writable "$(dirname "$root")" "$@"; fi
+exec "%s" "$@"
 """
 
 
 def test_self_test_catches_a_runner_that_widens_the_policy(s):
     need_landlock()
-    fake = _fake(s, "widening-runner", WIDENED % os.path.realpath(DSH))
+    fake = _fake(s, "widening-runner", WIDENED % (os.path.realpath(DSH), os.path.realpath(DSH)))
     r = self_test(s, "--runner", "landlock", "--json", binary=fake)
     assert r.rc == 1, r
     failed = _failed_checks(parsed(r))

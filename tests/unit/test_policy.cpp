@@ -256,11 +256,12 @@ TEST_CASE("build_policy: roots per mode, canonical and deduplicated") {
         auto o = build_policy(in, p);
         CHECK_FALSE(o);
         CHECK(o.err == Err::InvalidRoot);
-        CHECK(o.message == "workspace root " + t.base + "/missing does not exist or cannot be reached");
+        CHECK(o.message == "workspace root " + t.base + "/missing does not exist; create it first (mkdir -p " + t.base +
+                           "/missing) or name an existing directory");
         REQUIRE(::close(::creat((t.base + "/file").c_str(), 0644)) == 0);
         in.root = t.base + "/file";
         o = build_policy(in, p);
-        CHECK(o.message == "workspace root " + t.base + "/file is not a directory");
+        CHECK(o.message == "workspace root " + t.base + "/file is not a directory; name a directory");
         in.root = "/";
         CHECK(build_policy(in, p).err == Err::InvalidRoot);
         in.root = t.base;
