@@ -68,6 +68,32 @@ bool has_prefix(const std::string& path, std::string_view dir) {
            (path.size() == dir.size() || path[dir.size()] == '/');
 }
 
+// A symlink met on a walk, by its O_PATH descriptor `fd` (closed here): its
+// target read through that descriptor (never by name again), its names put
+// on `todo`, and an absolute target starts the walk again at /. False with
+// errno set when it cannot be read or the walk met more than 40 links.
+bool follow_link(int fd, int& links, std::vector<std::string>& walked, Fds& stack, std::vector<std::string>& todo) {
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlinkat(fd, "", buf, sizeof buf - 1);
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    if (n <= 0) return false;
+    if (++links > 40) {
+        errno = ELOOP;
+        return false;
+    }
+    std::vector<std::string> target = split(std::string(buf, static_cast<size_t>(n)));
+    if (buf[0] == '/') {
+        while (!walked.empty()) {
+            walked.pop_back();
+            stack.pop();
+        }
+    }
+    for (auto it = target.rbegin(); it != target.rend(); ++it) todo.push_back(*it);
+    return true;
+}
+
 }  // namespace
 
 bool open_root(const std::string& abs, Opened& out, std::string& why, Refusal& refusal, int& error) {
@@ -134,26 +160,7 @@ bool open_root(const std::string& abs, Opened& out, std::string& why, Refusal& r
                               link);
             return false;
         }
-        char buf[PATH_MAX];
-        const ssize_t n = ::readlinkat(fd, "", buf, sizeof buf - 1);
-        if (n <= 0) {
-            system();
-            ::close(fd);
-            return false;
-        }
-        ::close(fd);
-        if (++links > 40) {
-            errno = ELOOP;
-            return system();
-        }
-        std::vector<std::string> target = split(std::string(buf, static_cast<size_t>(n)));
-        if (buf[0] == '/') {
-            while (!walked.empty()) {
-                walked.pop_back();
-                stack.pop();
-            }
-        }
-        for (auto it = target.rbegin(); it != target.rend(); ++it) todo.push_back(*it);
+        if (!follow_link(fd, links, walked, stack, todo)) return system();
     }
     struct stat st {};
     if (::fstat(stack.top(), &st) != 0) return system();
@@ -226,24 +233,11 @@ Make make_below(const std::string& abs, const Opened& home, const NeverMade& nev
             walked.push_back(name);
             continue;
         }
-        ::close(fd);
-        if (has_prefix(holder, home.path) || ::access(holder.c_str(), W_OK) == 0)
+        if (has_prefix(holder, home.path) || ::access(holder.c_str(), W_OK) == 0) {
+            ::close(fd);
             return refuse(fmt::format("it passes through the symlink {}", here));
-        char buf[PATH_MAX];
-        const ssize_t n = ::readlink(here.c_str(), buf, sizeof buf - 1);
-        if (n <= 0) return system();
-        if (++links > 40) {
-            errno = ELOOP;
-            return system();
         }
-        std::vector<std::string> target = split(std::string(buf, static_cast<size_t>(n)));
-        if (buf[0] == '/') {
-            while (!walked.empty()) {
-                walked.pop_back();
-                stack.pop();
-            }
-        }
-        for (auto it = target.rbegin(); it != target.rend(); ++it) todo.push_back(*it);
+        if (!follow_link(fd, links, walked, stack, todo)) return system();
     }
     if (todo.empty()) return Make::Exists;
     // 2. Where the walk stopped must be the home or below it: the same
