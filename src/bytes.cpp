@@ -81,6 +81,38 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+bool parse_fd(std::string_view v, int& out) noexcept {
+    if (v.empty() || v.size() > 9) return false;
+    int n = 0;
+    for (char ch : v) {
+        if (ch < '0' || ch > '9') return false;
+        n = n * 10 + (ch - '0');
+    }
+    out = n;
+    return true;
+}
+
+std::string passwd_home(std::string_view text, int field, std::string_view value) {
+    std::string found;
+    for_each_line(text, [&](std::string_view line) {
+        std::string_view f[6];
+        int n = 0;
+        for (size_t at = 0; n < 6; ++n) {
+            const size_t colon = line.find(':', at);
+            f[n] = line.substr(at, colon == std::string_view::npos ? std::string_view::npos : colon - at);
+            if (colon == std::string_view::npos) {
+                ++n;
+                break;
+            }
+            at = colon + 1;
+        }
+        if (n <= field || f[field] != value) return true;
+        if (n == 6) found = std::string(f[5]);
+        return false;
+    });
+    return found;
+}
+
 std::string_view nearest_word(std::string_view word, const std::string_view* candidates, size_t n) {
     if (word.size() > 64) return {};  // nobody mistypes that much by two letters
     std::string_view best;

@@ -40,4 +40,13 @@ void for_each_line(std::string_view text, F&& f) {
     }
 }
 
+// A descriptor number: plain decimal, no sign, at most 9 digits (an int
+// that cannot overflow), as a user types it and make prints it.
+bool parse_fd(std::string_view v, int& out) noexcept;
+
+// The home directory (field 6) of the first line of a passwd file's `text`
+// ("name:pw:uid:gid:gecos:home:shell") whose field `field` (0: the name, 2:
+// the uid) is `value`; "" when no line is, or that line has no home field.
+std::string passwd_home(std::string_view text, int field, std::string_view value);
+
 }  // namespace dsh

@@ -220,18 +220,6 @@ std::string help(Ctx c) {
     return out;
 }
 
-// A descriptor number: plain decimal, no sign, small enough for an int.
-bool parse_fd(std::string_view v, int& out) {
-    if (v.empty() || v.size() > 9) return false;
-    int n = 0;
-    for (char ch : v) {
-        if (ch < '0' || ch > '9') return false;
-        n = n * 10 + (ch - '0');
-    }
-    out = n;
-    return true;
-}
-
 bool set_once(std::optional<std::string>& field, std::string_view v) {
     if (field) return false;
     field = std::string(v);

@@ -1,4 +1,5 @@
 #include "environment.hpp"
+#include "bytes.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -150,22 +151,6 @@ const char* env_lookup(const std::vector<std::string>& env, std::string_view nam
     return nullptr;
 }
 
-namespace {
-
-// A non-negative decimal fd number, as make prints it.
-bool fd_number(std::string_view s, int& out) noexcept {
-    if (s.empty() || s.size() > 9) return false;  // 9 digits: no overflow
-    int n = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return false;
-        n = n * 10 + (c - '0');
-    }
-    out = n;
-    return true;
-}
-
-}  // namespace
-
 Jobserver parse_jobserver(std::string_view makeflags) {
     // make writes MAKEFLAGS as words split by blanks, a blank inside a word
     // escaped with a backslash; "--" ends the options (what follows are variable
@@ -189,8 +174,8 @@ Jobserver parse_jobserver(std::string_view makeflags) {
     }
     const size_t comma = value.find(',');
     int r = -1, w = -1;
-    if (comma == std::string_view::npos || !fd_number(value.substr(0, comma), r) ||
-        !fd_number(value.substr(comma + 1), w) || r == w)
+    if (comma == std::string_view::npos || !parse_fd(value.substr(0, comma), r) ||
+        !parse_fd(value.substr(comma + 1), w) || r == w)
         return j;
     j.auth = Jobserver::Auth::Fds;
     j.read_fd = r;
