@@ -70,6 +70,9 @@ struct WritableRoot {
     // made for this run below the caller's home (issue 42; the report's
     // `created`). Explain and check make nothing: there it says it would be.
     bool created = false;
+    // A fresh tmpfs of the sandbox's own (the private /tmp, bwrap's /dev/shm),
+    // mounted rather than bound from the host, and discarded at exit.
+    bool private_mount() const noexcept { return !persists && (source == Grant::Tmp || source == Grant::Shm); }
 };
 
 // An implicit writable path (/tmp, $TMPDIR) that was not granted, and why.

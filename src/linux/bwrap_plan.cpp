@@ -99,7 +99,7 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // visible and persists, because its bind comes after the tmpfs.
     std::vector<const WritableRoot*> binds;
     for (const auto& r : policy.writable_roots) {
-        if ((r.source == Grant::Tmp || r.source == Grant::Shm) && !r.persists)
+        if (r.private_mount())
             a.insert(a.end(), {"--tmpfs", r.path});
         else
             binds.push_back(&r);

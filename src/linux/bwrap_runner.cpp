@@ -204,7 +204,7 @@ public:
             // the sandbox ends; roots under it are bound from the host. The
             // stage's Landlock rule for it is then on that tmpfs, by path.
             // The host's /tmp is bound like every other root.
-            if ((r.source == Grant::Tmp || r.source == Grant::Shm) && !r.persists) {
+            if (r.private_mount()) {
                 r.fd = -1;
                 continue;
             }
