@@ -673,18 +673,7 @@ struct Builder {
     // `user`'s home directory from the passwd file ("name:pw:uid:gid:gecos:home:shell"), or "".
     std::string passwd_home(const std::string& user) const {
         if (user.empty()) return {};
-        std::string found;
-        for_each_line(read_open(::open(passwd.c_str(), kReadFlags), kConfigLimit), [&](std::string_view line) {
-            if (line.size() <= user.size() || line.compare(0, user.size(), user) != 0 || line[user.size()] != ':')
-                return true;
-            size_t at = 0;
-            for (int field = 0; field < 5 && at != std::string_view::npos; ++field) at = line.find(':', at + (field ? 1 : 0));
-            if (at == std::string_view::npos) return false;
-            const size_t end = line.find(':', at + 1);
-            found = line.substr(at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1);
-            return false;
-        });
-        return found;
+        return dsh::passwd_home(read_open(::open(passwd.c_str(), kReadFlags), kConfigLimit), 0, user);
     }
 
     // Where git's open() of `path` (absolute, normal) lands, as far as that

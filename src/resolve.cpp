@@ -80,24 +80,12 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.create_missing = req.create_missing;
 #ifndef _WIN32
     // The real uid's home from the password database, never $HOME (the
-    // caller's to set: HOME=/etc would make /etc/x creatable).
+    // caller's to set: HOME=/etc would make /etc/x creatable), read only
+    // where a writable path may need it (not on every start).
     // Read from /etc/passwd itself: the static binary has no NSS.
-    {
+    if (!in.writable.empty() || !in.config_writable.empty()) {
         std::string text;
-        const std::string uid = std::to_string(::getuid());
-        if (read_small("/etc/passwd", text))
-            for_each_line(text, [&](std::string_view line) {
-                // name:password:uid:gid:gecos:home:shell
-                std::vector<std::string_view> f;
-                size_t at = 0;
-                for (size_t c; f.size() < 6 && (c = line.find(':', at)) != std::string_view::npos; at = c + 1)
-                    f.push_back(line.substr(at, c - at));
-                if (f.size() == 6 && f[2] == uid) {
-                    in.home = std::string(f[5]);
-                    return false;
-                }
-                return true;
-            });
+        if (read_small("/etc/passwd", text)) in.home = passwd_home(text, 2, std::to_string(::getuid()));
     }
     in.never_made.anywhere = carveouts::agent_names();
     in.never_made.anywhere.insert(in.never_made.anywhere.begin(), ".git");

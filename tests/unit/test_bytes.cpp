@@ -57,3 +57,22 @@ TEST_CASE("nearest_word: one clear near miss, or nothing", "[bytes]") {
     static constexpr std::string_view kTwins[] = {"--keep-fd", "--keep-fds"};
     CHECK(dsh::nearest_word("--keep-fdx", kTwins, 2).empty());  // as near to both: no guess
 }
+
+TEST_CASE("passwd_home: the home of the first line whose name or uid matches", "[bytes]") {
+    const std::string_view text =
+        "root:x:0:0:root:/root:/bin/bash\n"
+        "bin:x:2:2::/bin\n"          // no shell field: the home is still there
+        "short:x:7\n"                // no home field
+        "ann:x:1000:1000:Ann,,,:/home/ann:/bin/sh\n"
+        "ann:x:1001:1001::/home/other:/bin/sh";  // a second "ann": the first counts
+    CHECK(dsh::passwd_home(text, 0, "root") == "/root");
+    CHECK(dsh::passwd_home(text, 2, "0") == "/root");
+    CHECK(dsh::passwd_home(text, 0, "bin") == "/bin");
+    CHECK(dsh::passwd_home(text, 0, "ann") == "/home/ann");
+    CHECK(dsh::passwd_home(text, 2, "1001") == "/home/other");
+    CHECK(dsh::passwd_home(text, 0, "short") == "");
+    CHECK(dsh::passwd_home(text, 2, "7") == "");
+    CHECK(dsh::passwd_home(text, 0, "an") == "");  // whole fields only
+    CHECK(dsh::passwd_home(text, 2, "100") == "");
+    CHECK(dsh::passwd_home("", 0, "root") == "");
+}
