@@ -11,6 +11,11 @@
 
 namespace dsh {
 
+// ASCII case folding, as JavaScript's toLowerCase does for ASCII; bytes
+// >= 0x80 are left as they are (host names, header names, the seed's
+// signatures: all ASCII where it matters).
+constexpr char ascii_lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
 // Decodes the code point at s[i] and moves i past it. False (i unchanged)
 // where s[i] does not start a well-formed UTF-8 sequence: a stray or
 // missing continuation byte, an overlong form, a surrogate, past U+10FFFF.

@@ -1,18 +1,16 @@
 #include "classify.hpp"
 
+#include "bytes.hpp"
+
 #include <algorithm>
 
 namespace dsh {
 
 namespace {
 
-// ASCII case folding, as JavaScript's toLowerCase does for the signatures the
-// seed ships (all ASCII); bytes >= 0x80 are compared as they are.
-char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
 std::string lowered(std::string_view s) {
     std::string out(s);
-    for (char& c : out) c = lower(c);
+    for (char& c : out) c = ascii_lower(c);
     return out;
 }
 
@@ -20,7 +18,7 @@ bool contains_ci(std::string_view haystack_lower, std::string_view needle) {
     return haystack_lower.find(lowered(needle)) != std::string_view::npos;
 }
 
-bool blank(std::string_view s) {
+bool blank_line(std::string_view s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
 }
 
@@ -79,7 +77,7 @@ std::optional<std::string> match_runner_failure(const std::vector<FailureRule>& 
             continue;
         std::vector<std::string> fatal;
         for (const auto& s : rule.fatal_signatures)
-            if (!blank(s)) fatal.push_back(lowered(s));
+            if (!blank_line(s)) fatal.push_back(lowered(s));
         if (fatal.empty()) continue;
         std::vector<std::string> informational;
         for (const auto& s : rule.informational_lines) informational.push_back(lowered(s));

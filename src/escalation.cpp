@@ -73,7 +73,7 @@ static bool js_space(uint32_t c) {
 
 // Blank as the seed's trim() sees it: only such code points. Bytes that are
 // not UTF-8 are not blank.
-static bool blank(const std::string& s) {
+static bool trims_to_nothing(const std::string& s) {
     uint32_t c;
     for (size_t i = 0; i < s.size();)
         if (!next_code_point(s, i, c) || !js_space(c)) return false;
@@ -92,7 +92,7 @@ Outcome validate_escalation_args(const std::optional<std::string>& target,
                               "invalid escalation: justification is only valid together with sandbox_permissions"),
                          hint_text(Hint::JustificationNeedsEscalate));
     if (!target) return Outcome::success();
-    if (blank(*justification))
+    if (trims_to_nothing(*justification))
         return with_hint(fail(Err::EscalationInvalid, "invalid justification: expected a non-empty sentence"),
                          hint_text(Hint::BlankJustification));
     auto m = parse_mode(*target);

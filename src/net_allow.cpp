@@ -1,5 +1,7 @@
 #include "net_allow.hpp"
 
+#include "bytes.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
@@ -29,8 +31,6 @@ std::optional<unsigned> small_number(std::string_view s, unsigned max) noexcept 
 Outcome bad(std::string_view entry, std::string_view why) {
     return fail(Err::Usage, usage_text(UsageText::NetAllowEntry, entry, why));
 }
-
-char lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 }  // namespace
 
@@ -326,7 +326,7 @@ std::string normal_host(std::string_view name) {
         } else {
             return {};
         }
-        out.push_back(lower(c));
+        out.push_back(ascii_lower(c));
     }
     if (label == 0) return {};
     return out;

@@ -34,12 +34,10 @@ std::string_view to_string(AddressClass c) noexcept {
 
 namespace {
 
-char lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
 bool iequal(std::string_view a, std::string_view b) noexcept {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i)
-        if (lower(a[i]) != lower(b[i])) return false;
+        if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
     return true;
 }
 
@@ -201,7 +199,7 @@ Parse parse_http_head(std::string_view buf, HttpHead& out) {
     for (const auto& [k, v] : out.headers) {
         if (iequal(k, "Transfer-Encoding")) {
             std::string lowered;
-            for (char c : v) lowered.push_back(lower(c));
+            for (char c : v) lowered.push_back(ascii_lower(c));
             const std::string_view lv = lowered;
             const size_t last = lv.rfind(',');
             if (trim(last == std::string_view::npos ? lv : lv.substr(last + 1)) != "chunked")
@@ -236,13 +234,13 @@ std::string upstream_head(const HttpHead& h) {
                 size_t b = v.find(',', a);
                 if (b == std::string::npos) b = v.size();
                 std::string name;
-                for (char c : trim(std::string_view(v).substr(a, b - a))) name.push_back(lower(c));
+                for (char c : trim(std::string_view(v).substr(a, b - a))) name.push_back(ascii_lower(c));
                 if (!name.empty()) hop.push_back(name);
                 a = b + 1;
             }
     for (const auto& [k, v] : h.headers) {
         std::string name;
-        for (char c : k) name.push_back(lower(c));
+        for (char c : k) name.push_back(ascii_lower(c));
         bool drop = false;
         for (const auto& x : hop) drop = drop || x == name;
         if (!drop) out += fmt::format("{}: {}\r\n", k, v);

@@ -15,7 +15,7 @@ using namespace dsh;
 
 namespace {
 Outcome parse(const std::string& text, Config& c) { return parse_config(text, "/etc/c.json", c); }
-std::string err(const std::string& text) {
+std::string config_error(const std::string& text) {
     Config c;
     Outcome o = parse(text, c);
     REQUIRE_FALSE(o);
@@ -84,19 +84,19 @@ TEST_CASE("config: each mode and runner name") {
         REQUIRE(parse(std::string(R"({"runner":")") + r + "\"}", c));
         CHECK(to_string(*c.runner) == r);
     }
-    CHECK(err(R"({"mode":"Read-Only"})") ==
+    CHECK(config_error(R"({"mode":"Read-Only"})") ==
           "config /etc/c.json: \"mode\": unknown mode \"Read-Only\" (read-only, workspace-write or danger-full-access)");
-    CHECK(err(R"({"runner":"docker"})") ==
+    CHECK(config_error(R"({"runner":"docker"})") ==
           "config /etc/c.json: \"runner\": unknown runner \"docker\" (auto, bwrap, landlock, seatbelt, windows-acl or "
           "custom)");
 }
 
 TEST_CASE("config: an unknown key is an error naming it") {
-    CHECK(err(R"({"mode":"read-only","modes":"x"})") ==
+    CHECK(config_error(R"({"mode":"read-only","modes":"x"})") ==
           "config /etc/c.json: unknown key \"modes\" (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
           "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
               "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, allowCore)");
-    CHECK_THAT(err(R"({"WorkspaceRoot":"/x"})"), Catch::Contains("unknown key \"WorkspaceRoot\""));
+    CHECK_THAT(config_error(R"({"WorkspaceRoot":"/x"})"), Catch::Contains("unknown key \"WorkspaceRoot\""));
 }
 
 TEST_CASE("config: every wrong type names the key") {
@@ -116,44 +116,44 @@ TEST_CASE("config: every wrong type names the key") {
     };
     for (const auto& [key, v] : cases) {
         INFO(key);
-        CHECK(err("{\"" + key + "\":" + v.first + "}") == "config /etc/c.json: \"" + key + "\" must be " + v.second);
+        CHECK(config_error("{\"" + key + "\":" + v.first + "}") == "config /etc/c.json: \"" + key + "\" must be " + v.second);
     }
-    CHECK(err(R"({"privateTmp":1})") == "config /etc/c.json: \"privateTmp\" must be true or false, not a number");
-    CHECK(err(R"({"privateTmp":null})") == "config /etc/c.json: \"privateTmp\" must be true or false, not null");
-    CHECK(err(R"({"writableRoots":["/a",2]})") ==
+    CHECK(config_error(R"({"privateTmp":1})") == "config /etc/c.json: \"privateTmp\" must be true or false, not a number");
+    CHECK(config_error(R"({"privateTmp":null})") == "config /etc/c.json: \"privateTmp\" must be true or false, not null");
+    CHECK(config_error(R"({"writableRoots":["/a",2]})") ==
           "config /etc/c.json: \"writableRoots\"[1] must be a string, not a number");
-    CHECK(err(R"({"runnerCommand":[null],"runnerFailureSignatures":["x"]})") ==
+    CHECK(config_error(R"({"runnerCommand":[null],"runnerFailureSignatures":["x"]})") ==
           "config /etc/c.json: \"runnerCommand\"[0] must be a string, not null");
 }
 
 TEST_CASE("config: paths must be absolute and strings non-empty") {
-    CHECK(err(R"({"workspaceRoot":"ws"})") ==
+    CHECK(config_error(R"({"workspaceRoot":"ws"})") ==
           "config /etc/c.json: \"workspaceRoot\" must be an absolute path, not \"ws\"");
-    CHECK(err(R"({"bwrapPath":"bwrap"})") == "config /etc/c.json: \"bwrapPath\" must be an absolute path, not \"bwrap\"");
-    CHECK(err(R"({"writableRoots":["rel"]})") ==
+    CHECK(config_error(R"({"bwrapPath":"bwrap"})") == "config /etc/c.json: \"bwrapPath\" must be an absolute path, not \"bwrap\"");
+    CHECK(config_error(R"({"writableRoots":["rel"]})") ==
           "config /etc/c.json: \"writableRoots\"[0] must be an absolute path, not \"rel\"");
-    CHECK(err(R"({"runnerCommand":["runner"],"runnerFailureSignatures":["x"]})") ==
+    CHECK(config_error(R"({"runnerCommand":["runner"],"runnerFailureSignatures":["x"]})") ==
           "config /etc/c.json: \"runnerCommand\"[0] must be an absolute path, not \"runner\"");
-    CHECK(err(R"({"approver":""})") == "config /etc/c.json: \"approver\" must not be empty");
-    CHECK(err(R"({"mode":""})") == "config /etc/c.json: \"mode\" must not be empty");
+    CHECK(config_error(R"({"approver":""})") == "config /etc/c.json: \"approver\" must not be empty");
+    CHECK(config_error(R"({"mode":""})") == "config /etc/c.json: \"mode\" must not be empty");
 }
 
 TEST_CASE("config: the seed's sandbox-local texts") {
     const std::string p = "config /etc/c.json: sandbox-local: ";
-    CHECK(err(R"({"probeTimeoutMs":0})") == p + "probeTimeoutMs must be a positive finite number");
-    CHECK(err(R"({"probeTimeoutMs":-5})") == p + "probeTimeoutMs must be a positive finite number");
-    CHECK(err(R"({"runnerFailureSignatures":["x"]})") == p + "runnerFailureSignatures requires runnerCommand");
-    CHECK(err(R"({"runnerCommand":["/r"]})") == p + "runnerCommand requires at least one runnerFailureSignatures entry");
-    CHECK(err(R"({"runnerCommand":["/r"],"runnerFailureSignatures":[]})") ==
+    CHECK(config_error(R"({"probeTimeoutMs":0})") == p + "probeTimeoutMs must be a positive finite number");
+    CHECK(config_error(R"({"probeTimeoutMs":-5})") == p + "probeTimeoutMs must be a positive finite number");
+    CHECK(config_error(R"({"runnerFailureSignatures":["x"]})") == p + "runnerFailureSignatures requires runnerCommand");
+    CHECK(config_error(R"({"runnerCommand":["/r"]})") == p + "runnerCommand requires at least one runnerFailureSignatures entry");
+    CHECK(config_error(R"({"runnerCommand":["/r"],"runnerFailureSignatures":[]})") ==
           p + "runnerCommand requires at least one runnerFailureSignatures entry");
-    CHECK(err(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["  "]})") ==
+    CHECK(config_error(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["  "]})") ==
           p + "runnerFailureSignatures entries must be non-empty single-line strings");
-    CHECK(err(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["a\nb"]})") ==
+    CHECK(config_error(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["a\nb"]})") ==
           p + "runnerFailureSignatures entries must be non-empty single-line strings");
-    CHECK(err(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["a\rb"]})") ==
+    CHECK(config_error(R"({"runnerCommand":["/r"],"runnerFailureSignatures":["a\rb"]})") ==
           p + "runnerFailureSignatures entries must be non-empty single-line strings");
     // The seed's order: the timeout is checked before the runner pairing.
-    CHECK(err(R"({"runnerFailureSignatures":["x"],"probeTimeoutMs":0})") ==
+    CHECK(config_error(R"({"runnerFailureSignatures":["x"],"probeTimeoutMs":0})") ==
           p + "probeTimeoutMs must be a positive finite number");
     // An empty runnerCommand means "not configured", and empty signatures with it are fine.
     Config c;
@@ -170,30 +170,30 @@ TEST_CASE("config: probeTimeoutMs rounds up and saturates") {
 }
 
 TEST_CASE("config: not JSON, not an object, duplicates, comments") {
-    CHECK_THAT(err("{"), Catch::StartsWith("config /etc/c.json: not valid JSON"));
-    CHECK_THAT(err(""), Catch::StartsWith("config /etc/c.json: not valid JSON"));
-    CHECK_THAT(err("{\"mode\":\"read-only\"} x"), Catch::StartsWith("config /etc/c.json: not valid JSON"));
-    CHECK_THAT(err("// c\n{}"), Catch::StartsWith("config /etc/c.json: not valid JSON"));
+    CHECK_THAT(config_error("{"), Catch::StartsWith("config /etc/c.json: not valid JSON"));
+    CHECK_THAT(config_error(""), Catch::StartsWith("config /etc/c.json: not valid JSON"));
+    CHECK_THAT(config_error("{\"mode\":\"read-only\"} x"), Catch::StartsWith("config /etc/c.json: not valid JSON"));
+    CHECK_THAT(config_error("// c\n{}"), Catch::StartsWith("config /etc/c.json: not valid JSON"));
     // Where, in our words: never the parser's own text.
-    CHECK(err("{\n  \"mode\": \n") == "config /etc/c.json: not valid JSON at line 3, column 1; correct it (a missing "
+    CHECK(config_error("{\n  \"mode\": \n") == "config /etc/c.json: not valid JSON at line 3, column 1; correct it (a missing "
                                          "bracket, quote or comma, or a comment: JSON has none)");
-    CHECK(err("{\"mode\" 1}") == "config /etc/c.json: not valid JSON at column 9; correct it");
-    CHECK(err("[]") == "config /etc/c.json: must be a JSON object, not an array");
-    CHECK(err(R"({"mode":"read-only","mode":"danger-full-access"})") ==
+    CHECK(config_error("{\"mode\" 1}") == "config /etc/c.json: not valid JSON at column 9; correct it");
+    CHECK(config_error("[]") == "config /etc/c.json: must be a JSON object, not an array");
+    CHECK(config_error(R"({"mode":"read-only","mode":"danger-full-access"})") ==
           "config /etc/c.json: key \"mode\" appears more than once");
 }
 
 TEST_CASE("config: a key is echoed quoted as JSON, so the message stays one line") {
     // Found by fuzz/fuzz_config.cpp: keys went into the message raw.
-    CHECK(err("{\"mo\\nde\":1}") ==
+    CHECK(config_error("{\"mo\\nde\":1}") ==
           "config /etc/c.json: unknown key \"mo\\nde\" (known: mode, workspaceRoot, runner, bwrapPath, "
           "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
               "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, allowCore)");
-    CHECK_THAT(err("{\"\\u001b[2J\\\"x\":1}"), Catch::Contains("unknown key \"\\u001b[2J\\\"x\" (known:"));
-    CHECK(err("{\"writableRoots\":[{\"a\\rb\":1,\"a\\rb\":2}]}") ==
+    CHECK_THAT(config_error("{\"\\u001b[2J\\\"x\":1}"), Catch::Contains("unknown key \"\\u001b[2J\\\"x\" (known:"));
+    CHECK(config_error("{\"writableRoots\":[{\"a\\rb\":1,\"a\\rb\":2}]}") ==
           "config /etc/c.json: key \"a\\rb\" appears more than once");
     for (const char* text : {"{\"a\\nb\":1}", "{\"\\n\":1,\"\\n\":2}", "{\"\\u0007\":0}"})
-        CHECK(err(text).find_first_of("\n\r\x07") == std::string::npos);
+        CHECK(config_error(text).find_first_of("\n\r\x07") == std::string::npos);
 }
 
 TEST_CASE("config: lookup order") {
@@ -259,10 +259,10 @@ TEST_CASE("config: nesting is bounded before parsing, so a deep value is an erro
     CHECK_FALSE(json_depth_within("{\"a\":\"\\\\\",\"b\":[[]]}", 2));
     // The object itself is one level: 63 more fit, 64 do not.
     Config c;
-    CHECK(err("{\"mode\":" + deep(63) + "}") == "config /etc/c.json: \"mode\" must be a string, not an array");
-    CHECK(err("{\"mode\":" + deep(64) + "}") == "config /etc/c.json: nested deeper than 64 levels");
-    CHECK(err("{\"mode\":" + deep(200000) + "}") == "config /etc/c.json: nested deeper than 64 levels");
-    CHECK(err("{\"x\":\"" + std::string(kMaxConfigBytes, 'a') + "\"}") ==
+    CHECK(config_error("{\"mode\":" + deep(63) + "}") == "config /etc/c.json: \"mode\" must be a string, not an array");
+    CHECK(config_error("{\"mode\":" + deep(64) + "}") == "config /etc/c.json: nested deeper than 64 levels");
+    CHECK(config_error("{\"mode\":" + deep(200000) + "}") == "config /etc/c.json: nested deeper than 64 levels");
+    CHECK(config_error("{\"x\":\"" + std::string(kMaxConfigBytes, 'a') + "\"}") ==
           "config /etc/c.json: larger than 1048576 bytes");
 }
 
@@ -356,9 +356,9 @@ TEST_CASE("config: network is off, loopback or host, nothing else (issue 17)") {
     Config c;
     CHECK(parse_config("{}", "config /etc/c.json", c));
     CHECK_FALSE(c.network);
-    CHECK(err(R"({"network":"none"})") ==
+    CHECK(config_error(R"({"network":"none"})") ==
           "config /etc/c.json: \"network\": unknown network mode \"none\" (off, loopback or host)");
-    CHECK_THAT(err(R"({"network":false})"), Catch::Contains("\"network\""));
+    CHECK_THAT(config_error(R"({"network":false})"), Catch::Contains("\"network\""));
 }
 
 TEST_CASE("config: network as an object is an allow list (and a deny list), every entry checked (issue 19)") {
@@ -369,14 +369,14 @@ TEST_CASE("config: network as an object is an allow list (and a deny list), ever
     CHECK(*c.network_allow == std::vector<std::string>{"registry.npmjs.org:443", "*.pypi.org"});
     CHECK(c.network_deny == std::vector<std::string>{"10.0.0.0/8"});
     CHECK_FALSE(c.network);
-    CHECK(err(R"({"network":{"allow":["a.org:0"]}})") ==
+    CHECK(config_error(R"({"network":{"allow":["a.org:0"]}})") ==
           "config /etc/c.json: \"network.allow\": bad network rule \"a.org:0\": the port must be a number from 1 to "
           "65535; a rule is a host, *.domain, an IP address or CIDR, each with an optional :PORT ([IPv6]:PORT)");
-    CHECK_THAT(err(R"({"network":{"deny":["a.org"]}})"), Catch::Contains("must have a non-empty \"allow\" list"));
-    CHECK_THAT(err(R"({"network":{"allow":[]}})"), Catch::Contains("must have a non-empty \"allow\" list"));
-    CHECK_THAT(err(R"({"network":{"allow":["a.org"],"allowed":["b.org"]}})"),
+    CHECK_THAT(config_error(R"({"network":{"deny":["a.org"]}})"), Catch::Contains("must have a non-empty \"allow\" list"));
+    CHECK_THAT(config_error(R"({"network":{"allow":[]}})"), Catch::Contains("must have a non-empty \"allow\" list"));
+    CHECK_THAT(config_error(R"({"network":{"allow":["a.org"],"allowed":["b.org"]}})"),
                Catch::Contains("unknown key \"network.allowed\""));
-    CHECK_THAT(err(R"({"network":{"allow":"a.org"}})"), Catch::Contains("\"network.allow\" must be an array of strings"));
+    CHECK_THAT(config_error(R"({"network":{"allow":"a.org"}})"), Catch::Contains("\"network.allow\" must be an array of strings"));
 }
 
 TEST_CASE("config: widening values only from a sealed file (issue 37)") {

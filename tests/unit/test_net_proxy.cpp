@@ -16,7 +16,7 @@ Rules rules(const char* allow, const char* deny = nullptr) {
     return r;
 }
 
-Address addr(const char* s) {
+Address ip(const char* s) {
     auto a = parse_address(s);
     REQUIRE(a);
     return *a;
@@ -71,7 +71,7 @@ TEST_CASE("proxy: CONNECT names its destination as HOST:PORT") {
     auto v6 = head("CONNECT [::1]:8080 HTTP/1.1\r\n\r\n");
     REQUIRE(v6.target.literal);
     CHECK(v6.target.host == "::1");
-    CHECK(head("CONNECT 10.0.0.1:22 HTTP/1.0\r\n\r\n").target.literal == addr("10.0.0.1"));
+    CHECK(head("CONNECT 10.0.0.1:22 HTTP/1.0\r\n\r\n").target.literal == ip("10.0.0.1"));
 
     HttpHead bad;
     for (const char* text : {"CONNECT example.org HTTP/1.1\r\n\r\n", "CONNECT example.org:0 HTTP/1.1\r\n\r\n",
@@ -209,12 +209,12 @@ TEST_CASE("proxy: SOCKS5 greeting and CONNECT request") {
 
     const std::string v4("\x05\x01\x00\x01\x7f\x00\x00\x01\x00\x50", 10);
     REQUIRE(parse_socks5_request(v4, rq) == Parse::Done);
-    CHECK(rq.target.literal == addr("127.0.0.1"));
+    CHECK(rq.target.literal == ip("127.0.0.1"));
     CHECK(rq.target.port == 80);
     // A name that is an address literal is one.
     const std::string lit = std::string("\x05\x01\x00\x03\x09", 5) + "127.0.0.1" + std::string("\x00\x50", 2);
     REQUIRE(parse_socks5_request(lit, rq) == Parse::Done);
-    CHECK(rq.target.literal == addr("127.0.0.1"));
+    CHECK(rq.target.literal == ip("127.0.0.1"));
 
     // BIND and UDP ASSOCIATE: command not supported; an unknown address type: 8.
     CHECK(parse_socks5_request(std::string("\x05\x02\x00\x01\x7f\x00\x00\x01\x00\x50", 10), rq) == Parse::Bad);
@@ -227,7 +227,7 @@ TEST_CASE("proxy: SOCKS5 greeting and CONNECT request") {
 }
 
 TEST_CASE("proxy: addresses are classed, mapped and NAT64 forms by their IPv4") {
-    const std::vector<Address> own = {addr("192.0.2.7"), addr("127.0.0.1"), addr("10.0.0.9")};
+    const std::vector<Address> own = {ip("192.0.2.7"), ip("127.0.0.1"), ip("10.0.0.9")};
     struct Case {
         const char* a;
         AddressClass c;
@@ -251,7 +251,7 @@ TEST_CASE("proxy: addresses are classed, mapped and NAT64 forms by their IPv4") 
                         Case{"192.0.2.7", AddressClass::HostOwn}, Case{"::ffff:192.0.2.7", AddressClass::HostOwn},
                         Case{"2606:4700::1111", AddressClass::Public}}) {
         INFO(a);
-        CHECK(classify(addr(a), own) == c);
+        CHECK(classify(ip(a), own) == c);
     }
 }
 
@@ -265,8 +265,8 @@ TEST_CASE("proxy: a listed name resolving to a public address is allowed, and co
     CHECK(v.resolved_by == "hosts-file");
     // The private address is dropped; the others kept, in order.
     REQUIRE(v.connect_to.size() == 2);
-    CHECK(v.connect_to[0] == addr("104.16.0.35"));
-    CHECK(v.connect_to[1] == addr("104.16.1.35"));
+    CHECK(v.connect_to[0] == ip("104.16.0.35"));
+    CHECK(v.connect_to[1] == ip("104.16.1.35"));
     CHECK(v.detail == "skipped: 10.0.0.5 is private");
     auto j = network_record(Proto::Connect, target("registry.npmjs.org:443"), v);
     CHECK(j.begin().key() == "type");
@@ -312,7 +312,7 @@ TEST_CASE("proxy: a listed name resolving to loopback is refused unless the addr
     dns.names["meta.test"] = {"169.254.169.254"};
     CHECK(decide(rules("meta.test"), target("meta.test:80"), dns.fn(), {}).detail == "169.254.169.254 is metadata");
     dns.names["me.test"] = {"203.0.113.9"};
-    CHECK(decide(rules("me.test"), target("me.test:80"), dns.fn(), {addr("203.0.113.9")}).detail ==
+    CHECK(decide(rules("me.test"), target("me.test:80"), dns.fn(), {ip("203.0.113.9")}).detail ==
           "203.0.113.9 is host-own");
     dns.names["mapped.test"] = {"::ffff:127.0.0.1"};
     CHECK(decide(rules("mapped.test"), target("mapped.test:80"), dns.fn(), {}).reason == "private-address");
@@ -358,8 +358,8 @@ TEST_CASE("proxy: hosts(5) text maps names to addresses, in file order, case-ins
                        "bogus allowed.test\n::1 allowed.test\r\n192.0.2.1 allowed.test\n10.0.0.1 notallowed.test\n";
     auto a = hosts_lookup(text, "allowed.test");
     REQUIRE(a.size() == 2);
-    CHECK(a[0] == addr("192.0.2.1"));
-    CHECK(a[1] == addr("::1"));
+    CHECK(a[0] == ip("192.0.2.1"));
+    CHECK(a[1] == ip("::1"));
     CHECK(hosts_lookup(text, "alias").size() == 1);
     CHECK(hosts_lookup(text, "comment").empty());
     CHECK(hosts_lookup(text, "test").empty());
@@ -435,13 +435,13 @@ TEST_CASE("proxy: an IPv6 address carrying a loopback IPv4 is private even when 
     // Listing the carried address too lets it through, connected to as written.
     v = decide(rules("2002::/16,127.0.0.1"), target("[2002:7f00:1::]:80"), FakeDns().fn(), {});
     CHECK(v.allowed);
-    CHECK(v.connect_to == std::vector<Address>{addr("2002:7f00:1::")});
+    CHECK(v.connect_to == std::vector<Address>{ip("2002:7f00:1::")});
     // DNS64's answer for a public name is judged by its IPv4, and connected to as given.
     FakeDns dns;
     dns.names["v6only.test"] = {"64:ff9b::808:808", "64:ff9b::a00:1"};
     v = decide(rules("v6only.test"), target("v6only.test:443"), dns.fn(), {});
     CHECK(v.allowed);
-    CHECK(v.connect_to == std::vector<Address>{addr("64:ff9b::808:808")});
+    CHECK(v.connect_to == std::vector<Address>{ip("64:ff9b::808:808")});
     CHECK(v.detail == "skipped: 64:ff9b::a00:1 carries 10.0.0.1, which is private");
 }
 
@@ -451,24 +451,24 @@ TEST_CASE("proxy: the IPv4-mapped form and the IPv4 shorthands are translated to
         INFO(f);
         auto t = target(f);
         CHECK(t.host == "127.0.0.1");
-        CHECK(t.literal == addr("127.0.0.1"));
+        CHECK(t.literal == ip("127.0.0.1"));
         auto v = decide(rules("127.0.0.1:8080"), t, FakeDns().fn(), {});
         CHECK(v.allowed);
-        CHECK(v.connect_to == std::vector<Address>{addr("127.0.0.1")});
+        CHECK(v.connect_to == std::vector<Address>{ip("127.0.0.1")});
     }
     // A mapped answer from the hosts file or DNS too.
     FakeDns dns;
     dns.names["m.test"] = {"::ffff:93.184.216.34"};
     auto v = decide(rules("m.test"), target("m.test:443"), dns.fn(), {});
     CHECK(v.allowed);
-    CHECK(v.connect_to == std::vector<Address>{addr("93.184.216.34")});
+    CHECK(v.connect_to == std::vector<Address>{ip("93.184.216.34")});
     // SOCKS5's IPv6 address type.
     Socks5Request rq;
     const std::string msg = std::string("\x05\x01\x00\x04", 4) + std::string(10, '\0') +
                             std::string("\xff\xff\x7f\x00\x00\x01", 6) + std::string("\x00\x50", 2);
     REQUIRE(parse_socks5_request(msg, rq) == Parse::Done);
     CHECK(rq.target.host == "127.0.0.1");
-    CHECK(rq.target.literal == addr("127.0.0.1"));
+    CHECK(rq.target.literal == ip("127.0.0.1"));
 }
 
 TEST_CASE("proxy: zone ids and hosts that end in a number but are no address are refused") {

@@ -15,7 +15,7 @@ std::string ev(const std::string& mode, int seq = 1) {
     return "{\"type\":\"sandbox/mode\",\"seq\":" + std::to_string(seq) + ",\"time\":1,\"data\":{\"mode\":\"" + mode +
            "\"}}\n";
 }
-std::string err(const std::string& text) {
+std::string log_error(const std::string& text) {
     SessionState s;
     Outcome o = fold_session_log(text, "/s.jsonl", s);
     REQUIRE_FALSE(o);
@@ -71,12 +71,12 @@ TEST_CASE("session: the header's cwd is the session's, and immutable") {
     CHECK_FALSE(s.cwd);
     REQUIRE(fold_session_log("{\"type\":\"session\",\"cwd\":\"/w\"}\n{\"type\":\"session\",\"cwd\":\"/w\"}\n", "/s", s));
     CHECK(s.cwd == std::string("/w"));
-    CHECK(err("{\"type\":\"session\",\"cwd\":\"/w\"}\n{\"type\":\"session\",\"cwd\":\"/x\"}\n") ==
+    CHECK(log_error("{\"type\":\"session\",\"cwd\":\"/w\"}\n{\"type\":\"session\",\"cwd\":\"/x\"}\n") ==
           "session log /s.jsonl line 2: session header changes the session's cwd from \"/w\" (line 1); a session's "
           "cwd is immutable: start a new log");
-    CHECK(err("{\"type\":\"session\",\"cwd\":\"w\"}\n") ==
+    CHECK(log_error("{\"type\":\"session\",\"cwd\":\"w\"}\n") ==
           "session log /s.jsonl line 1: session header \"cwd\" must be an absolute path");
-    CHECK(err("{\"type\":\"session\",\"cwd\":7}\n") ==
+    CHECK(log_error("{\"type\":\"session\",\"cwd\":7}\n") ==
           "session log /s.jsonl line 1: session header \"cwd\" must be a string");
 }
 
@@ -92,35 +92,35 @@ TEST_CASE("session: data.source is kept") {
             ev("read-only"),
         "/s", s));
     CHECK(s.source.empty());
-    CHECK(err(R"({"type":"sandbox/mode","data":{"mode":"read-only","source":1}})") ==
+    CHECK(log_error(R"({"type":"sandbox/mode","data":{"mode":"read-only","source":1}})") ==
           "session log /s.jsonl line 1: sandbox/mode \"data.source\" must be a string");
 }
 
 TEST_CASE("session: an unknown mode is the seed's error, never a fallback") {
-    CHECK(err(ev("read-only") + ev("write-everything")) ==
+    CHECK(log_error(ev("read-only") + ev("write-everything")) ==
           "session log /s.jsonl line 2: sandbox/mode carries unknown mode \"write-everything\"");
-    CHECK(err(R"({"type":"sandbox/mode","data":{"mode":7}})") ==
+    CHECK(log_error(R"({"type":"sandbox/mode","data":{"mode":7}})") ==
           "session log /s.jsonl line 1: sandbox/mode carries unknown mode 7");
-    CHECK(err(R"({"type":"sandbox/mode","data":{"mode":null}})") ==
+    CHECK(log_error(R"({"type":"sandbox/mode","data":{"mode":null}})") ==
           "session log /s.jsonl line 1: sandbox/mode carries unknown mode null");
-    CHECK(err(R"({"type":"sandbox/mode","data":{}})") ==
+    CHECK(log_error(R"({"type":"sandbox/mode","data":{}})") ==
           "session log /s.jsonl line 1: sandbox/mode carries unknown mode undefined");
-    CHECK(err(R"({"type":"sandbox/mode"})") == "session log /s.jsonl line 1: sandbox/mode event has no \"data\" object");
-    CHECK(err(R"({"type":"sandbox/mode","data":"read-only"})") ==
+    CHECK(log_error(R"({"type":"sandbox/mode"})") == "session log /s.jsonl line 1: sandbox/mode event has no \"data\" object");
+    CHECK(log_error(R"({"type":"sandbox/mode","data":"read-only"})") ==
           "session log /s.jsonl line 1: sandbox/mode event has no \"data\" object");
 }
 
 TEST_CASE("session: a malformed line names the line") {
-    CHECK_THAT(err(ev("read-only") + "{\"type\":\"sandbox/mo\n" + ev("danger-full-access")),
+    CHECK_THAT(log_error(ev("read-only") + "{\"type\":\"sandbox/mo\n" + ev("danger-full-access")),
                Catch::StartsWith("session log /s.jsonl line 2: not valid JSON"));
     // A torn last line (no newline) is still a line.
-    CHECK_THAT(err(ev("read-only") + ev("read-only") + "{\"type\":\"sandbox/mode\",\"da"),
+    CHECK_THAT(log_error(ev("read-only") + ev("read-only") + "{\"type\":\"sandbox/mode\",\"da"),
                Catch::StartsWith("session log /s.jsonl line 3: not valid JSON"));
-    CHECK(err(ev("read-only") + "[1,2]\n") == "session log /s.jsonl line 2: not a JSON object");
-    CHECK(err("\n\n\"x\"\n") == "session log /s.jsonl line 3: not a JSON object");
-    CHECK(err("{\"seq\":1}\n") == "session log /s.jsonl line 1: no string \"type\"");
-    CHECK(err("{\"type\":5}\n") == "session log /s.jsonl line 1: no string \"type\"");
-    CHECK_THAT(err("   \n"), Catch::StartsWith("session log /s.jsonl line 1: not valid JSON"));
+    CHECK(log_error(ev("read-only") + "[1,2]\n") == "session log /s.jsonl line 2: not a JSON object");
+    CHECK(log_error("\n\n\"x\"\n") == "session log /s.jsonl line 3: not a JSON object");
+    CHECK(log_error("{\"seq\":1}\n") == "session log /s.jsonl line 1: no string \"type\"");
+    CHECK(log_error("{\"type\":5}\n") == "session log /s.jsonl line 1: no string \"type\"");
+    CHECK_THAT(log_error("   \n"), Catch::StartsWith("session log /s.jsonl line 1: not valid JSON"));
 }
 
 TEST_CASE("session: a huge log folds, last event wins") {
@@ -221,12 +221,12 @@ TEST_CASE("session: a missing log is an error") {
 
 TEST_CASE("session: a deep or long line is a clean error, and the log size is bounded") {
     auto deep = [](size_t n) { return std::string(n, '[') + std::string(n, ']'); };
-    CHECK(err(ev("read-only") + "{\"type\":\"x\",\"d\":" + deep(64) + "}\n") ==
+    CHECK(log_error(ev("read-only") + "{\"type\":\"x\",\"d\":" + deep(64) + "}\n") ==
           "session log /s.jsonl line 2: nested deeper than 64 levels");
     // A deep "mode" used to reach json::dump in the message: now refused before parsing.
-    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":" + deep(30000) + "}}\n") ==
+    CHECK(log_error("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":" + deep(30000) + "}}\n") ==
           "session log /s.jsonl line 1: nested deeper than 64 levels");
-    CHECK(err(ev("read-only") + "{\"type\":\"x\",\"d\":" + deep(200000) + "}\n") ==
+    CHECK(log_error(ev("read-only") + "{\"type\":\"x\",\"d\":" + deep(200000) + "}\n") ==
           "session log /s.jsonl line 2: longer than 65536 bytes; start a new log");
     // Fed in pieces, a line without its end is bounded too (memory stays bounded).
     SessionFolder f("/s.jsonl");
@@ -306,9 +306,9 @@ TEST_CASE("session: the network is part of the policy (issue 17)") {
     REQUIRE(fold_session_log(off + ev("workspace-write", 2), "/s", s));
     CHECK_FALSE(s.network);
     // Strict: an unknown or non-string network is an error, never a fallback to a wider one.
-    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"none\"}}\n") ==
+    CHECK(log_error("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"none\"}}\n") ==
           "session log /s.jsonl line 1: sandbox/mode carries unknown network \"none\" (off, loopback, host or allow)");
-    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":0}}\n").find(
+    CHECK(log_error("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":0}}\n").find(
               "unknown network 0") != std::string::npos);
     CHECK(mode_event_line(Mode::ReadOnly, 2, 5, Network::Loopback) ==
           "{\"type\":\"sandbox/mode\",\"seq\":2,\"time\":5,\"data\":{\"mode\":\"read-only\",\"network\":\"loopback\"}}\n");
@@ -339,13 +339,13 @@ TEST_CASE("session: the allow-list is recorded with its entries and read back (i
     CHECK(s.net_allow == std::vector<std::string>{"allowed.test"});
     CHECK(s.net_deny.empty());
     // Strict: no entries, a bad entry, a non-list: errors, never a wider network.
-    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\"}}\n") ==
+    CHECK(log_error("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\"}}\n") ==
           "session log /s.jsonl line 1: sandbox/mode with network \"allow\" needs \"data.allow\": a non-empty list of entries");
-    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[]}}\n")
+    CHECK(log_error("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[]}}\n")
               .find("non-empty list") != std::string::npos);
-    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[\"*\"]}}\n")
+    CHECK(log_error("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[\"*\"]}}\n")
               .find("session log /s.jsonl line 1: sandbox/mode: ") == 0);
-    CHECK(err("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[\"a.test\"],"
+    CHECK(log_error("{\"type\":\"sandbox/mode\",\"data\":{\"mode\":\"read-only\",\"network\":\"allow\",\"allow\":[\"a.test\"],"
               "\"deny\":\"b.test\"}}\n")
               .find("needs \"data.deny\": a list of entries") != std::string::npos);
 }
