@@ -32,6 +32,16 @@ struct OwnPath {  // nothing is carved on Windows: never filled
 
 namespace dsh {
 
+namespace {
+
+bool under(std::string_view path, std::string_view root) {
+    if (root == "/") return true;
+    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
+           (path.size() == root.size() || path[root.size()] == '/');
+}
+
+}  // namespace
+
 ResolveEnv current_env() {
     ResolveEnv e;
     // A failed getcwd (a deleted directory, one deeper than PATH_MAX) leaves
@@ -90,6 +100,14 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.never_made.anywhere = carveouts::agent_names();
     in.never_made.anywhere.insert(in.never_made.anywhere.begin(), ".git");
     in.never_made.home = carveouts::home_names();
+    // Nor anything in the directories a later run reads its config from.
+    if (!in.home.empty())
+        for (const auto& f : config_state_paths(req.config, [](const char* n) { return std::getenv(n); })) {
+            const std::string file = lexically_normal(f);
+            const std::string dir = file.substr(0, file.rfind('/'));
+            if (dir.size() > in.home.size() && under(dir, in.home))
+                in.never_made.home.push_back(dir.substr(in.home.size() + 1));
+        }
 #endif
     return in;
 }
@@ -103,12 +121,6 @@ struct StateFile {
     // A program run outside any sandbox (issue 37): never carved, refused.
     bool program = false;
 };
-
-bool under(std::string_view path, std::string_view root) {
-    if (root == "/") return true;
-    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
-           (path.size() == root.size() || path[root.size()] == '/');
-}
 
 std::vector<StateFile> own_state(const PolicyRequest& req, const Resolution& r, const ResolveEnv& env) {
     std::vector<StateFile> out;

@@ -258,20 +258,32 @@ Make make_below(const std::string& abs, const Opened& home, const NeverMade& nev
     // caller's (a set-uid or set-gid dsh-confine would make them another's).
     if (::geteuid() != ::getuid() || ::getegid() != ::getgid())
         return refuse("dsh-confine runs with another user's or group's rights");
-    // 3. The names to make: plain names only, none of them protected.
+    // 3. The names to make: plain names only. Nothing is made in or below a
+    // protected name, whether that name exists already (~/repo/.git/hooks
+    // made would be run by git) or is to be made; and no directory is made
+    // that would hold a protected home path (~/.local made, the command then
+    // makes ~/.local/bin, which login shells put on PATH).
     std::vector<std::string> names;
     for (auto it = todo.rbegin(); it != todo.rend(); ++it) {
         if (*it == ".") continue;
         if (*it == "..") return refuse("it has .. after a name that does not exist yet");
         names.push_back(*it);
     }
-    std::string rel = at.size() > home.path.size() ? at.substr(home.path.size() + 1) : std::string();
-    for (const auto& name : names) {
+    // Below the home: the names that exist, then those to make (from made_from on).
+    std::vector<std::string> parts = split(at.substr(home.path.size()));
+    const size_t made_from = parts.size();
+    parts.insert(parts.end(), names.begin(), names.end());
+    std::string rel;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        const std::string& name = parts[i];
         rel = rel.empty() ? name : rel + "/" + name;
         for (const auto& p : never.anywhere)
-            if (name == p) return refuse(fmt::format("{} is a protected name, never made writable", name));
-        for (const auto& p : never.home)
-            if (has_prefix(rel, p)) return refuse(fmt::format("~/{} is protected, never made writable", p));
+            if (name == p) return refuse(fmt::format("{} is a protected name, nothing is made in it", name));
+        for (const auto& p : never.home) {
+            if (has_prefix(rel, p)) return refuse(fmt::format("~/{} is protected, nothing is made in it", p));
+            if (i >= made_from && has_prefix(p, rel))
+                return refuse(fmt::format("~/{} would hold ~/{}, which is protected", rel, p));
+        }
     }
     if (dry) {
         made.path = at;

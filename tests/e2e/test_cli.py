@@ -395,5 +395,46 @@ def test_writable_below_home_attacks_make_nothing(s):
         assert not os.path.exists(os.path.join(d, "nope")) and not os.path.exists(os.path.join(d, "nope2"))
 
 
+def test_nothing_is_made_in_or_above_a_protected_name(s):
+    """A missing --writable is never made inside a protected name that exists already (git would run
+    ~/repo/.git/hooks made writable), inside the directory a later run reads its config from, or as a
+    directory that would hold a protected home path (~/.local made, the command makes ~/.local/bin)."""
+    if not _home_usable():
+        return  # nothing is ever made (test_writable_below_home_is_made_and_reported)
+    with _Home() as d:
+        os.makedirs(os.path.join(d, "repo", ".git", "objects"))
+        os.makedirs(os.path.join(d, "p", ".vscode"))
+        xdg = os.path.join(d, "xdg")
+        os.mkdir(xdg)
+        cases = [(os.path.join(d, "repo", ".git", "hooks"), ".git is a protected name"),
+                 (os.path.join(d, "repo", ".git", "modules", "sub"), ".git is a protected name"),
+                 (os.path.join(d, "p", ".vscode", "new"), ".vscode is a protected name"),
+                 (os.path.join(xdg, "dsh-confine", "x"), "is protected, nothing is made in it")]
+        env = {"XDG_CONFIG_HOME": xdg}
+        for path, why in cases:
+            r = dsh(["--mode", "workspace-write", "--root", s.ws, "--writable", path, "--", "true"], s, env=env)
+            assert r.rc == 125 and r.rec("error")["code"] == "INVALID_WRITABLE_PATH", (path, r)
+            assert why in r.err, (path, r)
+            assert not os.path.exists(path), (path, r)
+        assert not os.path.exists(os.path.join(xdg, "dsh-confine"))
+    # A directory that would hold a protected home path: the first such path with a missing
+    # ancestor in the real home (nothing to try where every one exists).
+    home = _passwd_home()
+    for prot in (".local/bin", ".config/systemd/user", ".config/autostart", ".config/fish", ".config/git"):
+        parts = prot.split("/")
+        missing = next((os.path.join(home, *parts[:i]) for i in range(1, len(parts))
+                        if not os.path.lexists(os.path.join(home, *parts[:i]))), None)
+        if missing is None:
+            continue
+        try:
+            r = _ws(s, "--writable", missing, "--", "true")
+            assert r.rc == 125 and "which is protected" in r.err, (missing, r)
+            assert not os.path.lexists(missing), missing
+        finally:
+            if os.path.isdir(missing) and not os.listdir(missing):
+                os.rmdir(missing)  # made by a failing build: leave the home as it was
+        break
+
+
 if __name__ == "__main__":
     main()
