@@ -197,6 +197,22 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
             if (fd_is_open(fd) && reaches_report(report.fd(), fd))
                 return fail(Err::Usage, report_text(ReportText::StdFdSharesReport, fd, report.named()));
 #endif
+#if !defined(_WIN32)
+    // A directory the command inherits (its stdin, a kept fd) is a handle on
+    // the host's mount outside every read-only view: through
+    // /proc/self/fd/N/.. the command could chmod (set-uid bits included) and
+    // touch any file of that file system, which no mount or Landlock rule
+    // governs. Confined runs take none.
+    if (policy.mode != Mode::DangerFullAccess) {
+        std::vector<int> given = {0, 1, 2};
+        given.insert(given.end(), policy.keep_fds.begin(), policy.keep_fds.end());
+        for (int fd : given) {
+            struct stat st {};
+            if (::fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+            return fail(Err::Usage, directory_fd_text(fd));
+        }
+    }
+#endif
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, p); !o) return o;
     keep_jobserver(report, p, c.policy);

@@ -897,6 +897,14 @@ Outcome open_checked(const std::string& path, int flags, Err err, std::string_vi
 
 }  // namespace
 
+std::string directory_fd_text(int fd) {
+    const std::string path = fd_path(fd);
+    return fmt::format(
+        "fd {} is a directory{}: through it a confined command could change the modes and times of every file "
+        "below it, which no read-only view covers; give the command a file or /dev/null there instead (e.g. {}</dev/null)",
+        fd, path.empty() ? "" : " (" + path + ")", fd);
+}
+
 Outcome open_regular_file(const std::string& path, int flags, Err err, std::string_view what, int& fd,
                           OpenRules rules) {
     return open_checked(path, flags, err, what, fd, rules, false);

@@ -226,6 +226,10 @@ enum class JobserverText {
 };
 std::string jobserver_text(JobserverText t, int a = -1, int b = -1, std::string_view what = {});
 
+// A confined run refused because the command would inherit `fd`, a directory:
+// a handle outside every read-only view (its path read from the fd).
+std::string directory_fd_text(int fd);
+
 // session set-mode on a log whose largest seq is the 64-bit maximum: no next
 // seq exists (it would wrap to 0, and readers take the largest as the latest).
 std::string session_seq_exhausted_text(std::string_view path);

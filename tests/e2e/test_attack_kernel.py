@@ -229,6 +229,35 @@ def test_user_namespaces_are_refused_after_the_runners_own(s, runner):
     assert "net-namespace" in r.rec("confinement")["network"]["enforced"], r
 
 
+@matrix(runner=RUNNERS, mode=MODES, supervise=EXEC_SUPERVISE)
+def test_a_directory_fd_is_never_given_to_a_confined_command(s, runner, mode, supervise):
+    """A directory the command would inherit (stdin, a --keep-fd) is the host's mount outside every
+    read-only view: through /proc/self/fd/N/.. the command could chmod (set-uid) and touch any file
+    of that file system (an attack pass did, under bwrap). The run is refused and the file unchanged;
+    danger-full-access still takes it, as the bare command does."""
+    victim = s.p("base", "victim")
+    with open(victim, "w") as f:
+        f.write("x")
+    os.chmod(victim, 0o644)
+    before = os.stat(victim)
+    hack = "chmod 4755 {0}/victim; touch -d 1999-01-01 {0}/victim"
+    args = ["--runner", runner, "--mode", mode] + (["--root", s.ws] if mode == "workspace-write" else []) + supervise
+    d = os.open(s.base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for how, extra, fd_dir in (("stdin", [], "/proc/self/fd/0"), ("kept", ["--keep-fd", str(d)], "/proc/self/fd/%d" % d)):
+            pre = ["sh", "-c", 'exec "$@" <"$0"', s.base] if how == "stdin" else []
+            r = dsh(args + extra + ["--", "sh", "-c", hack.format(fd_dir)], s, pre=pre, extra_fds=(d,))
+            assert r.rc == 125 and r.rec("error")["code"] == "USAGE", (how, r)
+            assert "is a directory" in r.err and "/dev/null" in r.err, (how, r)
+            after = os.stat(victim)
+            assert (after.st_mode, after.st_mtime) == (before.st_mode, before.st_mtime), (how, oct(after.st_mode))
+    finally:
+        os.close(d)
+    r = dsh(["--mode", "danger-full-access", "--", "sh", "-c", "test -d /proc/self/fd/0 && echo dir"], s,
+            pre=["sh", "-c", 'exec "$@" <"$0"', s.base])
+    assert r.rc == 0 and r.out == "dir\n", r
+
+
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602
 FS_NODUMP_FL = 0x40
