@@ -617,6 +617,27 @@ struct Builder {
     }
 
     void repo(const std::string& r) {
+        // A root that is a git directory itself (a bare repository, or a
+        // .git named as the root): git reads its hooks and config as it
+        // reads a working tree's .git's (attack pass: --root ~/bare.git had
+        // hooks/ and core.fsmonitor written). A root below one is refused.
+        const size_t in_git = (r + "/").find("/.git/");
+        if (in_git != std::string::npos && in_git + 5 < r.size()) {
+            if (!failure) return;
+            failure = fail(Err::StateUnsafe, root_in_git_dir_text(r, r.substr(0, in_git + 5)));
+            return;
+        }
+        // git's own test (setup.c, is_git_directory): HEAD, objects/ and refs/.
+        const auto inner = subdirs(r);
+        const auto has = [&](const char* n) { return std::find(inner.begin(), inner.end(), n) != inner.end(); };
+        const WritableRoot* root = root_of(p, r);
+        struct stat head {};
+        const bool bare = has("objects") && has("refs") && root && root->fd >= 0 &&
+                          ::fstatat(root->fd, "HEAD", &head, AT_SYMLINK_NOFOLLOW) == 0;
+        if (bare || (r.size() > 5 && r.compare(r.size() - 5, 5, "/.git") == 0)) {
+            gitdir(r, 0);
+            repo_configs(r, {r + "/config", r + "/config.worktree"});
+        }
         const std::string dotgit = r + "/.git";
         const int fd = add(dotgit, "default", "git", true);
         if (!failure) return;

@@ -127,6 +127,12 @@ std::string git_config_user_text(std::string_view value, std::string_view user) 
                        value, user);
 }
 
+std::string root_in_git_dir_text(std::string_view root, std::string_view gitdir) {
+    return fmt::format("the writable root {} is inside the git directory {}, whose hooks and config the next git run "
+                       "follows; name the repository's working tree as the root instead",
+                       root, gitdir);
+}
+
 std::string git_config_too_large_text(std::string_view config, size_t limit) {
     return fmt::format("the git config {} is larger than {} MiB, too large to check for includes and core.hooksPath; "
                        "shorten it",

@@ -114,6 +114,8 @@ std::string protected_unreadable_text(std::string_view path, std::string_view wh
 // A git config that names a path as "~user/..." for a user /etc/passwd does
 // not hold (git would look the user up elsewhere, where we cannot follow).
 std::string git_config_user_text(std::string_view value, std::string_view user);
+// A writable root inside a git directory (`gitdir`): every name there is git's.
+std::string root_in_git_dir_text(std::string_view root, std::string_view gitdir);
 // A git config larger than what is read of it (its includes and
 // core.hooksPath past that point would go unseen).
 std::string git_config_too_large_text(std::string_view config, size_t limit);

@@ -269,5 +269,29 @@ def test_bind_destination_reached_through_a_planted_link(s):
     assert [n for n in os.listdir(s.ws) if n.startswith("sub.dsh-confine-quarantine-")], r
 
 
+
+@matrix(runner=("bwrap", "landlock"), supervise=EXEC_SUPERVISE)
+def test_a_root_that_is_a_git_directory_keeps_its_hooks_and_config(s, runner, supervise):
+    """A bare repository, or a .git named as the root, is a git directory: its hooks/ and config are
+    what the next git run follows (an attack pass wrote both under --root ~/bare.git). bwrap keeps
+    them read-only; Landlock, which cannot, refuses the run; a root inside a .git is refused."""
+    bare = s.p("base", "bare.git")
+    git(s, s.base, "init", "-q", "--bare", bare)
+    work = s.p("base", "work")
+    git(s, s.base, "init", "-q", work)
+    for root in (bare, os.path.join(work, ".git")):
+        before = {n: read(os.path.join(root, n)) for n in ("config",)}
+        r = run(s, runner, root, "printf '#!/bin/sh\\ntouch %s/ran\\n' > hooks/post-update; chmod +x hooks/post-update; "
+                "echo '[core] fsmonitor = touch %s/ran' >> config" % (s.base, s.base), extra=supervise)
+        if runner == "landlock":
+            assert r.rc == 125 and r.rec("error")["code"] == "PROTECTION_UNAVAILABLE", (root, r)
+        else:
+            assert r.rc != 0 and "Read-only file system" in r.err, (root, r)
+        assert not os.path.exists(os.path.join(root, "hooks", "post-update")), root
+        assert {n: read(os.path.join(root, n)) for n in ("config",)} == before, root
+    inside = os.path.join(work, ".git", "hooks")
+    r = run(s, runner, inside, "true", extra=supervise)
+    assert r.rc == 125 and "inside the git directory" in r.err, r
+
 if __name__ == "__main__":
     main()
