@@ -92,12 +92,12 @@ TEST_CASE("held: everything asked for, the metadata gap aside (issue 42)") {
     c.layers[0].gaps.push_back({"truncate", "t", true});
     j = confinement_record(c);
     CHECK(j["held"] == false);
-    CHECK(j["notHeld"] == nlohmann::json::array({"truncate"}));
+    CHECK(j["notHeld"] == ordered_json::array({"truncate"}));
     // A limit no backend enforces.
     c.layers[0].gaps.pop_back();
     c.limits.limits.push_back({"pids", 10, "none", "", {}});
     j = confinement_record(c);
-    CHECK(j["notHeld"] == nlohmann::json::array({"limit:pids"}));
+    CHECK(j["notHeld"] == ordered_json::array({"limit:pids"}));
     // An existing protected path no layer keeps.
     c.limits.limits.clear();
     ProtectedPath e;
@@ -106,7 +106,7 @@ TEST_CASE("held: everything asked for, the metadata gap aside (issue 42)") {
     e.why_not = kProtectedLandlockText;
     c.policy.protected_paths.push_back(e);
     j = confinement_record(c);
-    CHECK(j["notHeld"] == nlohmann::json::array({"protected-paths"}));
+    CHECK(j["notHeld"] == ordered_json::array({"protected-paths"}));
 }
 
 TEST_CASE("write_report grows a pipe nobody reads to hold the line (issue 42)") {
