@@ -3,12 +3,17 @@
 #include "app.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
-#if !defined(_WIN32)
 #include <fcntl.h>
 #include <sys/stat.h>
+#if defined(_WIN32)
+#include <io.h>
+#else
+#include <unistd.h>
 #endif
 
 #include "chain.hpp"
@@ -168,6 +173,32 @@ static void keep_jobserver(const Report& report, const Plan& p, Policy& policy) 
 #endif
 }
 
+// --report-file (issue 42): made new, 0600, by this process, before anything
+// runs. O_CREAT|O_EXCL never opens what is there (a file, a link, dangling
+// or not, a FIFO that would block the open): a path that exists is refused.
+Outcome create_report_file(const std::string& path, int& fd) {
+#if defined(_WIN32)
+    fd = ::_open(path.c_str(), _O_WRONLY | _O_CREAT | _O_EXCL | _O_BINARY | _O_NOINHERIT, _S_IREAD | _S_IWRITE);
+#else
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+#endif
+    if (fd < 0)
+        return fail(Err::ReportFd, errno == EEXIST ? report_file_text(ReportFileText::Exists, path)
+                                                   : report_file_text(ReportFileText::CannotCreate, path,
+                                                                      std::strerror(errno)));
+#if !defined(_WIN32)
+    // Above the standard fds: a caller that closed one gets no report there.
+    if (fd <= 2) {
+        const int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        ::close(fd);
+        fd = high;
+        if (fd < 0)
+            return fail(Err::ReportFd, report_file_text(ReportFileText::CannotCreate, path, std::strerror(errno)));
+    }
+#endif
+    return Outcome::success();
+}
+
 // Chooses the runner and fills the plan: the report's record, the in-process
 // layers and what to exec. Runs nothing. Shared by run, explain and
 // supervise, so that what is shown is what runs.
@@ -213,6 +244,15 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
         }
     }
 #endif
+    // A report file the command could rewrite would carry whatever it
+    // likes: refused where the policy lets the command write it (a private
+    // /tmp is not the host's). Unconfined, nothing is kept from the command.
+    if (req.report_file && policy.mode != Mode::DangerFullAccess) {
+        const CheckAnswer a = check_write(policy, *req.report_file, current_env().cwd);
+        if (a.allowed && a.persists)
+            return fail(Err::ReportFd, report_file_text(ReportFileText::InWritable, *req.report_file,
+                                                        a.matched.empty() ? a.canonical : a.matched));
+    }
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, p); !o) return o;
     keep_jobserver(report, p, c.policy);
@@ -382,6 +422,16 @@ int run(int argc, const char* const* argv) {
             return probe_command(env, req.json);
         }
         case Action::SelfTest: return selftest::run(req);
+    }
+    if (req.report_file) {
+        if (req.report_fd >= 0) {
+            print_error(report_file_text(ReportFileText::WithReportFd));
+            return info(Err::Usage).exit_status;
+        }
+        if (auto o = create_report_file(*req.report_file, req.report_fd); !o) {
+            print_error(o.text());
+            return o.exit_status();
+        }
     }
     // The run's nonce, on every record of the report (issue 38).
     if (req.report_fd >= 0) begin_run();

@@ -28,7 +28,8 @@ constexpr unsigned kEverywhere = kGlobal | bit(Ctx::Session) | bit(Ctx::SetMode)
 constexpr unsigned kPolicyHelp = bit(Ctx::Top) | bit(Ctx::Explain) | bit(Ctx::Check);
 
 enum class Opt {
-    Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, KeepFd, Supervise,
+    Help, Version, Mode, Root, Runner, Writable, PrivateTmp, Config, Session, ProbeTimeout, ReportFd, ReportFile, KeepFd,
+    Supervise,
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Read, Binary, Attempt,
     Net, NetDeny, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead, HideSecrets,
@@ -83,6 +84,8 @@ constexpr OptionSpec kOptions[] = {
     {Opt::ProbeTimeout, "--probe-timeout", "", "MS", false, kGlobal, kPolicyHelp | bit(Ctx::Probe),
      "bound on each runner probe in ms (default 5000)"},
     {Opt::ReportFd, "--report-fd", "", "FD", false, kGlobal, kPolicyHelp, "write the JSON-lines report to this fd"},
+    {Opt::ReportFile, "--report-file", "", "PATH", false, kGlobal, kPolicyHelp,
+     "write the JSON-lines report to this new file (created, never overwritten)"},
     {Opt::KeepFd, "--keep-fd", "", "FD", true, kGlobal, kPolicyHelp,
      "pass this fd through to the command (repeatable)"},
     {Opt::Supervise, "--supervise", "", "", false, kGlobal, kPolicyHelp, "stay as the parent and report the outcome"},
@@ -269,6 +272,7 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
             r.report_fd = fd;
             break;
         }
+        case Opt::ReportFile: return set_once(r.report_file, v) ? Outcome::success() : twice();
         case Opt::KeepFd: {
             int fd = 0;
             if (!parse_fd(v, fd)) return fail(Err::Usage, usage_text(UsageText::NotAnFd, o.name, v));

@@ -44,6 +44,7 @@ struct Request {
     bool allow_userns = false;      // --allow-userns
     std::vector<int> keep_fds;
     int report_fd = -1;
+    std::optional<std::string> report_file;  // --report-file: made new, then its fd is report_fd
     std::optional<int> probe_timeout_ms;
     std::optional<std::string> config;
     std::optional<std::string> session;

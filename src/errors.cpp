@@ -364,7 +364,9 @@ Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
             return failf(fault_code(f), "cannot hand the allow-list's listener to dsh-confine: {}", why);
         case Step::RecordHandOver:
             return failf(fault_code(f), "cannot hand the confinement record to the bwrap stage: {}", why);
-        case Step::ReportWrite: return failf(fault_code(f), "cannot write the report to fd {}: {}", f.arg, why);
+        case Step::ReportWrite:
+            if (f.err == ETIMEDOUT) return fail(fault_code(f), report_text(ReportText::Stalled, f.arg, 1));
+            return failf(fault_code(f), "cannot write the report to fd {}: {}", f.arg, why);
         case Step::InheritFd: return failf(fault_code(f), "cannot pass fd {} to the runner: {}", f.arg, why);
         case Step::SealMailbox: return failf(fault_code(f), "cannot seal the bwrap stage's mailbox: {}", why);
         case Step::PdeathSig: return failf(fault_code(f), "prctl(PR_SET_PDEATHSIG): {}", why);
@@ -458,6 +460,32 @@ std::string report_text(ReportText t, int a, int b) {
             return fmt::format("fd {} (--keep-fd) is a socket: it reaches whatever it is connected to, or any "
                                "address it sends to, whatever --net says; pass no socket to keep --net whole",
                                a);
+        case ReportText::Stalled:
+            if (b == 0)
+                return fmt::format("the report's reader on fd {} stalled earlier: this record was dropped", a);
+            return fmt::format("the report's reader took nothing from fd {} for {} s: a record was cut short or not "
+                               "written, and the rest of the report is dropped; read the report while the command "
+                               "runs, or use --report-file",
+                               a, kReportWaitSeconds);
+    }
+    return {};
+}
+
+std::string report_file_text(ReportFileText t, std::string_view a, std::string_view b) {
+    switch (t) {
+        case ReportFileText::WithReportFd:
+            return "--report-file and --report-fd both name the report; give one";
+        case ReportFileText::Exists:
+            return fmt::format("--report-file {}: it exists (a file, a link or a FIFO there is never opened); "
+                               "remove it or name a new path",
+                               a);
+        case ReportFileText::CannotCreate:
+            return fmt::format("--report-file {}: cannot create it: {}; name a path in a directory you can write",
+                               a, b);
+        case ReportFileText::InWritable:
+            return fmt::format("--report-file {}: it is under the writable root {}, where the command could "
+                               "replace it with a forged report; name a path outside the writable roots",
+                               a, b);
     }
     return {};
 }

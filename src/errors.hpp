@@ -137,6 +137,23 @@ inline constexpr const char* kHiddenLandlockText =
     "landlock grants read on the whole file system and cannot take it back for one path; use --runner bwrap";
 inline constexpr const char* kProtectedCustomText = "the custom runner's profile (runnerCommand) carries no carve-outs";
 inline constexpr const char* kProtectedOutsideText = "outside the writable roots: read-only already";
+// The record's whyNot is a short code (issue 42: a record of many absent
+// paths repeated the prose in each entry); the prose once, in the record's
+// whyNotText table (only the codes it uses) and in the man page. Codes are
+// fixed: a reader may compare them.
+struct CarveReason {
+    const char* code;
+    const char* text;
+};
+inline constexpr CarveReason kCarveReasons[] = {
+    {"absent", kProtectedAbsentText},
+    {"landlock", kProtectedLandlockText},
+    {"submodule-config", kProtectedSubmoduleConfigText},
+    {"hidden-absent", kHiddenAbsentText},
+    {"hidden-landlock", kHiddenLandlockText},
+    {"custom-runner", kProtectedCustomText},
+    {"outside-roots", kProtectedOutsideText},
+};
 // The supervise integrity check's violation (the result record's protectedChanged).
 std::string protected_changed_text(size_t n);
 // Protected names the run created where nothing was (carveouts::quarantine_created).
@@ -202,13 +219,25 @@ enum class RootText {
 std::string root_text(RootText t, std::string_view a = {}, std::string_view b = {});
 
 // The report's texts (issue 38), one line each: what is wrong and how to fix it.
+// How long a report write waits for a reader that takes nothing (report.hpp kReportWaitMs).
+inline constexpr int kReportWaitSeconds = 10;
 enum class ReportText {
     KeepFdIsReport,      // a: the --keep-fd, which is the --report-fd's number
     KeepFdSharesReport,  // a: the --keep-fd, b: the --report-fd whose open file it reaches
     StdFdSharesReport,   // a: the standard fd (0, 1, 2), b: the --report-fd whose open file it reaches
     KeptSocketGap,       // a: a --keep-fd that is a socket, under a --net other than host (a network gap)
+    Stalled,             // a: the report's fd, b: 1 for the record that waited, 0 for one dropped after it
 };
 std::string report_text(ReportText t, int a, int b = -1);
+
+// --report-file PATH (issue 42), one line each: `a` the path, `b` why (an errno's text, or a root).
+enum class ReportFileText {
+    WithReportFd,  // both --report-file and --report-fd
+    Exists,        // a: the path, which exists (anything: a file, a link, a FIFO)
+    CannotCreate,  // a: the path, b: the errno's text
+    InWritable,    // a: the path, b: the writable root it is under
+};
+std::string report_file_text(ReportFileText t, std::string_view a = {}, std::string_view b = {});
 
 // Why make's jobserver fds, named by MAKEFLAGS, were not kept (issue 42), or
 // why there is nothing to keep: one line each, in the record's

@@ -108,7 +108,7 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
                 return false;
             }
         } else if (e.report_fd >= 0) {
-            if (const int err = write_whole(e.report_fd, e.record)) {
+            if (const int err = write_report(e.report_fd, e.record)) {
                 f = Fault{Step::ReportWrite, err, e.report_named};
                 return false;
             }

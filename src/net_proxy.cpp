@@ -555,6 +555,7 @@ std::vector<Address> hosts_lookup(std::string_view text, std::string_view name) 
 nlohmann::ordered_json network_record(Proto p, const Target& t, const Verdict& v) {
     nlohmann::ordered_json j;
     j["type"] = "network";
+    j["version"] = 1;
     j["proto"] = to_string(p);
     j["host"] = t.host;
     j["port"] = t.port;

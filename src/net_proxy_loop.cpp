@@ -526,6 +526,7 @@ struct ProxyLoop::Impl {
             if (p == Parse::Bad) {
                 nlohmann::ordered_json j;
                 j["type"] = "network";
+                j["version"] = 1;
                 j["proto"] = "http";
                 j["verdict"] = "refused";
                 j["reason"] = "bad-request";

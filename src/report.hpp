@@ -49,6 +49,22 @@ std::string report_line(ordered_json record);
 bool reaches_report(int report_fd, int fd);
 #endif
 
+// How long a write of the report waits for a reader that takes nothing (a
+// full pipe or socket) before it gives up: a caller that reads only after
+// the command ends never holds the run up for longer (issue 42).
+inline constexpr int kReportWaitMs = kReportWaitSeconds * 1000;
+
+// Writes one rendered line (newline included) of the report to `fd`. A pipe
+// too small for it is first grown (F_SETPIPE_SZ, up to what the host allows:
+// /proc/sys/fs/pipe-max-size, 1 MiB by default, for a caller without
+// CAP_SYS_RESOURCE), so that a reader who reads only after the exit finds
+// the whole line there; a pipe or socket is then written without ever
+// blocking, waiting for room at most kReportWaitMs at a time. Returns 0, the
+// write's errno, or ETIMEDOUT when the reader took nothing for that long
+// (the line may then be cut: the caller says so). Async-signal-safe (the
+// command's process writes the confinement record between fork and exec).
+int write_report(int fd, std::string_view line) noexcept;
+
 class Report {
 public:
     // Validates `fd` (open, writable) and makes it close-on-exec. fd < 0: no
@@ -67,9 +83,15 @@ public:
     // One record already rendered (no newline), e.g. handed over by the bwrap stage.
     Outcome write_line(std::string line) const;
 
+    // Stalled: a write waited kReportWaitMs for a reader that took nothing;
+    // said once on stderr, and the records after it are dropped (each would
+    // wait as long again).
+    bool stalled() const noexcept { return stalled_; }
+
 private:
     int fd_ = -1;
     int named_ = -1;
+    mutable bool stalled_ = false;
 };
 
 // A run that ends in failure says so the one way: its line on stderr, then

@@ -393,6 +393,31 @@ void say(const std::string& line) {
     (void)write_whole(STDERR_FILENO, l);
 }
 
+// A signal's name beside its number (issue 42): "SIGKILL", as kill -l
+// spells it with the prefix; a number with no name here (a real-time
+// signal) is "SIG" and the number, e.g. "SIG34".
+std::string signal_name(int sig) {
+    static constexpr std::pair<int, const char*> kNames[] = {
+        {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},     {SIGQUIT, "SIGQUIT"},   {SIGILL, "SIGILL"},
+        {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},   {SIGBUS, "SIGBUS"},     {SIGFPE, "SIGFPE"},
+        {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},   {SIGSEGV, "SIGSEGV"},   {SIGUSR2, "SIGUSR2"},
+        {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"},   {SIGTERM, "SIGTERM"},   {SIGCHLD, "SIGCHLD"},
+        {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"},   {SIGTSTP, "SIGTSTP"},   {SIGTTIN, "SIGTTIN"},
+        {SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"},     {SIGXCPU, "SIGXCPU"},   {SIGXFSZ, "SIGXFSZ"},
+        {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"}, {SIGIO, "SIGIO"},
+        {SIGSYS, "SIGSYS"},
+#ifdef SIGSTKFLT
+        {SIGSTKFLT, "SIGSTKFLT"},
+#endif
+#ifdef SIGPWR
+        {SIGPWR, "SIGPWR"},
+#endif
+    };
+    for (const auto& [n, name] : kNames)
+        if (n == sig) return name;
+    return "SIG" + std::to_string(sig);
+}
+
 ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::optional<int> signal,
                            const Classification& c, double duration_ms, int forwarded, bool captured,
                            const char* evidence, std::optional<int> descendants_killed, const char* limit) {
@@ -403,6 +428,7 @@ ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::opt
     j["runner"] = to_string(l.c.runner);
     j["exitCode"] = exit_code ? ordered_json(*exit_code) : ordered_json(nullptr);
     j["signal"] = signal ? ordered_json(*signal) : ordered_json(nullptr);
+    j["signalName"] = signal ? ordered_json(signal_name(*signal)) : ordered_json(nullptr);
     // Which limit ended the command (issue 21), where it can be known.
     j["limit"] = limit ? ordered_json(limit) : ordered_json(nullptr);
     j["denied"] = c.denied;
@@ -410,10 +436,14 @@ ordered_json result_record(const Plan& l, std::optional<int> exit_code, std::opt
     j["runnerFailed"] = c.runner_failed;
     j["runnerFailure"] = c.runner_failure ? ordered_json(*c.runner_failure) : ordered_json(nullptr);
     j["durationMs"] = static_cast<double>(static_cast<long long>(duration_ms * 1000.0)) / 1000.0;
-    ordered_json fw = ordered_json::array();
+    ordered_json fw = ordered_json::array(), names = ordered_json::array();
     for (int s = 1; s < 32; ++s)
-        if (forwarded & (1 << s)) fw.push_back(s);
+        if (forwarded & (1 << s)) {
+            fw.push_back(s);
+            names.push_back(signal_name(s));
+        }
     j["forwardedSignals"] = std::move(fw);
+    j["forwardedSignalNames"] = std::move(names);
     j["stderrCaptured"] = captured;
     j["evidence"] = evidence;
     // How many processes the command left running were killed at its exit
@@ -993,7 +1023,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // command's status or a timeout (a failed set-up's 125 below still wins).
     const bool tampered = !quarantined.empty() || (!opts.forwarder && !violations.empty());
     if (tampered)
-        (void)report.write(ordered_json{{"type", "integrity"}, {"quarantined", quarantined},
+        (void)report.write(ordered_json{{"type", "integrity"}, {"version", 1}, {"quarantined", quarantined},
                                         {"violations", violations}});
 
     int rc = exit_code ? *exit_code : (signal ? 128 + *signal : 125);

@@ -26,7 +26,7 @@ function __dsh_confine_command_index
                     return 0
                 end
                 return 1
-            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
+            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --report-file --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -65,7 +65,7 @@ function __dsh_confine_sub
         switch $t
             case --
                 return 1
-            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
+            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --report-file --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -110,6 +110,7 @@ complete -c dsh-confine -n $policy_cond -l config -r -F -d 'config file (JSON)'
 complete -c dsh-confine -n $policy_cond -l session -r -F -d 'session log that sets the mode'
 complete -c dsh-confine -n $policy_cond -l probe-timeout -x -d 'bound on each runner probe (ms)'
 complete -c dsh-confine -n $policy_cond -l report-fd -x -d 'write the JSON-lines report to this fd'
+complete -c dsh-confine -n $policy_cond -l report-file -r -F -d 'write the JSON-lines report to this new file (created, never overwritten)'
 complete -c dsh-confine -n $policy_cond -l keep-fd -x -d 'pass this fd through to the command'
 complete -c dsh-confine -n $policy_cond -l timeout -x -d 'kill the command and everything it started after DURATION'
 complete -c dsh-confine -n $policy_cond -l kill-after -x -d 'SIGKILL this long after the timeout sends SIGTERM'

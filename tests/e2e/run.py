@@ -59,6 +59,8 @@ def stage():
         tools.append(dst)
     tests = os.path.join(d, "e2e")
     shutil.copytree(here, tests, ignore=shutil.ignore_patterns("__pycache__"))
+    # The report's schema, where report_schema.py looks beside the staged tests.
+    shutil.copy2(os.path.join(here, "..", "..", "share", "report.schema.json"), tests)
     for root, dirs, files in os.walk(d):
         for n in dirs:
             os.chmod(os.path.join(root, n), 0o755)

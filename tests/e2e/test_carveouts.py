@@ -116,7 +116,15 @@ def read(p):
 
 
 def entries(r):
-    return {e["path"]: e for e in r.rec("confinement")["protectedPaths"]}
+    """protectedPaths by path, each whyNot code (issue 42) read through the record's whyNotText."""
+    c = r.rec("confinement")
+    out = {}
+    for e in c["protectedPaths"]:
+        e = dict(e)
+        if e["whyNot"] is not None:
+            e["whyNot"] = c["whyNotText"][e["whyNot"]]
+        out[e["path"]] = e
+    return out
 
 
 def gap_effects(r):

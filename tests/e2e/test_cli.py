@@ -9,7 +9,7 @@ import subprocess
 import pwd
 import shutil
 
-from harness import DSH, dsh, is_root, main, need_bwrap, need_landlock
+from harness import DSH, check_records, dsh, is_root, main, need_bwrap, need_landlock
 
 # Words that look like ours, after the command: each would widen the run if read as ours.
 OURS_AFTER = (["--mode", "danger-full-access"], ["--mode=danger-full-access"], ["--runner=custom"],
@@ -201,6 +201,7 @@ def _only_a_usage_error(report, p, message, s):
     assert p.returncode == 125, (p, report)
     assert p.stderr.decode() == "dsh-confine: %s\n" % message, p
     recs = [json.loads(x) for x in report.splitlines()]
+    check_records(recs, report)
     assert [r["type"] for r in recs] == ["error"] and recs[0]["code"] == "USAGE", report
     assert recs[0]["message"] == message, recs
     assert FORGED not in report, report

@@ -4,7 +4,7 @@ import os
 import socket
 import subprocess
 
-from harness import DSH, RUNNERS, dsh, main, matrix, need_landlock
+from harness import DSH, RUNNERS, check_records, dsh, main, matrix, need_landlock
 
 SECRET_VALUE = "s3cr3t-value-that-must-not-leak"
 
@@ -233,6 +233,7 @@ def test_make_jobserver_naming_the_report_keeps_nothing(s, runner):
     lines = []
     with os.fdopen(r, "rb") as f:
         lines = [json.loads(x) for x in f.read().splitlines()]
+    check_records(lines)
     assert all(x.get("type") != "forged" for x in lines), lines
     c = [x for x in lines if x["type"] == "confinement"][0]
     assert c["keptFds"] == [] and "reaches the --report-fd" in c["jobserver"]["whyNot"], c

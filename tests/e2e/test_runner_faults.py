@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 
-from harness import (DSH, EXEC_SUPERVISE, RUNNERS, SANDBOX_UNAVAILABLE, dsh, is_root, main, matrix, need, need_bwrap,
+from harness import (DSH, EXEC_SUPERVISE, check_records, RUNNERS, SANDBOX_UNAVAILABLE, dsh, is_root, main, matrix, need, need_bwrap,
                      need_landlock, tool,
                      processes_naming)
 
@@ -343,7 +343,9 @@ def _killed_mid_run(s, supervise):
         report += chunk
     os.close(r)
     assert not os.path.exists(late)
-    return p.returncode, err.decode(), [json.loads(x) for x in report.decode().splitlines()]
+    records = [json.loads(x) for x in report.decode().splitlines()]
+    check_records(records)
+    return p.returncode, err.decode(), records
 
 
 def test_bwrap_killed_mid_run_exec_mode(s):

@@ -15,7 +15,7 @@ import termios
 import threading
 import time
 
-from harness import (DSH, SANDBOX_UNAVAILABLE, dsh, main, matrix, need_runner, need, need_bwrap, need_landlock,
+from harness import (DSH, SANDBOX_UNAVAILABLE, check_records, dsh, main, matrix, need_runner, need, need_bwrap, need_landlock,
                      processes_naming, sh, skip, tool)
 
 DENIAL_MARKER = "[sandbox: file access denied under {mode} mode]"
@@ -59,7 +59,9 @@ def spawn(args, s, **kw):
 
     def report():
         t.join(timeout=30)
-        return [json.loads(x) for x in b"".join(chunks).decode().splitlines()]
+        records = [json.loads(x) for x in b"".join(chunks).decode().splitlines()]
+        check_records(records)
+        return records
     return proc, report
 
 
@@ -563,6 +565,7 @@ def ours(text):
             run = j["run"]
         if run is not None and j.get("run") == run:
             recs.append(j)
+    check_records(recs)
     return run, recs
 
 

@@ -49,13 +49,14 @@ def main():
             expected[under("datadir", "fish", "vendor_completions.d", "dsh-confine.fish")] = "fish completion"
         for ex in ("python/run_confined.py", "node/run-confined.js", "shell/run-confined.sh"):
             expected[under("datadir", "doc", "dsh-confine", "examples", os.path.basename(ex))] = "example " + ex
+        expected[under("datadir", "dsh-confine", "report.schema.json")] = "report schema"
         if opts.get("man") != "disabled" and shutil.which("scdoc"):
             expected[under("mandir", "man1", "dsh-confine.1")] = "man page"
 
         def expected_files():
             missing = ["%s (/%s)" % (what, p) for p, what in expected.items() if p not in files]
             assert not missing, "not installed: %s\ninstalled: %s" % (missing, files)
-        t.case("binary, man page, completions and examples are in the usual places", expected_files)
+        t.case("binary, man page, report schema, completions and examples are in the usual places", expected_files)
 
         def binary_runs():
             b = os.path.join(dest, under("bindir", "dsh-confine"))

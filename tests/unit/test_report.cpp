@@ -34,14 +34,96 @@ TEST_CASE("confinement record: type first, version 1, camelCase, exact shape") {
     const std::string line = confinement_record(c).dump();
     CHECK(line ==
           R"({"type":"confinement","version":1,"mode":"workspace-write","modeSource":"flag","workspaceRoot":"/ws",)"
-          R"("rootSource":"flag","runner":"landlock","enforcement":"partial","gaps":[{"effect":"metadata","detail":"m",)"
+          R"("rootSource":"flag","runner":"landlock","enforcement":"partial","held":true,"notHeld":[],"gaps":[{"effect":"metadata","detail":"m",)"
           R"("ownEffect":true},{"effect":"network","detail":"n","ownEffect":false}],)" R"("network":{"mode":"host","source":"default","enforcement":"none","enforced":[],"gaps":[{"effect":"network","detail":"network access is not governed: --net host (the default) leaves TCP, UDP and unix sockets as the host has them","ownEffect":false}],"denialSignatures":[]},"layers":[{"name":"landlock",)"
           R"("enforcement":"partial","gaps":[{"effect":"network","detail":"n","ownEffect":false},{"effect":"metadata",)"
           R"("detail":"m","ownEffect":true}],"abi":4}],"writableRoots":[{"path":"/ws","source":"workspace",)"
-          R"("persists":true},{"path":"/tmp","source":"tmp","persists":false}],"writableFiles":["/dev/null"],"protectedPaths":[],"unprotected":[],"hiddenPaths":[],)"
+          R"("persists":true},{"path":"/tmp","source":"tmp","persists":false}],"writableFiles":["/dev/null"],"protectedPaths":[],"unprotected":[],"hiddenPaths":[],"whyNotText":{},)"
           R"("privateTmp":true,"descendants":{"atExit":"killed","by":"subreaper","why":null},"notGranted":[],"skippedRunners":[],"denialSignatures":["permission denied"],"runnerFailureRules":[],)"
           R"("landlockAbi":4,"hardening":["no-new-privs"],"userNamespaces":"refused","limits":{"required":false,"enforced":[]},"keptFds":[5],"jobserver":null,"environment":{"cleared":false,"set":[],"unset":[],"scrubbed":[]},)"
           R"("command":"/bin/echo","argv":["echo","hi"],"execArgv":["echo","hi"]})");
+}
+
+TEST_CASE("protectedPaths: whyNot is a code, its text once in whyNotText (issue 42)") {
+    Confinement c;
+    c.policy.mode = Mode::WorkspaceWrite;
+    Layer l;
+    l.name = "bwrap";
+    c.layers = {l};
+    for (int i = 0; i < 3; ++i) {
+        ProtectedPath e;
+        e.path = "/ws/absent" + std::to_string(i);
+        e.source = "flag";
+        e.what = "named";
+        e.why_not = kProtectedAbsentText;
+        c.policy.protected_paths.push_back(e);
+    }
+    ProtectedPath out;
+    out.path = "/etc";
+    out.source = "flag";
+    out.what = "named";
+    out.exists = true;
+    out.why_not = kProtectedOutsideText;
+    c.policy.protected_paths.push_back(out);
+    const auto j = confinement_record(c);
+    CHECK(j["protectedPaths"][0]["whyNot"] == "absent");
+    CHECK(j["protectedPaths"][3]["whyNot"] == "outside-roots");
+    CHECK(j["whyNotText"].size() == 2);
+    CHECK(j["whyNotText"]["absent"] == kProtectedAbsentText);
+    CHECK(j["whyNotText"]["outside-roots"] == kProtectedOutsideText);
+    CHECK(j["held"] == true);
+    // Every reason has a code, and no two share one.
+    for (const auto& a : kCarveReasons)
+        for (const auto& b : kCarveReasons)
+            if (&a != &b) CHECK(std::string(a.code) != b.code);
+}
+
+TEST_CASE("held: everything asked for, the metadata gap aside (issue 42)") {
+    Confinement c;
+    c.policy.mode = Mode::WorkspaceWrite;
+    Layer l;
+    l.name = "landlock";
+    l.gaps = {{"metadata", "m", true}, {"network", "n", false}};
+    c.layers = {l};
+    auto j = confinement_record(c);
+    CHECK(j["enforcement"] == "partial");
+    CHECK(j["held"] == true);
+    CHECK(j["notHeld"].empty());
+    c.layers[0].gaps.push_back({"truncate", "t", true});
+    j = confinement_record(c);
+    CHECK(j["held"] == false);
+    CHECK(j["notHeld"] == ordered_json::array({"truncate"}));
+    // A limit no backend enforces.
+    c.layers[0].gaps.pop_back();
+    c.limits.limits.push_back({"pids", 10, "none", "", {}});
+    j = confinement_record(c);
+    CHECK(j["notHeld"] == ordered_json::array({"limit:pids"}));
+    // An existing protected path no layer keeps.
+    c.limits.limits.clear();
+    ProtectedPath e;
+    e.path = "/ws/.git/config";
+    e.exists = true;
+    e.why_not = kProtectedLandlockText;
+    c.policy.protected_paths.push_back(e);
+    j = confinement_record(c);
+    CHECK(j["notHeld"] == ordered_json::array({"protected-paths"}));
+}
+
+TEST_CASE("write_report grows a pipe nobody reads to hold the line (issue 42)") {
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    const int before = ::fcntl(p[1], F_GETPIPE_SZ);
+    const std::string line(200000, 'x');
+    CHECK(write_report(p[1], line) == 0);
+    CHECK(::fcntl(p[1], F_GETPIPE_SZ) >= static_cast<int>(line.size()));
+    CHECK(::fcntl(p[1], F_GETPIPE_SZ) > before);
+    std::string got;
+    char buf[65536];
+    ::close(p[1]);
+    ssize_t n;
+    while ((n = ::read(p[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+    ::close(p[0]);
+    CHECK(got == line);
 }
 
 TEST_CASE("stacked layers: a gap is open only where every layer has it") {
