@@ -273,7 +273,7 @@ TEST_CASE("proxy: a listed name resolving to a public address is allowed, and co
     CHECK(nlohmann::json(j) == nlohmann::json{{"type", "network"}, {"proto", "connect"}, {"host", "registry.npmjs.org"}, {"port", 443},
                               {"address", "104.16.0.35"}, {"verdict", "allowed"}, {"reason", "listed"},
                               {"rule", "registry.npmjs.org:443"}, {"detail", "skipped: 10.0.0.5 is private"},
-                              {"resolvedBy", "hosts-file"}});
+                              {"resolvedBy", "hosts-file"}, {"version", 1}});
     // The wrong port is not listed.
     CHECK(decide(rules("registry.npmjs.org:443"), target("registry.npmjs.org:80"), dns.fn(), {}).reason == "not-listed");
 }
@@ -287,7 +287,7 @@ TEST_CASE("proxy: an unlisted name is refused without being resolved (no DNS exf
     CHECK(dns.asked.empty());
     auto j = network_record(Proto::Connect, target("secret-data.evil.test:443"), v);
     CHECK(nlohmann::json(j) == nlohmann::json{{"type", "network"}, {"proto", "connect"}, {"host", "secret-data.evil.test"},
-                              {"port", 443}, {"verdict", "refused"}, {"reason", "not-listed"}});
+                              {"port", 443}, {"verdict", "refused"}, {"reason", "not-listed"}, {"version", 1}});
 }
 
 TEST_CASE("proxy: a listed name resolving to loopback is refused unless the address is listed too") {

@@ -150,7 +150,7 @@ TEST_CASE("proxy loop: CONNECT to a listed name (and its listed loopback address
     REQUIRE(rig.records.size() == 1);
     CHECK(nlohmann::json(rig.records[0]) == nlohmann::json{{"type", "network"}, {"proto", "connect"}, {"host", "allowed.test"},
                                            {"port", rig.server_port}, {"address", "127.0.0.1"}, {"verdict", "allowed"},
-                                           {"reason", "listed"}, {"rule", "allowed.test"}, {"resolvedBy", "hosts-file"}});
+                                           {"reason", "listed"}, {"rule", "allowed.test"}, {"resolvedBy", "hosts-file"}, {"version", 1}});
     REQUIRE(rig.seen.size() == 1);
     CHECK(rig.seen[0] == "GET /through HTTP/1.0\r\n\r\n");
     for (int i = 0; i < 20 && rig.loop->connections(); ++i) rig.pump();
