@@ -151,7 +151,16 @@ def test_unknown_runner_and_mode_list_the_valid_values(s):
                                                    'windows-acl or custom)'),
                       (["--mode", "write"], 'unknown mode "write" (read-only, workspace-write or danger-full-access)'),
                       (["--mode", "workspace-wrtie"], 'unknown mode "workspace-wrtie"; did you mean workspace-write? '
-                                                      '(read-only, workspace-write or danger-full-access)')):
+                                                      '(read-only, workspace-write or danger-full-access)'),
+                      # A near miss of a runner or a network names it too (issue 42).
+                      (["--runner", "bwarp"], 'unknown runner "bwarp"; did you mean bwrap? (auto, bwrap, landlock, '
+                                              'seatbelt, windows-acl or custom)'),
+                      (["--runner", "landlok"], 'unknown runner "landlok"; did you mean landlock? (auto, bwrap, '
+                                                'landlock, seatbelt, windows-acl or custom)'),
+                      (["--net", "loopbak"], 'unknown network mode "loopbak" for --net; did you mean loopback? (off, '
+                                             'loopback, host or allow=LIST)'),
+                      (["--net", "none"], 'unknown network mode "none" for --net (off, loopback, host or '
+                                          'allow=LIST)')):
         r = dsh(args + ["sh", "-c", "touch " + marker], s)
         assert r.rc == 125 and r.err == "dsh-confine: %s\n" % msg, r
         # The record's shape, and last the run's nonce (issue 38).
