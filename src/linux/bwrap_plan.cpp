@@ -233,7 +233,8 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
     if (host_net) {
         l.gaps.push_back({"abstract-unix-sockets", "without a network namespace, abstract unix sockets of host "
                                                    "processes can be reached", false});
-        l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
+        l.gaps.push_back({"network", "network access is not governed: --net host (the default) leaves TCP, UDP and "
+                                     "unix sockets as the host has them", false});
     }
     l.enforcement = Enforcement::Partial;
     l.details["path"] = bwrap_path;

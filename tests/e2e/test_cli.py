@@ -404,5 +404,23 @@ def test_writable_below_home_attacks_make_nothing(s):
         assert not os.path.exists(os.path.join(d, "nope")) and not os.path.exists(os.path.join(d, "nope2"))
 
 
+def test_the_readme_demo_exits_0_and_leaves_nothing_behind(s):
+    # README's command 1 ends in a confined run: as written there (the built binary swapped in), run
+    # from a clone's top directory, it prints hello and refused, exits 0, and leaves no file in the
+    # clone, in /tmp or in /etc (issue 42: it exited 2 and left hello.txt in the clone).
+    need_bwrap()
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+    lines = [line for line in open(readme, encoding="utf-8") if "build/dsh-confine " in line]
+    assert len(lines) == 1, lines
+    demo = lines[0][lines[0].index("build/dsh-confine "):].strip()
+    script = demo.replace("build/dsh-confine ", "'%s' " % DSH, 1)
+    before = sorted(os.listdir(s.ws))
+    left = ["/tmp/dsh-demo.txt", "/etc/dsh-confine-demo"]
+    r = subprocess.run(["sh", "-c", script], cwd=s.ws, env=s.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "hello\nrefused\n", r
+    assert sorted(os.listdir(s.ws)) == before, os.listdir(s.ws)
+    assert not any(os.path.exists(p) for p in left), [p for p in left if os.path.exists(p)]
+
+
 if __name__ == "__main__":
     main()
