@@ -1308,7 +1308,7 @@ def test_explain_text_lists_protected_and_hidden_paths(s):
     assert len(absent) == 1 and '"%s"' % s.p("ws", ".claude") in absent[0], protected
     assert block("unprotected:") == ['"%s" (--unprotect)' % s.p("ws", ".idea")], r.out
     hidden = block("hidden:")
-    assert hidden == ['"%s" (flag, dev-null-bind)' % secret], hidden
+    assert hidden == ['"%s" (flag, secret, dev-null-bind)' % secret], hidden
     # What --json says, the text says: every protected path is named.
     plan = json.loads(dsh(["explain", "--json", "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap",
                            "--deny-read", secret, "--unprotect", s.p("ws", ".idea"), "--", "true"], s, cwd=s.ws,
