@@ -128,6 +128,14 @@ Outcome can_give(const Runner& r, const Policy& p, const Runners& runners) {
     return Outcome::success();
 }
 
+// The platform's runners other than `r`, for a fix: "landlock", "bwrap, landlock".
+std::string others(RunnerKind r, const Runners& runners) {
+    std::string out;
+    for (const Runner* o : runners)
+        if (o->kind() != r && o->kind() != RunnerKind::Custom) out += (out.empty() ? "" : ", ") + std::string(to_string(o->kind()));
+    return out;
+}
+
 }  // namespace
 
 Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runners& runners) {
@@ -137,8 +145,8 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
         const Runner* r = find(requested, runners);
         if (!r) {
             c.skipped.push_back({std::string(to_string(requested)), "not available on this platform"});
-            return unavailable(mode, fmt::format("{} is not available on this platform ({})", to_string(requested),
-                                                 host_platform()));
+            return fail(Err::SandboxUnavailable,
+                        runner_absent_text(to_string(requested), host_platform(), others(RunnerKind::Auto, runners)));
         }
         Verdict forced{Verdict::Usable, {}, "forced"};
         if (requested != RunnerKind::Bwrap)
@@ -147,8 +155,12 @@ Outcome choose(RunnerKind requested, const RunnerEnv& env, Plan& p, const Runner
         if (o) o = r->plan(env, forced, p);
         if (o || !passed_over(o)) return o;
         c.skipped.push_back({std::string(to_string(requested)), o.message});
-        // Forced, it is the only candidate: its reason is the run's.
-        return unavailable(mode, o.message);
+        // Forced, it is the only candidate: its reason is the run's, with its
+        // fix; the seed's "no sandbox backend is usable" is for no runner at all.
+        Outcome refused = fail(Err::SandboxUnavailable,
+                               forced_runner_text(to_string(requested), o.message, others(requested, runners)));
+        refused.runner_failure = o.message;  // the record's runnerFailure: the runner's own reason
+        return refused;
     }
     // Protected paths in play (issue 18): the runners that keep them
     // read-only first, in the registry's order otherwise (a configured

@@ -1,5 +1,6 @@
 #include "errors.hpp"
 #include "own_state.hpp"
+#include "bytes.hpp"
 
 #include "fd.hpp"
 
@@ -73,10 +74,20 @@ std::string sandbox_unavailable_text(std::string_view mode) {
         mode);
 }
 
-std::string Outcome::stderr_text() const {
-    std::string t = text();
-    if (!ok && !hint.empty()) t += "; " + hint;
-    return t;
+std::string Outcome::stderr_text() const { return !ok && !hint.empty() ? hint : text(); }
+
+std::string forced_runner_text(std::string_view runner, std::string_view reason, std::string_view others) {
+    // The refusals of one option (--private-tmp, --net allow=, ...) end in
+    // their fix, which names a runner; a runner unusable here does not.
+    if (reason.find("--runner") != std::string_view::npos) return fmt::format("--runner {}: {}", runner, reason);
+    if (others.empty()) return fmt::format("--runner {}: {}; nothing else can confine this run here", runner, reason);
+    return fmt::format("--runner {}: {}; use --runner {} or auto (which picks a runner that can)", runner, reason,
+                       others);
+}
+
+std::string runner_absent_text(std::string_view runner, std::string_view platform, std::string_view runners) {
+    return fmt::format("--runner {}: that runner does not exist on {}; use --runner {} or auto", runner, platform,
+                       runners.empty() ? std::string_view("custom") : runners);
 }
 
 Outcome with_hint(Outcome o, std::string hint) {
@@ -84,21 +95,31 @@ Outcome with_hint(Outcome o, std::string hint) {
     return o;
 }
 
+Outcome with_fix(Outcome o, std::string_view fix) {
+    if (fix.empty()) return o;
+    std::string line = o.text() + "; " + std::string(fix);
+    return with_hint(std::move(o), std::move(line));
+}
+
 std::string hint_text(Hint h, std::string_view a) {
     switch (h) {
+        // The contract's texts for these name the harness's tool-call fields
+        // (sandbox_permissions): the line says it in our flags instead.
         case Hint::EscalateNeedsJustification:
-            return "on the command line: --escalate MODE --justification TEXT";
+            return "--escalate needs --justification TEXT, saying in words why the wider mode is needed";
         case Hint::JustificationNeedsEscalate:
-            return "on the command line: --justification TEXT goes with --escalate MODE";
+            return "--justification goes with --escalate MODE or --escalate-net NET: add one, or drop "
+                   "--justification";
         case Hint::BlankJustification:
-            return "on the command line: --justification TEXT says in words why the wider mode is needed";
+            return "--justification is blank: say in words why the wider mode is needed";
         case Hint::NotWider:
             return fmt::format("--escalate takes a mode wider than the call's \"{}\" "
                                "(read-only < workspace-write < danger-full-access)", a);
         case Hint::NetNotWider:
             return fmt::format("--escalate-net takes a network wider than the call's \"{}\" (off < loopback < host)", a);
         case Hint::NoApprover:
-            return "give --approver tty (asks on the terminal) or --approver COMMAND, or \"approver\" in the config";
+            return fmt::format("escalating to {} needs someone to approve it, and none is set: give --approver tty "
+                               "(asks on the terminal) or --approver COMMAND, or \"approver\" in the config", a);
     }
     return {};  // unreachable: every enumerator is listed above
 }
@@ -516,6 +537,11 @@ std::string session_seq_exhausted_text(std::string_view path) {
                        path);
 }
 
+// "; did you mean X?" for the nearest candidate, or nothing.
+static std::string did_you_mean(std::string_view near) {
+    return near.empty() ? std::string() : fmt::format("; did you mean {}?", near);
+}
+
 std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
     switch (t) {
         case UsageText::NoCommand: return "no command given: dsh-confine [OPTIONS] -- COMMAND [ARG...]";
@@ -557,16 +583,23 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
         case UsageText::UnknownModeNear:
             return fmt::format(
                 "unknown mode \"{}\"; did you mean {}? (read-only, workspace-write or danger-full-access)", a, b);
-        case UsageText::UnknownRunner:
-            return fmt::format("unknown runner \"{}\" (auto, bwrap, landlock, seatbelt, windows-acl or custom)", a);
+        case UsageText::UnknownRunner: {
+            static constexpr std::string_view kRunners[] = {"auto", "bwrap", "landlock", "seatbelt", "windows-acl",
+                                                            "custom"};
+            return fmt::format("unknown runner \"{}\"{} (auto, bwrap, landlock, seatbelt, windows-acl or custom)", a,
+                               did_you_mean(nearest_word(a, kRunners, std::size(kRunners))));
+        }
         case UsageText::KeepDescendantsWithLimits:
             return "--keep-descendants cannot be combined with --timeout or with limits held by a cgroup: those end "
                    "every process the command started when it ends; drop one of them";
         case UsageText::PrivateTmpUnconfined:
             return "--private-tmp needs a confined mode (read-only or workspace-write): danger-full-access runs the "
                    "command on the host's /tmp; drop one of the two";
-        case UsageText::UnknownNetwork:
-            return fmt::format("unknown network mode \"{}\" for --net (off, loopback or host)", a);
+        case UsageText::UnknownNetwork: {
+            static constexpr std::string_view kNetworks[] = {"off", "loopback", "host"};
+            return fmt::format("unknown network mode \"{}\" for --net{} (off, loopback, host or allow=LIST)", a,
+                               did_you_mean(nearest_word(a, kNetworks, std::size(kNetworks))));
+        }
         case UsageText::NetworkUnderDanger:
             return fmt::format("--net {} cannot hold under danger-full-access, which confines nothing; "
                                "choose read-only or workspace-write, or drop --net", a);

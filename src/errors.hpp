@@ -64,6 +64,13 @@ void print_error(std::string_view message);
 
 // The seed's fail-closed text; mode is the requested mode's name.
 std::string sandbox_unavailable_text(std::string_view mode);
+// A runner named with --runner that cannot run this request (the seed's
+// text above is for no runner at all): `reason` is the runner's own line;
+// when it names no fix, the fix is another runner or auto. `others`: the
+// platform's other runners, comma-separated.
+std::string forced_runner_text(std::string_view runner, std::string_view reason, std::string_view others);
+// --runner names a runner this platform does not have.
+std::string runner_absent_text(std::string_view runner, std::string_view platform, std::string_view runners);
 
 // Why --net loopback cannot hold on a runner that makes no network namespace
 // of its own, or whose namespace the host refused (`cause`: the failed step,
@@ -296,9 +303,9 @@ struct Outcome {
     std::string message;  // the detail (SandboxUnavailable: empty, or why a runner cannot be used)
     std::string mode;     // SandboxUnavailable at the edge: the requested mode the seed's text names
     std::string runner_failure;  // SandboxUnavailable: the runner's own failure, when it had one
-    // Said on stderr only, after the text: how to spell the fix on the
-    // command line, where the report's text is a contract's exact wording
-    // (the escalation texts harnesses match).
+    // The stderr line, when it is not text(): where the report's text is a
+    // contract's exact wording (the escalation texts harnesses match), the
+    // line says it in the command line's words, with the fix.
     std::string hint;
 
     static Outcome success() { return {}; }
@@ -308,13 +315,15 @@ struct Outcome {
     // The seed's fail-closed text (+ " Runner failure: " + runner_failure)
     // for SandboxUnavailable with a mode; the detail otherwise.
     std::string text() const;
-    // text(), then "; " and the hint when there is one: the stderr line.
+    // The stderr line: the hint when there is one, else text().
     std::string stderr_text() const;
 };
 
 inline Outcome fail(Err e, std::string message) { return Outcome{false, e, std::move(message), {}, {}, {}}; }
-// `o` with its stderr-only hint (Outcome::hint).
+// `o` with its stderr line (Outcome::hint).
 Outcome with_hint(Outcome o, std::string hint);
+// `o` with its stderr line: its text, then "; " and how to fix it here.
+Outcome with_fix(Outcome o, std::string_view fix);
 
 // A confined mode (by name) that cannot be enforced: nothing runs.
 // runner_failure: what went wrong while setting up or starting the runner

@@ -147,10 +147,10 @@ Outcome approval_error(Approval a, const EscalationRequest& r, const std::string
         case Approval::Cancelled:
             return failf(Err::EscalationCancelled, "approval for escalating to {} was cancelled", mode);
         case Approval::Unavailable:
-            return with_hint(failf(Err::EscalationUnavailable,
-                                   "sandbox escalation to {} requires approval, but no approval channel is "
-                                   "available", mode),
-                             failure);
+            return with_fix(failf(Err::EscalationUnavailable,
+                                  "sandbox escalation to {} requires approval, but no approval channel is "
+                                  "available", mode),
+                            failure);
         case Approval::Failed:
             // Not "no channel": one was there, ran and gave no answer. The
             // same code (nothing was approved, nobody said no), its own text.
@@ -165,25 +165,25 @@ Outcome approve_escalation(const EscalationRequest& r, Approver* approver, Mode&
     bool wider = false;
     for (Mode m : wider_modes(r.current)) wider = wider || m == r.target;
     if (r.mode_asked && !wider)
-        return with_hint(failf(Err::EscalationNotWider,
-                               "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
-                               to_string(r.target), to_string(r.current)),
-                         hint_text(Hint::NotWider, to_string(r.current)));
+        return with_fix(failf(Err::EscalationNotWider,
+                              "sandbox escalation to \"{}\" is not strictly wider than this call's current \"{}\" mode",
+                              to_string(r.target), to_string(r.current)),
+                        hint_text(Hint::NotWider, to_string(r.current)));
     if (r.target_network) {
         bool net_wider = false;
         for (Network n : wider_networks(r.current_network)) net_wider = net_wider || n == *r.target_network;
         if (!net_wider)
-            return with_hint(failf(Err::EscalationNotWider,
+            return with_fix(failf(Err::EscalationNotWider,
                                    "sandbox escalation to network \"{}\" is not strictly wider than this call's "
                                    "current \"{}\" network",
                                    to_string(*r.target_network), to_string(r.current_network)),
-                             hint_text(Hint::NetNotWider, to_string(r.current_network)));
+                            hint_text(Hint::NetNotWider, to_string(r.current_network)));
     }
     if (approver == nullptr)
         return with_hint(failf(Err::EscalationNoApprover,
                                "sandbox escalation to {} requires approval, but no approval service is composed",
                                target_text(r)),
-                         hint_text(Hint::NoApprover));
+                         hint_text(Hint::NoApprover, target_text(r)));
     const Approval a = approver->ask(r);
     if (auto o = approval_error(a, r, approver->failure()); !o) return o;
     granted = r.target;

@@ -1,5 +1,6 @@
 #include "explain.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "chain.hpp"
@@ -92,6 +93,35 @@ ordered_json plan_json(const Resolution& r, const Plan& l) {
     return j;
 }
 
+// One line per carve-out that exists (how it holds, or why not), then one
+// per reason for those that do not, naming each path.
+template <typename Line>
+static void carve_lines(Line& line, const char* label, const std::vector<ProtectedPath>& list) {
+    bool first = true;
+    auto put = [&](const std::string& text) {
+        line(first ? label : "", text);
+        first = false;
+    };
+    for (const auto& e : list) {
+        if (!e.exists) continue;
+        const std::string what = e.what.empty() ? e.source : e.source + ", " + e.what;
+        put(fmt::format("{} ({}{}{})", q(e.path), what, e.enforced.empty() ? "" : ", " + e.enforced,
+                        e.why_not.empty() ? "" : ": " + e.why_not));
+    }
+    std::vector<std::pair<std::string, std::vector<std::string>>> absent;  // why_not -> paths, in order
+    for (const auto& e : list) {
+        if (e.exists) continue;
+        auto it = std::find_if(absent.begin(), absent.end(), [&](const auto& a) { return a.first == e.why_not; });
+        if (it == absent.end()) {
+            absent.emplace_back(e.why_not, std::vector<std::string>{});
+            it = std::prev(absent.end());
+        }
+        it->second.push_back(q(e.path));
+    }
+    for (const auto& [why, paths] : absent)
+        put(fmt::format("{}: {}", fmt::join(paths, ", "), why.empty() ? "absent when the run started" : why));
+}
+
 std::string plan_text(const Resolution& r, const Plan& l) {
     const Policy& p = l.c.policy;
     std::string out;
@@ -129,6 +159,11 @@ std::string plan_text(const Resolution& r, const Plan& l) {
         first = false;
     }
     if (first) line("writable:", p.mode == Mode::DangerFullAccess ? "everything (unconfined)" : "nothing");
+    // The carve-outs (issues 18, 37): what is kept read-only inside the
+    // roots and what is hidden, as the record's protectedPaths/hiddenPaths.
+    carve_lines(line, "protected:", p.protected_paths);
+    for (const auto& u : p.unprotected) line("unprotected:", q(u) + " (--unprotect)");
+    carve_lines(line, "hidden:", p.hidden_paths);
     if (p.private_tmp)
         line("tmp:", p.mode == Mode::ReadOnly ? "private (--private-tmp): empty, read-only, discarded at exit"
                                               : "private (--private-tmp): empty, writable, discarded at exit");

@@ -446,4 +446,20 @@ const Rule* match_address(const std::vector<Rule>& rules, const Address& a, uint
     return nullptr;
 }
 
+bool names_localhost(const Rule& r) noexcept { return r.kind == Rule::Kind::Host && r.host == "localhost"; }
+
+std::string direct_loopback(const Rules& rules) {
+    std::string out;
+    auto keep = [&](const char* spelling) { out += (out.empty() ? "" : ",") + std::string(spelling); };
+    if (std::none_of(rules.allow.begin(), rules.allow.end(), names_localhost)) keep("localhost");
+    for (const char* literal : {"127.0.0.1", "::1"}) {
+        const Address a = *parse_address(literal);
+        if (std::none_of(rules.allow.begin(), rules.allow.end(), [&](const Rule& r) {
+                return r.kind == Rule::Kind::Cidr && in_prefix(a, r.address, r.prefix);
+            }))
+            keep(literal);
+    }
+    return out;
+}
+
 }  // namespace dsh::net

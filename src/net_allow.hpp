@@ -86,5 +86,13 @@ struct Rules {
 const Rule* match_name(const std::vector<Rule>& rules, std::string_view name, uint16_t port) noexcept;
 // The first address (CIDR) rule that holds `a` on `port`, or null.
 const Rule* match_address(const std::vector<Rule>& rules, const Address& a, uint16_t port) noexcept;
+// Whether an allow rule names loopback by name: "localhost" (its addresses
+// are the host's loopback, which the proxy then reaches for that rule).
+bool names_localhost(const Rule& r) noexcept;
+// NO_PROXY's value: the loopback spellings (localhost, 127.0.0.1, ::1) that
+// clients reach directly, inside the command's namespace: those the list
+// does not allow. One the list allows goes through the proxy, which reaches
+// the host's loopback for what is allowed and refuses the rest.
+std::string direct_loopback(const Rules& rules);
 
 }  // namespace dsh::net

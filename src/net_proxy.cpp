@@ -509,6 +509,9 @@ Verdict decide(const Rules& rules, const Target& t, const Resolver& resolve, con
             // A listed address is allowed whatever its own class.
             if (!decided) decided = by_addr;
             v.connect_to.push_back(a);
+        } else if (c == AddressClass::Loopback && by_name && names_localhost(*by_name)) {
+            // allow=localhost[:PORT] names the host's loopback itself.
+            v.connect_to.push_back(a);
         } else if (c != AddressClass::Public) {
             if (first_refusal.empty()) first_refusal = fmt::format("{} is {}", to_string(a), to_string(c));
         } else if (by_name) {

@@ -156,7 +156,7 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     if (policy.allow_userns) a.push_back("--allow-userns");
     if (spec.report_fd >= 0) a.insert(a.end(), {"--report-fd", std::to_string(spec.report_fd)});
     if (spec.record_fd >= 0) a.insert(a.end(), {"--record-fd", std::to_string(spec.record_fd)});
-    if (spec.relay_fd >= 0) a.insert(a.end(), {"--net-relay", std::to_string(spec.relay_fd)});
+    if (spec.relay_fd >= 0) a.insert(a.end(), {"--net-relay", std::to_string(spec.relay_fd), "--no-proxy", spec.no_proxy});
     for (int fd : policy.keep_fds) a.insert(a.end(), {"--keep-fd", std::to_string(fd)});
     for (const auto& r : spec.rlimits)
         a.insert(a.end(), {"--rlimit", fmt::format("{}:{}:{}", r.resource, r.soft, r.hard)});
@@ -233,7 +233,8 @@ Layer layer(const Policy& policy, const std::string& bwrap_path) {
     if (host_net) {
         l.gaps.push_back({"abstract-unix-sockets", "without a network namespace, abstract unix sockets of host "
                                                    "processes can be reached", false});
-        l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
+        l.gaps.push_back({"network", "network access is not governed: --net host (the default) leaves TCP, UDP and "
+                                     "unix sockets as the host has them", false});
     }
     l.enforcement = Enforcement::Partial;
     l.details["path"] = bwrap_path;
@@ -425,6 +426,8 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
             auto n = parse_network(v);
             if (!n) return failf(Err::Usage, "stage: bad network mode \"{}\"", v);
             out.policy.network = *n;
+        } else if (a == "--no-proxy") {
+            if (auto o = value("--no-proxy", out.no_proxy); !o) return o;
         } else if (a == "--landlock" || a == "--report-fd" || a == "--record-fd" || a == "--keep-fd" ||
                    a == "--net-relay" || a == "--ready-fd") {
             if (auto o = value(a.data(), v); !o) return o;  // a whole std::string: NUL-terminated

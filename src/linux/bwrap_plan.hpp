@@ -97,6 +97,7 @@ struct StageSpec {
     // --net allow= (issue 19): the inherited socketpair end the stage sends
     // the namespace's listener over (src/linux/net_relay.hpp); -1: none.
     int relay_fd = -1;
+    std::string no_proxy;  // NO_PROXY for the command (net::direct_loopback)
     bool stage_binds = false;  // the carve-outs ride on the stage's argv (ProfileOptions::stage_binds)
     // ...or come later (Plan::late_walk): the stage waits for the launcher's
     // word on its ready socket, then reads them from the record's memfd
@@ -155,6 +156,7 @@ struct StageRequest {
     bool argv_from_record = false;  // --argv-from-record: argv is the record's (kArgvInline)
     std::vector<limits::Rlimit> rlimits;  // --rlimit RES:SOFT:HARD
     int relay_fd = -1;                    // --net-relay N (issue 19)
+    std::string no_proxy = "localhost,127.0.0.1,::1";  // --no-proxy LIST: NO_PROXY (net::direct_loopback)
     // --caller-signals MASK (issue 15): bwrap shares the caller's process group
     // and was started with kShielded ignored; bit n set: the caller ignored
     // signal n too. -1: not given (a pty's session, or exec'd in place).

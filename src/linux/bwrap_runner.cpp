@@ -269,6 +269,7 @@ public:
             return failf(Err::SandboxUnavailable, "socketpair for the allow-list's relay: {}", std::strerror(e));
         }
         spec.relay_fd = relay[1];
+        if (pol.net_allow) spec.no_proxy = net::direct_loopback(*pol.net_allow);
         ProfileOptions opts;
         opts.stage_keeps_setpcap = ::geteuid() == 0;
         const bool carving = !carve_binds(pol).empty();

@@ -393,7 +393,7 @@ void take_foreground() noexcept {
                             std::strerror(err));
         ::close(req.relay_fd);
         if (entered)
-            for (const auto& [name, value] : net::proxy_environment(port)) ::setenv(name.c_str(), value.c_str(), 1);
+            for (const auto& [name, value] : net::proxy_environment(port, req.no_proxy)) ::setenv(name.c_str(), value.c_str(), 1);
     }
     if (!entered)
         return stage_failed(report, mailbox, unavailable(to_string(req.policy.mode), entered.message));

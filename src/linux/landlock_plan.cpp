@@ -182,7 +182,8 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     l.gaps.push_back({"other-terminals", "the caller's other terminals (/dev/pts) can be opened for reading, which "
                                          "takes what is typed there: Landlock grants read on the whole file system",
                       false});
-    if (net) l.gaps.push_back({"network", "network access is not governed (the policy covers file effects only)", false});
+    if (net) l.gaps.push_back({"network", "network access is not governed: --net host (the default) leaves TCP, "
+                                          "UDP and unix sockets as the host has them", false});
     // The carve-outs (issue 18): Landlock's rights are inherited down the
     // tree, so a path inside a writable root cannot be made read-only (and
     // git needs create and rename rights in .git). Listed when one is in play.

@@ -120,7 +120,7 @@ void set_proxy_environment(dsh::Plan& p, uint16_t port) {
     if (p.env) env = std::move(*p.env);
     else
         for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-    for (const auto& [name, value] : net::proxy_environment(port)) {
+    for (const auto& [name, value] : net::proxy_environment(port, net::direct_loopback(*p.c.policy.net_allow))) {
         const std::string prefix = name + "=";
         env.erase(std::remove_if(env.begin(), env.end(),
                                  [&](const std::string& e) { return e.compare(0, prefix.size(), prefix) == 0; }),

@@ -65,9 +65,9 @@ bool receive_listener(int channel, int timeout_ms, int& fd, uint16_t& port) {
     return true;
 }
 
-std::vector<std::pair<std::string, std::string>> proxy_environment(uint16_t port) {
+std::vector<std::pair<std::string, std::string>> proxy_environment(uint16_t port, const std::string& direct) {
     const std::string url = "http://127.0.0.1:" + std::to_string(port);
-    const std::string none = "localhost,127.0.0.1,::1";
+    const std::string& none = direct;
     return {
         {"HTTP_PROXY", url},        {"HTTPS_PROXY", url},        {"ALL_PROXY", url},
         {"http_proxy", url},        {"https_proxy", url},        {"all_proxy", url},

@@ -24,7 +24,8 @@ bool hand_out_listener(int channel, uint16_t& port, int& err) noexcept;
 bool receive_listener(int channel, int timeout_ms, int& fd, uint16_t& port);
 
 // The variables that point clients at the proxy (curl, python, git, npm,
-// yarn, pip, node), with loopback excluded (NO_PROXY).
-std::vector<std::pair<std::string, std::string>> proxy_environment(uint16_t port);
+// yarn, pip, node), with `direct` (net::direct_loopback: the loopback
+// spellings the list does not allow) excluded by NO_PROXY.
+std::vector<std::pair<std::string, std::string>> proxy_environment(uint16_t port, const std::string& direct);
 
 }  // namespace dsh::net

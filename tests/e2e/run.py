@@ -61,6 +61,10 @@ def stage():
     shutil.copytree(here, tests, ignore=shutil.ignore_patterns("__pycache__"))
     # The report's schema, where report_schema.py looks beside the staged tests.
     shutil.copy2(os.path.join(here, "..", "..", "share", "report.schema.json"), tests)
+    # The README, beside e2e/ as in the tree: test_cli runs its demo as written.
+    readme = os.path.join(here, "..", "..", "README.md")
+    if os.path.exists(readme):
+        shutil.copy2(readme, os.path.join(d, "README.md"))
     for root, dirs, files in os.walk(d):
         for n in dirs:
             os.chmod(os.path.join(root, n), 0o755)

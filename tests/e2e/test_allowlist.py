@@ -18,7 +18,7 @@ import tarfile
 import threading
 import time
 
-from harness import DSH, dsh, main, matrix, need, need_landlock, need_runner, skip
+from harness import DSH, EXEC_SUPERVISE, dsh, main, matrix, need, need_landlock, need_runner, skip
 
 PY = "/usr/bin/python3"
 CURL = "/usr/bin/curl"
@@ -39,10 +39,10 @@ def runners():
 
 
 class Server:
-    """An HTTP server on 127.0.0.1 answering every GET with `hi`; `seen` lists the paths that
-    reached it, `most` the most connections it held at once."""
+    """An HTTP server on 127.0.0.1 (or `host`) answering every GET with `hi`; `seen` lists the paths
+    that reached it, `most` the most connections it held at once."""
 
-    def __init__(self):
+    def __init__(self, host="127.0.0.1"):
         seen = self.seen = []
         lock = threading.Lock()
         state = self
@@ -73,8 +73,9 @@ class Server:
 
         class S(http.server.ThreadingHTTPServer):
             request_queue_size = 512
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
-        self.httpd = S(("127.0.0.1", 0), H)
+        self.httpd = S((host, 0), H)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -312,6 +313,55 @@ def test_a_name_resolving_to_loopback_is_refused_unless_the_address_is_listed(s)
             assert recs[0]["detail"] == "127.0.0.1 is loopback" and recs[0]["address"] == "127.0.0.1", recs
     finally:
         h.close()
+
+
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as t:
+            t.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@matrix(runner=ALLOW_RUNNERS, supervise=EXEC_SUPERVISE)
+def test_an_allowed_loopback_port_is_reached_by_curl_and_urllib_and_no_other(s, runner, supervise):
+    # --net allow=127.0.0.1:PORT (and [::1]:PORT, localhost:PORT) names a port of the host's
+    # loopback: curl and python's urllib reach the test's listener there, as they do bare, through
+    # the proxy (NO_PROXY no longer sends that spelling to the namespace's own loopback, issue 42).
+    # A second listener on the host's loopback, not allowed, is reached by nobody.
+    need_curl()
+    spellings = [("127.0.0.1", "127.0.0.1:%d", "http://127.0.0.1:%d/"),
+                 ("127.0.0.1", "localhost:%d", "http://localhost:%d/")]
+    if ipv6_loopback():
+        spellings.append(("::1", "[::1]:%d", "http://[::1]:%d/"))
+    for host, rule, url in spellings:
+        h, other = Server(host), Server(host)
+        try:
+            target, refused = url % h.port + "c", url % other.port + "o"
+            urllib = ("import urllib.request,sys\n"
+                      "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())")
+            # Bare: both listeners answer.
+            bare = subprocess.run([CURL, "-sS", "--max-time", "5", target], capture_output=True, text=True,
+                                  timeout=30)
+            assert bare.returncode == 0 and bare.stdout == "hi", bare
+            del h.seen[:]
+            r = dsh(["--runner", runner, "--net", "allow=" + rule % h.port] + supervise +
+                    ["--", CURL, "-sS", "--max-time", "5", target], s)
+            assert r.rc == 0 and r.out == "hi", (rule, r)
+            assert h.seen == ["/c"], (rule, h.seen)
+            r = dsh(["--runner", runner, "--net", "allow=" + rule % h.port] + supervise +
+                    ["--", PY, "-c", urllib, url % h.port + "u"], s)
+            assert r.rc == 0 and r.out == "hi", (rule, r)
+            assert h.seen == ["/c", "/u"], (rule, h.seen)
+            # The other port of the host's loopback: refused by the proxy (403), never reached.
+            r = dsh(["--runner", runner, "--net", "allow=" + rule % h.port] + supervise +
+                    ["--", CURL, "-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", refused], s)
+            assert r.rc == 0 and r.out == "403", (rule, r)
+            assert other.seen == [], (rule, other.seen)
+        finally:
+            h.close()
+            other.close()
 
 
 @matrix(runner=ALLOW_RUNNERS)

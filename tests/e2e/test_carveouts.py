@@ -1284,5 +1284,46 @@ def test_hide_secrets__landlock(s):
     hide_secrets(s, "landlock")
 
 
+def test_explain_text_lists_protected_and_hidden_paths(s):
+    # explain's text names every carve-out the record has (issue 42): each protected and hidden path
+    # that exists with how it is held, the absent ones with why, and each --unprotect.
+    need_runner("bwrap")
+    git(s, s.ws, "init", "-q")
+    os.mkdir(s.p("ws", ".vscode"))
+    secret = s.p("outside", "secret")
+    open(secret, "w").close()
+    r = dsh(["explain", "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--deny-read", secret,
+             "--unprotect", s.p("ws", ".idea"), "--", "true"], s, cwd=s.ws, report=False)
+    assert r.rc == 0, r
+    lines = r.out.splitlines()
+
+    def block(label):
+        at = [i for i, l in enumerate(lines) if l.startswith(label)]
+        assert len(at) == 1, (label, r.out)
+        out = [lines[at[0]][13:]]
+        for l in lines[at[0] + 1:]:
+            if not l.startswith(" " * 13):
+                break
+            out.append(l[13:])
+        return out
+
+    protected = block("protected:")
+    for path, how in ((".git", "mount-point"), (".git/hooks", "read-only-bind"), (".git/config", "read-only-bind"),
+                      (".vscode", "read-only-bind")):
+        assert any(l.startswith('"%s" (default, ' % s.p("ws", path)) and l.endswith(", %s)" % how)
+                   for l in protected), (path, protected)
+    absent = [l for l in protected if l.endswith(": " + ABSENT_TEXT)]
+    assert len(absent) == 1 and '"%s"' % s.p("ws", ".claude") in absent[0], protected
+    assert block("unprotected:") == ['"%s" (--unprotect)' % s.p("ws", ".idea")], r.out
+    hidden = block("hidden:")
+    assert hidden == ['"%s" (flag, secret, dev-null-bind)' % secret], hidden
+    # What --json says, the text says: every protected path is named.
+    plan = json.loads(dsh(["explain", "--json", "--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap",
+                           "--deny-read", secret, "--unprotect", s.p("ws", ".idea"), "--", "true"], s, cwd=s.ws,
+                          report=False).out)
+    for e in plan["confinement"]["protectedPaths"]:
+        assert '"%s"' % e["path"] in "\n".join(protected), (e, protected)
+
+
 if __name__ == "__main__":
     main()

@@ -6,7 +6,7 @@ a user namespace of its own), so the host is untouched.
 import os
 import time
 
-from harness import SANDBOX_UNAVAILABLE, dsh, is_root, main, need_bwrap, need_landlock, tool
+from harness import EXEC_SUPERVISE, SANDBOX_UNAVAILABLE, dsh, is_root, main, matrix, need_bwrap, need_landlock, tool
 
 BWRAP = "/usr/bin/bwrap"
 
@@ -87,6 +87,30 @@ def test_forced_bwrap_never_falls_back(s):
     assert r.rc != 0, r
     assert r.rec("confinement") is None or r.rec("confinement")["runner"] == "bwrap", r
     assert not os.path.exists(s.p("ws", "in")) and not os.path.exists(s.p("outside", "out"))
+
+
+@matrix(supervise=EXEC_SUPERVISE)
+def test_forced_runner_refusal_names_the_option_and_the_fix(s, supervise):
+    # Both runners usable, one forced that cannot hold one option: the line names the option and the
+    # fix (drop it, or the other runner), never the seed's "no sandbox backend is usable ... switch
+    # the consumer to danger-full-access", which is for no runner at all (issue 42).
+    need_bwrap()
+    need_landlock()
+    marker = s.p("ws", "ran")
+    for runner, option, other in (("landlock", "--private-tmp", "--runner bwrap"),
+                                  ("bwrap", "--keep-descendants", "--runner landlock")):
+        r = dsh(["--runner", runner, "--mode", "workspace-write", "--root", s.ws, option] + supervise +
+                ["--", "sh", "-c", "echo ran > " + marker], s)
+        assert r.rc == 125 and not os.path.exists(marker), r
+        line = r.err[len("dsh-confine: "):-1]
+        assert r.err.startswith("dsh-confine: --runner %s: " % runner) and r.err.count("\n") == 1, r
+        assert option in line and "drop " + option in line and other in line, r
+        assert "no sandbox backend" not in line and "danger-full-access" not in line, r
+        e = r.rec("error")
+        assert e["code"] == "SANDBOX_UNAVAILABLE" and e["message"] == line and r.rec("confinement") is None, r
+        # The same options with auto run: the other runner holds them.
+        r = dsh(["--mode", "workspace-write", "--root", s.ws, option] + supervise + ["--", "true"], s)
+        assert r.rc == 0 and r.rec("confinement")["runner"] != runner, r
 
 
 if __name__ == "__main__":

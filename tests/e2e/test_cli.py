@@ -151,7 +151,16 @@ def test_unknown_runner_and_mode_list_the_valid_values(s):
                                                    'windows-acl or custom)'),
                       (["--mode", "write"], 'unknown mode "write" (read-only, workspace-write or danger-full-access)'),
                       (["--mode", "workspace-wrtie"], 'unknown mode "workspace-wrtie"; did you mean workspace-write? '
-                                                      '(read-only, workspace-write or danger-full-access)')):
+                                                      '(read-only, workspace-write or danger-full-access)'),
+                      # A near miss of a runner or a network names it too (issue 42).
+                      (["--runner", "bwarp"], 'unknown runner "bwarp"; did you mean bwrap? (auto, bwrap, landlock, '
+                                              'seatbelt, windows-acl or custom)'),
+                      (["--runner", "landlok"], 'unknown runner "landlok"; did you mean landlock? (auto, bwrap, '
+                                                'landlock, seatbelt, windows-acl or custom)'),
+                      (["--net", "loopbak"], 'unknown network mode "loopbak" for --net; did you mean loopback? (off, '
+                                             'loopback, host or allow=LIST)'),
+                      (["--net", "none"], 'unknown network mode "none" for --net (off, loopback, host or '
+                                          'allow=LIST)')):
         r = dsh(args + ["sh", "-c", "touch " + marker], s)
         assert r.rc == 125 and r.err == "dsh-confine: %s\n" % msg, r
         # The record's shape, and last the run's nonce (issue 38).
@@ -435,6 +444,26 @@ def test_nothing_is_made_in_or_above_a_protected_name(s):
             if os.path.isdir(missing) and not os.listdir(missing):
                 os.rmdir(missing)  # made by a failing build: leave the home as it was
         break
+
+
+def test_the_readme_demo_exits_0_and_leaves_nothing_behind(s):
+    # README's command 1 ends in a confined run: as written there (the built binary swapped in), run
+    # from a clone's top directory, it prints hello and refused, exits 0, and leaves no file in the
+    # clone, in /tmp or in /etc (issue 42: it exited 2 and left hello.txt in the clone).
+    need_bwrap()
+    here = os.path.dirname(os.path.abspath(__file__))
+    readme = [p for p in (os.path.join(here, "..", "README.md"), os.path.join(here, "..", "..", "README.md"))
+              if os.path.exists(p)][0]  # staged by run.py beside e2e/, or the tree's
+    lines = [line for line in open(readme, encoding="utf-8") if "build/dsh-confine " in line]
+    assert len(lines) == 1, lines
+    demo = lines[0][lines[0].index("build/dsh-confine "):].strip()
+    script = demo.replace("build/dsh-confine ", "'%s' " % DSH, 1)
+    before = sorted(os.listdir(s.ws))
+    left = ["/tmp/dsh-demo.txt", "/etc/dsh-confine-demo"]
+    r = subprocess.run(["sh", "-c", script], cwd=s.ws, env=s.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "hello\nrefused\n", r
+    assert sorted(os.listdir(s.ws)) == before, os.listdir(s.ws)
+    assert not any(os.path.exists(p) for p in left), [p for p in left if os.path.exists(p)]
 
 
 if __name__ == "__main__":

@@ -75,9 +75,13 @@ def test_landlock_missing_or_refused_at_each_step(s):
             if runner == "auto" and detail is None:
                 continue  # auto with no runner left is covered below
             if detail is None:
-                detail = FORCED_REASONS[(err, calls)]  # forced: the reason probe and skippedRunners give
+                # Forced: the reason probe and skippedRunners give, and the fix; never the seed's "no
+                # sandbox backend is usable", which is for no runner at all (issue 42).
+                msg = "--runner landlock: %s; use --runner bwrap or auto (which picks a runner that can)" % \
+                    FORCED_REASONS[(err, calls)]
+            else:
+                msg = UNAVAILABLE_WS + " Runner failure: " + detail  # found at exec time: the contract's text
             r = _run_ws(s, extra=["--runner", runner], pre=[tool("sysfault"), err, calls, "--"])
-            msg = UNAVAILABLE_WS + ("" if detail is None else " Runner failure: " + detail)
             try:
                 _assert_refused(r, s, msg, "SANDBOX_UNAVAILABLE")
             except AssertionError:

@@ -16,6 +16,34 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
 
 
+def fish_reads():
+    """The directories fish loads completions from in a login without XDG_DATA_DIRS (a console, ssh),
+    with nothing of the user's: None when fish is not installed."""
+    if not shutil.which("fish"):
+        return None
+    home = tempfile.mkdtemp(prefix="dsh-fish-home-", dir="/var/tmp")
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("XDG_DATA_DIRS", "XDG_CONFIG_HOME", "XDG_DATA_HOME")}
+        env["HOME"] = home
+        r = subprocess.run(["fish", "-c", "string join \\n -- $fish_complete_path"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        return [d for d in r.stdout.splitlines() if d and not d.startswith(home)]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def fish_completion_path(prefix, under):
+    """Where the fish file must land: under the system prefixes, a directory fish itself reads (Debian 12's
+    fish reads /usr/share/fish/vendor_completions.d, not /usr/local/share/..., unless XDG_DATA_DIRS says so);
+    under any other prefix, datadir's (the README tells fish to look there)."""
+    if prefix in ("/usr", "/usr/local"):
+        dirs = fish_reads()
+        vendor = [d for d in dirs or () if d.endswith("/vendor_completions.d")]
+        d = vendor[0] if vendor else "/usr/share/fish/vendor_completions.d"
+        return os.path.join(d, "dsh-confine.fish").lstrip("/")
+    return under("datadir", "fish", "vendor_completions.d", "dsh-confine.fish")
+
+
 def main():
     meson, build = sys.argv[1], sys.argv[2]
     t = Tap()
@@ -46,7 +74,7 @@ def main():
         if opts.get("completions", True):
             expected[under("datadir", "bash-completion", "completions", "dsh-confine")] = "bash completion"
             expected[under("datadir", "zsh", "site-functions", "_dsh-confine")] = "zsh completion"
-            expected[under("datadir", "fish", "vendor_completions.d", "dsh-confine.fish")] = "fish completion"
+            expected[fish_completion_path(prefix, under)] = "fish completion"
         for ex in ("python/run_confined.py", "node/run-confined.js", "shell/run-confined.sh"):
             expected[under("datadir", "doc", "dsh-confine", "examples", os.path.basename(ex))] = "example " + ex
         expected[under("datadir", "dsh-confine", "report.schema.json")] = "report schema"

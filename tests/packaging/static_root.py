@@ -10,6 +10,7 @@ Prints TAP.
 """
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -64,7 +65,23 @@ def main():
                 shipped = os.path.getsize(out)
             t.diag("stripped: %d bytes (%.2f MB)" % (shipped, shipped / 1e6))
         assert shipped <= 3000000, "larger than 3 MB as shipped: %d bytes" % shipped
+        sizes["shipped"] = shipped
+    sizes = {}
     t.case("the binary is fully static and at most 3 MB stripped", is_static)
+
+    def readme_says_the_size():
+        # The README's figures (the Install section and the targets table) are this binary's, to 0.1 MB.
+        readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+        if "shipped" not in sizes or not os.path.exists(readme) or not shutil.which("strip"):
+            t.skip("no stripped size or no README to compare")
+        text = open(readme, encoding="utf-8").read()
+        said = [float(x) for x in re.findall(r"fully static by default \((\d+\.\d+) MB", text) +
+                re.findall(r"\| static binary, stripped[^|]*\| (\d+\.\d+) MB", text)]
+        assert len(said) == 2, "the README's two size figures were not found: %r" % said
+        actual = sizes["shipped"] / 1e6
+        for mb in said:
+            assert abs(mb - actual) <= 0.1, "the README says %.2f MB; stripped it is %.2f MB" % (mb, actual)
+    t.case("the README's size figures are the stripped binary's", readme_says_the_size)
 
     def no_nss():
         if not shutil.which("nm"):

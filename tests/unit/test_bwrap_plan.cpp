@@ -690,12 +690,14 @@ TEST_CASE("bwrap stage: --net-relay travels to the stage, with --net loopback on
     pol.network = Network::Loopback;
     bwrap::StageSpec spec = true_spec();
     spec.relay_fd = 8;
+    spec.no_proxy = "localhost,::1";  // 127.0.0.1 allowed: it goes through the proxy (issue 42)
     auto a = bwrap::stage_args(pol, spec);
     CHECK(a == Args{"/proc/self/fd/5", "__dsh_confine_stage_v1", "--mode", "read-only", "--net", "loopback",
-                    "--record-fd", "6", "--net-relay", "8", "--", "/bin/true", "true"});
+                    "--record-fd", "6", "--net-relay", "8", "--no-proxy", "localhost,::1", "--", "/bin/true", "true"});
     bwrap::StageRequest req;
     REQUIRE(bwrap::parse_stage(Args(a.begin() + 2, a.end()), req));
     CHECK(req.relay_fd == 8);
+    CHECK(req.no_proxy == "localhost,::1");
     // Without a private loopback, a listener would be the host's: refused.
     CHECK_FALSE(bwrap::parse_stage({"--mode", "read-only", "--record-fd", "6", "--net-relay", "8", "--", "/bin/true",
                                     "true"}, req));

@@ -180,16 +180,15 @@ TEST_CASE("escalation: the report keeps the seed's texts; stderr adds the comman
     Mode t = Mode::ReadOnly;
     Outcome a = validate_escalation_args(std::string("workspace-write"), std::nullopt, t);
     CHECK(a.text() == "invalid escalation: sandbox_permissions requires a justification");
-    CHECK(a.stderr_text() == "invalid escalation: sandbox_permissions requires a justification; on the command "
-                             "line: --escalate MODE --justification TEXT");
+    // stderr says it in the command line's words: never the harness's field names.
+    CHECK(a.stderr_text() == "--escalate needs --justification TEXT, saying in words why the wider mode is needed");
     Outcome b = validate_escalation_args(std::nullopt, std::string("why"), t);
     CHECK(b.text() == "invalid escalation: justification is only valid together with sandbox_permissions");
-    CHECK(b.stderr_text() == "invalid escalation: justification is only valid together with sandbox_permissions; "
-                             "on the command line: --justification TEXT goes with --escalate MODE");
+    CHECK(b.stderr_text() == "--justification goes with --escalate MODE or --escalate-net NET: add one, or drop "
+                             "--justification");
     Outcome c = validate_escalation_args(std::string("workspace-write"), std::string(" \t"), t);
     CHECK(c.text() == "invalid justification: expected a non-empty sentence");
-    CHECK(c.stderr_text() == "invalid justification: expected a non-empty sentence; on the command line: "
-                             "--justification TEXT says in words why the wider mode is needed");
+    CHECK(c.stderr_text() == "--justification is blank: say in words why the wider mode is needed");
     Mode g = Mode::ReadOnly;
     Outcome d = approve_escalation(req(Mode::ReadOnly, Mode::WorkspaceWrite), nullptr, g);
     CHECK(d.text() == "sandbox escalation to \"read-only\" is not strictly wider than this call's current "
@@ -199,8 +198,11 @@ TEST_CASE("escalation: the report keeps the seed's texts; stderr adds the comman
     Outcome e = approve_escalation(req(Mode::WorkspaceWrite, Mode::ReadOnly), nullptr, g);
     CHECK(e.text() == "sandbox escalation to \"workspace-write\" requires approval, but no approval service is "
                       "composed");
-    CHECK(e.stderr_text() == e.text() + "; give --approver tty (asks on the terminal) or --approver COMMAND, or "
-                                        "\"approver\" in the config");
+    CHECK(e.stderr_text() == "escalating to \"workspace-write\" needs someone to approve it, and none is set: give "
+                             "--approver tty (asks on the terminal) or --approver COMMAND, or \"approver\" in the config");
+    for (const Outcome* o : {&a, &b, &c, &e})
+        for (const char* word : {"sandbox_permissions", "approval service", "composed"})
+            CHECK(o->stderr_text().find(word) == std::string::npos);
     // Unavailable: the contract's text exactly; the cause on stderr only.
     Outcome u = approval_error(Approval::Unavailable, req(Mode::WorkspaceWrite, Mode::ReadOnly), "no terminal");
     CHECK(u.text() == "sandbox escalation to \"workspace-write\" requires approval, but no approval channel is "

@@ -479,3 +479,24 @@ TEST_CASE("proxy: zone ids and hosts that end in a number but are no address are
     }
     CHECK(parse_authority("example.0x7g:80", 0));  // a name, not a number
 }
+
+TEST_CASE("proxy: allow=localhost[:PORT] reaches the host's loopback on that port only; NO_PROXY keeps the rest direct") {
+    FakeDns dns;
+    dns.names["localhost"] = {"127.0.0.1", "::1"};
+    const Rules r = rules("localhost:8080");
+    const auto v = decide(r, target("localhost:8080"), dns.fn(), {});
+    CHECK(v.allowed);
+    CHECK(v.connect_to.size() == 2);
+    CHECK_FALSE(decide(r, target("localhost:8081"), dns.fn(), {}).allowed);
+    CHECK_FALSE(decide(r, target("127.0.0.1:8080"), dns.fn(), {}).allowed);  // a spelling the list does not name
+    // A name that resolves to loopback is still refused (it is not localhost).
+    dns.names["rebind.test"] = {"127.0.0.1"};
+    CHECK(decide(rules("rebind.test"), target("rebind.test:80"), dns.fn(), {}).reason == "private-address");
+    // NO_PROXY: what the list allows goes through the proxy, the rest stays direct.
+    CHECK(direct_loopback(rules("example.com")) == "localhost,127.0.0.1,::1");
+    CHECK(direct_loopback(r) == "127.0.0.1,::1");
+    CHECK(direct_loopback(rules("127.0.0.1:8080")) == "localhost,::1");
+    CHECK(direct_loopback(rules("127.0.0.0/8")) == "localhost,::1");
+    CHECK(direct_loopback(rules("[::1]:8080")) == "localhost,127.0.0.1");
+    CHECK(direct_loopback(rules("localhost,127.0.0.1,::1")).empty());
+}

@@ -98,10 +98,16 @@ TEST_CASE("seam: a forced runner that cannot be used gives its reason as the run
     Outcome o = chain::choose(RunnerKind::Landlock, RunnerEnv{}, p, {a.get()});
     REQUIRE_FALSE(o);
     CHECK(o.runner_failure == "the fake cannot plan");
-    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: the fake cannot plan");
+    // Not the seed's "no sandbox backend is usable": a runner was named, and it is the reason.
+    CHECK(o.text() == "--runner landlock: the fake cannot plan; nothing else can confine this run here");
+    auto b = testrunner::make(RunnerKind::Bwrap, s, "exit 0");
+    Plan r = ws_plan();
+    o = chain::choose(RunnerKind::Landlock, RunnerEnv{}, r, {b.get(), a.get()});
+    CHECK(o.text() == "--runner landlock: the fake cannot plan; use --runner bwrap or auto (which picks a runner "
+                      "that can)");
     Plan q = ws_plan();
     o = chain::choose(RunnerKind::Seatbelt, RunnerEnv{}, q, {a.get()});
-    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: seatbelt is not available on this platform (linux)");
+    CHECK(o.text() == "--runner seatbelt: that runner does not exist on linux; use --runner landlock or auto");
 }
 
 TEST_CASE("seam: --private-tmp passes over a runner that cannot mount one; forced, it is the reason") {
@@ -128,7 +134,7 @@ TEST_CASE("seam: --private-tmp passes over a runner that cannot mount one; force
     REQUIRE_FALSE(o);
     CHECK(o.err == Err::SandboxUnavailable);
     CHECK(o.exit_status() == 125);
-    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: " + why);
+    CHECK(o.text() == "--runner landlock: " + why);
     // auto with nothing that can: fails closed, each one listed.
     Plan r = ws_plan();
     r.c.policy.private_tmp = true;
@@ -181,7 +187,7 @@ TEST_CASE("seam: descendants are killed by the runner's mechanism or a parent th
     Outcome o = chain::choose(RunnerKind::Bwrap, RunnerEnv{}, f, both);
     REQUIRE_FALSE(o);
     CHECK(o.exit_status() == 125);
-    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: " + why);
+    CHECK(o.text() == "--runner bwrap: " + why);
     // danger-full-access: nothing confined, nothing ended.
     Plan d = ws_plan();
     d.c.policy.mode = Mode::DangerFullAccess;
@@ -278,7 +284,7 @@ TEST_CASE("seam: --net allow= passes over a runner that cannot hand out a listen
     Outcome o = chain::choose(RunnerKind::Custom, RunnerEnv{}, q, {a.get(), b.get()});
     REQUIRE_FALSE(o);
     CHECK(o.exit_status() == 125);
-    CHECK(o.text() == sandbox_unavailable_text("workspace-write") + " Runner failure: " + why);
+    CHECK(o.text() == "--runner custom: " + why);
 }
 
 TEST_CASE("seam: a protection is held or nothing runs; auto never takes a runner that drops one (issue 37)") {
