@@ -403,7 +403,8 @@ TEST_CASE("escalation: the network's ladder and its own request (issue 17)") {
     CHECK(same.err == Err::EscalationNotWider);
     CHECK(same.message == "sandbox escalation to network \"host\" is not strictly wider than this call's current "
                           "\"host\" network");
-    CHECK(same.hint == "--escalate-net takes a network wider than the call's \"host\" (off < loopback < host)");
+    // The stderr line: the message, then the fix.
+    CHECK(same.hint == same.message + "; --escalate-net takes a network wider than the call's \"host\" (off < loopback < host)");
     CHECK(never.asked == 0);
 
     // Both: one approval for the mode and the network; each must be wider.
