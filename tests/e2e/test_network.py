@@ -596,7 +596,7 @@ def test_widening_the_network_is_an_escalation(s):
     assert "(off < loopback < host)" in r.err, r
     # The pairing rule is --escalate's; off is never a target.
     r = dsh(base + ["--escalate-net", "host"] + sock, s)
-    assert r.rc == 125 and "requires a justification" in r.err and not os.path.exists(marker), r
+    assert r.rc == 125 and "needs --justification" in r.err and not os.path.exists(marker), r
     r = dsh(base + ["--escalate-net", "off", "--justification", "x", "--approver", "true"] + sock, s)
     assert r.rc == 125 and 'unknown network "off" for --escalate-net' in r.err, r
     # explain validates it and asks nobody.
