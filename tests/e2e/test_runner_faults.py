@@ -86,9 +86,11 @@ def _confined_by_landlock(s, r):
     return c
 
 
-def _refused_unavailable(s, r, message=UNAVAILABLE_WS):
+def _refused_unavailable(s, r, message=UNAVAILABLE_WS, err=None):
+    """`err`: the stderr line when it is not the record's message (a forced runner says which one
+    could not run and the fix; the record keeps the contract's text)."""
     assert r.rc == 125, r
-    assert r.err == "dsh-confine: %s\n" % message, r
+    assert r.err == "dsh-confine: %s\n" % (err or message), r
     assert [x["type"] for x in r.report] == ["error"], r
     e = r.report[0]
     assert e["code"] == "SANDBOX_UNAVAILABLE" and e["message"] == message and e["exitStatus"] == 125, r
@@ -124,12 +126,15 @@ def test_bwrap_missing_forced_bwrap_fails_closed(s):
     need_landlock()
     for pre, extra, path in _missing_variants(s):
         # Forced, its reason is the run's: the one probe gives.
-        message = UNAVAILABLE_WS + " Runner failure: bwrap is not usable: %s: No such file or directory" % path
+        # A forced runner that cannot run says which and the fix (the seed's no-backend text is for no
+        # backend at all): the stderr line and the record's message.
+        message = err = ("--runner bwrap: bwrap is not usable: %s: No such file or directory; use --runner "
+                         "landlock or auto (which picks a runner that can)" % path)
         r = _run(s, extra=extra + ["--runner", "bwrap"], pre=pre)
-        _refused_unavailable(s, r, message)
+        _refused_unavailable(s, r, message, err)
         # Supervise mode refuses the same way, before any child is started.
         r = _run(s, extra=extra + ["--runner", "bwrap", "--supervise"], pre=pre)
-        _refused_unavailable(s, r, message)
+        _refused_unavailable(s, r, message, err)
 
 
 def test_probe_reports_the_bwrap_and_runner_a_run_would_use(s):
