@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <ctime>
@@ -191,6 +192,11 @@ Outcome Relay::open() {
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
         agent_ = sv[0];
         agent_child_ = sv[1];
+        // An agent that does not answer (stopped from elsewhere) never holds
+        // the loop that keeps the deadline: after 3 s it is ended.
+        const timeval bound{3, 0};
+        (void)::setsockopt(agent_, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+        (void)::setsockopt(agent_, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
     }
     // The output is written without blocking, on an open of the terminal of
     // our own: O_NONBLOCK on out_'s description would be the caller's
@@ -246,7 +252,9 @@ void Relay::spawned(pid_t leader) {
         // Its first word, its pid (EOF: the child failed before making it).
         spawn::AgentMsg hello{};
         ssize_t n;
-        while ((n = ::recv(agent_, &hello, sizeof hello, MSG_WAITALL)) < 0 && errno == EINTR) {
+        int waits = 0;  // the child may take a while on a loaded machine: 30 s at most
+        while ((n = ::recv(agent_, &hello, sizeof hello, MSG_WAITALL)) < 0 &&
+               (errno == EINTR || (errno == EAGAIN && ++waits < 10))) {
         }
         if (n == static_cast<ssize_t>(sizeof hello) && hello.op == 'p' && hello.pg > 0) {
             agent_pid_ = hello.pg;
