@@ -422,6 +422,20 @@ bool Relay::come_front(pid_t command) {
         }
     if (agent_ < 0) behind_ = false;  // no agent left: nothing holds the pty
     if (!ok) return false;            // the command is not there yet: at the next look
+    // Back from behind: the modes the bare command would run with now are
+    // the user's terminal's as its shell hands it over (found behind, they
+    // were the shell's line editor's); they go to the pty, and are what the
+    // end restores. A program that sets its own does so again on SIGCONT,
+    // as it does on the bare terminal.
+    if (behind_ && saved_) {
+        struct termios now {};
+        if (::tcgetattr(user_, &now) == 0) {
+            orig_ = now;
+            (void)::tcsetattr(master_, TCSANOW, &now);
+        }
+        struct winsize ws {};
+        if (::ioctl(user_, TIOCGWINSZ, &ws) == 0) (void)::ioctl(master_, TIOCSWINSZ, &ws);
+    }
     behind_ = false;
     job_ = 0;
     // Stopped on reading behind: continued now that its input is there, as

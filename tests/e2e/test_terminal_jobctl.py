@@ -6,7 +6,8 @@ the same way in the same kind of shell:
 - `cat &`: the job shows `Stopped (tty input)` in `jobs -l` (dsh-confine never read the caller's
   terminal behind its shell's back, nor left its job `Running` while the command waited on its
   pty); `fg` then gives the command the terminal: a typed line reaches it, Ctrl-D ends it, the
-  status is its own and the terminal's modes (termios and line discipline) are as before;
+  status is its own and the terminal's modes (`stty -g` as the next command sees them, and the line
+  discipline) are as before;
 - Ctrl-Z, `bg`, `fg` on an interactive program in raw mode (less): `jobs -l` says what it says for
   the bare program after `bg`, and after `fg` typed keys reach it (it moves to its last page and
   quits), the modes as before;
@@ -54,6 +55,14 @@ def _wait_jobs(t, pattern, timeout=20):
         time.sleep(0.2)
 
 
+def _modes(t, n):
+    """The terminal's modes as the next command sees them (`stty -g`, run by the shell, which has
+    put its own line editor's modes away by then) and its line discipline."""
+    t.send(b"stty -g; echo stty-done-$((%d*9))\n" % n)
+    m = t.expect(r"(?s)[\r\n]([0-9a-f:]+)\r\nstty-done-%d\r\n.*?PROMPT> " % (n * 9))
+    return m.group(1), t.modes()[1]
+
+
 def _left(token):
     return [p for p in processes_naming(token) if (proc_stat(p) or ("", "Z"))[1] not in ("Z", "X")]
 
@@ -71,7 +80,7 @@ def _background_read(s, prefix):
     t = Term(BASH, s)
     try:
         t.expect("PROMPT> ")
-        before = t.modes()
+        before = _modes(t, 1)
         t.send(("%scat &\n" % prefix).encode())
         t.expect("PROMPT> ")
         said = _wait_jobs(t, r"Stopped \(tty input\)")
@@ -86,7 +95,7 @@ def _background_read(s, prefix):
         t.expect("PROMPT> ")
         t.send(b"echo rc=$?\n")
         t.expect(r"rc=0\r\n")
-        after = t.modes()
+        after = _modes(t, 2)
         t.send(b"exit\n")
         t.wait()
         return said, before, after
@@ -115,7 +124,7 @@ def _ctrl_z_bg_fg(s, prefix, path):
     t = Term(BASH, s)
     try:
         t.expect("PROMPT> ")
-        before = t.modes()
+        before = _modes(t, 1)
         t.send(("%sless %s\n" % (prefix, path)).encode())
         t.expect(r"page-line 1\b")
         t.foreground("less")
@@ -136,7 +145,7 @@ def _ctrl_z_bg_fg(s, prefix, path):
         t.expect("PROMPT> ")
         t.send(b"echo rc=$?\n")
         t.expect(r"rc=0\r\n")
-        after = t.modes()
+        after = _modes(t, 2)
         t.send(b"exit\n")
         t.wait()
         return re.findall(r"Stopped \(tty \w+\)|Stopped|Running", said), before, after
@@ -168,7 +177,7 @@ def test_the_timeout_fires_while_the_job_is_stopped_on_tty_input(s, runner, supe
     t = Term(BASH, s)
     try:
         t.expect("PROMPT> ")
-        before = t.modes()
+        before = _modes(t, 1)
         start = time.time()
         t.send(("%s --runner %s --mode workspace-write --root %s %s --timeout %ds --kill-after 1s -- "
                 "sh -c 'sleep %s & exec cat' &\n" % (DSH, runner, s.ws, " ".join(supervise), TIMEOUT,
@@ -188,7 +197,7 @@ def test_the_timeout_fires_while_the_job_is_stopped_on_tty_input(s, runner, supe
             time.sleep(0.05)
         assert not _left(token), _left(token)
         # Behind all along: the terminal's modes were never touched.
-        assert t.modes() == before
+        assert _modes(t, 2) == before
         t.send(b"exit\n")
         t.wait()
     finally:
