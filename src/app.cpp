@@ -30,6 +30,9 @@
 #include "session.hpp"
 #include "supervise.hpp"
 #include "version.hpp"
+#if !defined(_WIN32)
+#include "terminal.hpp"
+#endif
 
 extern char** environ;
 
@@ -266,6 +269,9 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
         c.runner = RunnerKind::None;
         return Outcome::success();
     }
+#if !defined(_WIN32)
+    terminal::set_relayed(!req.no_pty);
+#endif
     if (auto o = chain::choose(p.config.runner.value_or(RunnerKind::Auto), runner_env(p.config, report.fd()), p); !o)
         return o;
     name_kept_sockets(c);

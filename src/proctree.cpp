@@ -103,6 +103,12 @@ int pidfd_signal(int pidfd, int sig) {
 
 }  // namespace
 
+std::vector<long> children(long pid) {
+    std::vector<long> out;
+    children_of(pid, out);
+    return out;
+}
+
 Stat stat_of(long pid) {
     Stat st;
     char path[64];

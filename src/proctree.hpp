@@ -55,4 +55,7 @@ struct Stat {
 };
 Stat stat_of(long pid);
 
+// The children of pid (of every one of its threads).
+std::vector<long> children(long pid);
+
 }  // namespace dsh::proctree

@@ -1,6 +1,7 @@
 #include "spawn.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
@@ -35,6 +36,71 @@ void close_from(int first) noexcept {
     if (c.fault_fd >= 0) (void)!::write(c.fault_fd, &f, sizeof f);
     ::_exit(f.step == Step::Exec && c.exec_is_runner ? info(Err::SandboxUnavailable).exit_status
                                                      : info(fault_code(f)).exit_status);
+}
+
+// Closes every fd but `a` and `b`.
+void close_all_but(int a, int b) noexcept {
+    const int lo = a < b ? a : b, hi = a < b ? b : a;
+    for (int fd = 0; fd < hi; ++fd)
+        if (fd != lo) ::close(fd);
+    close_from(hi + 1);
+}
+
+// The pty's agent (Child::agent_fd): a process of the pty's session, the only
+// kind that may move the pty's foreground group; dsh-confine's child, with
+// every signal blocked, holding nothing but the pty and its socket. It ends
+// when the socket does (or with dsh-confine).
+[[noreturn]] void pty_agent(int ctl, int tty, int sync_w, bool behind, pid_t parent) noexcept {
+#if defined(__linux__)
+    (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (::getppid() != parent) ::_exit(0);
+#else
+    (void)parent;
+#endif
+    (void)::setpgid(0, 0);
+    if (behind) (void)::tcsetpgrp(tty, ::getpid());
+    const AgentMsg hello{'p', static_cast<int>(::getpid())};
+    (void)!::write(ctl, &hello, sizeof hello);
+    ::close(sync_w);
+    close_all_but(ctl, tty);
+    for (;;) {
+        AgentMsg m{};
+        const ssize_t n = ::read(ctl, &m, sizeof m);
+        if (n < 0 && errno == EINTR) continue;
+        if (n != static_cast<ssize_t>(sizeof m)) ::_exit(0);
+        AgentMsg r{m.op, 0};
+        if (m.op == 'b') {
+            r.pg = static_cast<int>(::tcgetpgrp(tty));
+            (void)::tcsetpgrp(tty, ::getpid());
+        } else if (m.op == 'f') {
+            r.pg = ::tcsetpgrp(tty, m.pg) == 0 ? m.pg : -errno;
+        }
+        if (::write(ctl, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(0);
+    }
+}
+
+// Makes the agent, in our session (the pty's), as our parent's child, and
+// waits until it is in its place (in front of the pty, when behind).
+void start_agent(const Child& c, pid_t parent) noexcept {
+    int sync[2];
+    if (::pipe(sync) != 0) child_fails(c, Fault{Step::Ctty, errno, 0});
+#if defined(__linux__)
+    // A raw clone: nothing of libc's fork bookkeeping (we may share our parent's memory).
+    const pid_t a = static_cast<pid_t>(::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0));
+#else
+    const pid_t a = ::fork();
+#endif
+    if (a < 0) child_fails(c, Fault{Step::Ctty, errno, 0});
+    if (a == 0) {
+        ::close(sync[0]);
+        pty_agent(c.agent_fd, c.terminal_fd, sync[1], c.start_behind, parent);
+    }
+    ::close(sync[1]);
+    char b;
+    while (::read(sync[0], &b, 1) < 0 && errno == EINTR) {
+    }
+    ::close(sync[0]);
+    ::close(c.agent_fd);
 }
 
 // The pty session's leader (Child::monitor): with every signal blocked, it
@@ -90,6 +156,7 @@ void close_from(int first) noexcept {
     }
     if (c.terminal_fd >= 0) {
         if (::setsid() < 0 || ::ioctl(c.terminal_fd, TIOCSCTTY, 0) != 0) child_fails(c, Fault{Step::Ctty, errno, 0});
+        if (c.agent_fd >= 0) start_agent(c, parent);
         for (int i = 0; i < 3; ++i)
             if ((c.terminal_on & (1u << i)) && ::dup2(c.terminal_fd, i) < 0) child_fails(c, Fault{Step::Stdio, errno, i});
         if (c.monitor) {
@@ -98,13 +165,14 @@ void close_from(int first) noexcept {
             if (command < 0) child_fails(c, Fault{Step::Ctty, errno, 0});
             if (command > 0) {
                 (void)::setpgid(command, command);
-                (void)::tcsetpgrp(c.terminal_fd, command);
+                // In front unless the agent is (dsh-confine started behind).
+                if (::tcgetpgrp(c.terminal_fd) == leader) (void)::tcsetpgrp(c.terminal_fd, command);
                 monitor(command);
             }
             // The command: in front of the pty, in a group of its own. Both
             // sides set both, so neither waits for the other.
             (void)::setpgid(0, 0);
-            (void)::tcsetpgrp(c.terminal_fd, ::getpid());
+            if (::tcgetpgrp(c.terminal_fd) == leader) (void)::tcsetpgrp(c.terminal_fd, ::getpid());
 #if defined(__linux__)
             if (c.pdeathsig && ::prctl(PR_SET_PDEATHSIG, c.pdeathsig, 0, 0, 0) != 0)
                 child_fails(c, Fault{Step::PdeathSig, errno, -1});

@@ -23,6 +23,15 @@ using EnterFn = bool (*)(const void* data, Fault& f) noexcept;
 // must outlive it.
 std::vector<char*> c_array(const std::vector<std::string>& v);
 
+// What the relay and the pty's agent (Child::agent_fd) say to each other:
+// `op` 'p' (the agent's first word: `pg` its pid), 'b' (take the pty's
+// foreground: the answer's `pg` is the group that had it), 'f' (give it to
+// group `pg`: the answer's `pg` is that group, or -errno).
+struct AgentMsg {
+    int op = 0;
+    int pg = 0;
+};
+
 struct Child {
     const char* path = nullptr;  // execve(path, argv, envp) unless `enter` is set
     char* const* argv = nullptr;
@@ -48,6 +57,15 @@ struct Child {
     // kernel never stops on SIGTSTP. The monitor relays every signal it gets
     // to the command and exits as the command did.
     bool monitor = false;
+    // With terminal_fd: the pty's agent (terminal.hpp, Relay) is made in the
+    // pty's session, our child (CLONE_PARENT), in a process group of its own,
+    // on this end of a socket of the relay's. `start_behind`: it takes the
+    // pty's foreground before anything of the command runs (dsh-confine was
+    // started in the background of the user's terminal), so the command
+    // starts in the background of its pty as the bare command would of the
+    // user's.
+    int agent_fd = -1;
+    bool start_behind = false;
     int pdeathsig = 0;         // PR_SET_PDEATHSIG; the child exits if the parent is already gone
     const char* cwd = nullptr;
     // Dispositions to restore (signals the parent handles go back to what

@@ -647,6 +647,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // monitor leading the pty's session, so Ctrl-Z stops the command;
         // bwrap's init is that process under bwrap.
         child.monitor = watch == nullptr;
+        // The pty's agent, which moves the pty's foreground as the user's
+        // terminal's moves (terminal.hpp).
+        child.agent_fd = tty.agent_end();
     }
     if (capture) {
         child.stderr_fd = err_pipe[1];
@@ -672,6 +675,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         return internal("prctl(PR_SET_CHILD_SUBREAPER)");
     }
     tty.go_raw();
+    child.start_behind = tty.start_behind();
     const double start = spawn::now_ms();
     const pid_t pid = spawn::start(child);
     if (pid < 0) {
@@ -784,9 +788,15 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // The pty's job: the command, whose group is in front of its pty.
     auto pty_job = [&]() -> pid_t {
         if (!child.monitor) return watch ? command_pid : pid;
-        // The command is the monitor's child, in front of the pty.
+        // The command is the monitor's child, in front of the pty (else, the
+        // pty's agent in front, the monitor's only child: the command).
         const pid_t fg = ::tcgetpgrp(tty.master());
-        return fg > 0 && proctree::stat_of(fg).ppid == pid ? fg : 0;
+        if (fg > 0 && proctree::stat_of(fg).ppid == pid) return fg;
+        if (fg <= 0 || fg == pid || proctree::stat_of(fg).ppid == ::getpid()) {
+            const std::vector<long> kids = proctree::children(pid);
+            if (kids.size() == 1) return static_cast<pid_t>(kids[0]);
+        }
+        return 0;
     };
     while (!reaped) {
         int timeout = -1;
@@ -850,10 +860,15 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // and a poll interrupted by a signal (SIGWINCH) must not read as failed.
         const bool poll_failed = r < 0 && errno != EINTR;
         if (reaper) proctree::reap_orphans(pid);
-        // A stop followed with a deadline pending ends by then at the latest.
-        if (tty.active() && tty.tick())
-            if (const pid_t command = pty_job(); tty.command_stopped(command))
-                tty.follow_stop(command, lim.timeout_ms && phase < 2 ? next_at : 0);
+        // The pty follows the user's terminal's foreground; a stop followed
+        // with a deadline pending ends by then at the latest, and at the
+        // command's end.
+        if (tty.active() && tty.tick()) {
+            const pid_t command = pty_job();
+            tty.follow_front(command);
+            if (const pid_t job = tty.stopped_job(command))
+                tty.follow_stop(job, command, lim.timeout_ms && phase < 2 ? next_at : 0, pidfd);
+        }
         if (poll_failed) break;
         if (r > 0) {
             if (i_watch >= 0 && fds[i_watch].revents) watch->readable();
@@ -869,12 +884,13 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
                 char b[16];
                 while (::read(wake_pipe[0], b, sizeof b) > 0) {
                 }
-                tty.resume();
+                const pid_t command = pty_job();
+                tty.follow_front(command);
                 // A SIGCONT to our job continues a stopped command too, as it
                 // would the bare command in that job: one stopped while we
                 // were not in front (kill -STOP from elsewhere) did not stop
                 // us, and the caller's shell continues its job as it ends.
-                if (const pid_t command = pty_job(); tty.command_stopped(command)) (void)::kill(-command, SIGCONT);
+                if (const pid_t job = tty.stopped_job(command)) (void)::kill(-job, SIGCONT);
             }
         }
         const bool exited = (i_pid >= 0 && r > 0 && fds[i_pid].revents) || pidfd < 0;
@@ -887,6 +903,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
     const double duration = spawn::now_ms() - start;
+    // The pty's agent is ours, not the command's: neither killed with its
+    // processes nor counted.
+    tty.end_agent();
     if (pidfd >= 0) ::close(pidfd);
 #if defined(__linux__)
     proxy.reset();  // every connection of the command's closed with it

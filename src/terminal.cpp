@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <ctime>
@@ -59,11 +61,14 @@ struct HoldTtou {
 };
 
 // A process outside our process group that sends us SIGCONT at `at`
-// (spawn::now_ms()'s clock): a stop of our group (ours, mirroring the
-// command's) then never outlasts the deadline. It runs only async-signal-safe
-// calls, with every signal blocked, and dies with us (PDEATHSIG on Linux;
-// elsewhere it checks that we are still its parent). -1: not started.
-pid_t wake_at(double at) {
+// (spawn::now_ms()'s clock, 0: never) or when `pidfd` (the command's
+// process, -1: none) says it ended: a stop of our group (ours, mirroring the
+// command's) then never outlasts the deadline nor holds the end-of-run kill.
+// It runs only async-signal-safe calls, with every signal blocked, and dies
+// with us (PDEATHSIG on Linux; elsewhere it checks that we are still its
+// parent). -1: not started.
+pid_t wake_at(double at, int pidfd) {
+    if (at <= 0 && pidfd < 0) return -1;
     const pid_t parent = ::getpid();
     sigset_t all, old;
     sigfillset(&all);
@@ -78,11 +83,11 @@ pid_t wake_at(double at) {
         for (;;) {
             timespec now {};
             ::clock_gettime(CLOCK_MONOTONIC, &now);
-            const double left = at - (static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6);
+            const double left =
+                at > 0 ? at - (static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6) : 1000;
             if (left <= 0) break;
-            const double ms = left > 1000 ? 1000 : left;
-            timespec d {static_cast<time_t>(ms / 1000), static_cast<long>((ms - static_cast<double>(static_cast<long>(ms / 1000)) * 1000) * 1e6)};
-            (void)::nanosleep(&d, nullptr);
+            pollfd pfd{pidfd, POLLIN, 0};
+            if (::poll(&pfd, pidfd >= 0 ? 1 : 0, static_cast<int>(left > 1000 ? 1000 : left) + 1) > 0) break;
             if (::getppid() != parent) ::_exit(0);
         }
         // Again until we are continued (and end it): one that came just
@@ -110,6 +115,21 @@ bool same_termios(const struct termios& a, const struct termios& b) {
 
 bool any_std_terminal() noexcept { return ::isatty(0) || ::isatty(1) || ::isatty(2); }
 
+namespace {
+bool g_relayed = true;
+}  // namespace
+
+void set_relayed(bool on) noexcept { g_relayed = on; }
+bool relayed() noexcept { return g_relayed; }
+
+bool std_terminal_behind() noexcept {
+    for (int fd = 0; fd < 3; ++fd) {
+        const pid_t fg = ::tcgetpgrp(fd);
+        if (fg > 0) return fg != ::getpgrp();
+    }
+    return false;
+}
+
 Relay::~Relay() {
     if (raw_) restore();  // a failure between going raw and the child's start
     shared_nonblock(false);
@@ -117,6 +137,8 @@ Relay::~Relay() {
     if (slave_ >= 0) ::close(slave_);
     if (master_ >= 0) ::close(master_);
     if (own_in_ && in_ >= 0) ::close(in_);
+    if (agent_child_ >= 0) ::close(agent_child_);
+    end_agent();
 }
 
 Outcome Relay::open() {
@@ -164,6 +186,18 @@ Outcome Relay::open() {
     }
     out_ = (on_ & 2u) ? 1 : (on_ & 4u) ? 2 : (in_ >= 0 ? in_ : user_);
     ::fcntl(master_, F_SETFL, ::fcntl(master_, F_GETFL) | O_NONBLOCK);
+    // The pty's agent's socket (none: the pty does not follow the user's
+    // terminal's foreground, as before issue 42).
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+        agent_ = sv[0];
+        agent_child_ = sv[1];
+        // An agent that does not answer (stopped from elsewhere) never holds
+        // the loop that keeps the deadline: after 3 s it is ended.
+        const timeval bound{3, 0};
+        (void)::setsockopt(agent_, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+        (void)::setsockopt(agent_, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
+    }
     // The output is written without blocking, on an open of the terminal of
     // our own: O_NONBLOCK on out_'s description would be the caller's
     // shell's too. Where the terminal cannot be opened again, out_'s own
@@ -204,9 +238,32 @@ void Relay::shared_nonblock(bool on) {
     (void)::fcntl(out_, F_SETFL, on ? out_flags_ | O_NONBLOCK : out_flags_);
 }
 
+bool Relay::start_behind() noexcept {
+    behind_ = agent_child_ >= 0 && !foreground();
+    return behind_;
+}
+
 void Relay::spawned(pid_t leader) {
     if (slave_ >= 0) ::close(slave_);
     slave_ = -1;
+    if (agent_child_ >= 0) {
+        ::close(agent_child_);
+        agent_child_ = -1;
+        // Its first word, its pid (EOF: the child failed before making it).
+        spawn::AgentMsg hello{};
+        ssize_t n;
+        int waits = 0;  // the child may take a while on a loaded machine: 30 s at most
+        while ((n = ::recv(agent_, &hello, sizeof hello, MSG_WAITALL)) < 0 &&
+               (errno == EINTR || (errno == EAGAIN && ++waits < 10))) {
+        }
+        if (n == static_cast<ssize_t>(sizeof hello) && hello.op == 'p' && hello.pg > 0) {
+            agent_pid_ = hello.pg;
+        } else {
+            ::close(agent_);
+            agent_ = -1;
+            behind_ = false;
+        }
+    }
     leader_ = leader;
     next_look_ = spawn::now_ms() + kLookMs;
 }
@@ -230,7 +287,6 @@ bool Relay::tick() {
     return true;
 }
 
-void Relay::resume() { go_raw(); }
 
 int Relay::input_fd() const noexcept {
     // In the background the terminal is not ours to read (SIGTTIN); and
@@ -284,42 +340,182 @@ int Relay::watch_ms() const noexcept {
     return now >= next_look_ ? 0 : static_cast<int>(next_look_ - now) + 1;
 }
 
-bool Relay::command_stopped(pid_t command) const noexcept {
-    if (master_ < 0 || command <= 0) return false;
-    const pid_t job = ::tcgetpgrp(master_);
-    if (job != command) return false;
+namespace {
+
+// The state of process `pid` (/proc/PID/stat's third field), 0: gone.
+char state_of(pid_t pid) {
+    if (pid <= 0) return 0;
     char path[64], buf[512];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(job));
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
     const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
+    if (fd < 0) return 0;
     const ssize_t n = ::read(fd, buf, sizeof buf - 1);
     ::close(fd);
-    if (n <= 0) return false;
+    if (n <= 0) return 0;
     buf[n] = 0;
     // "pid (comm) state ...": the state follows the last ')'.
     const char* close = std::strrchr(buf, ')');
-    return close && close[1] == ' ' && close[2] == 'T';
+    return close && close[1] == ' ' ? close[2] : 0;
 }
 
-void Relay::follow_stop(pid_t command, double deadline) {
+}  // namespace
+
+pid_t Relay::stopped_job(pid_t command) const noexcept {
+    if (master_ < 0) return 0;
+    const pid_t job = behind_ ? (job_ > 0 ? job_ : command) : ::tcgetpgrp(master_);
+    if (job <= 0 || (!behind_ && job != command)) return 0;
+    return state_of(job) == 'T' ? job : 0;
+}
+
+bool Relay::ask_agent(int op, pid_t pg, pid_t& answer) {
+    if (agent_ < 0) return false;
+    const spawn::AgentMsg m{op, static_cast<int>(pg)};
+    spawn::AgentMsg r{};
+    ssize_t n;
+    while ((n = ::send(agent_, &m, sizeof m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    }
+    if (n == static_cast<ssize_t>(sizeof m))
+        while ((n = ::recv(agent_, &r, sizeof r, MSG_WAITALL)) < 0 && errno == EINTR) {
+        }
+    if (n != static_cast<ssize_t>(sizeof r) || r.op != op) {
+        end_agent();  // gone (killed with the run at a timeout): the pty no longer follows
+        return false;
+    }
+    answer = r.pg;
+    return true;
+}
+
+void Relay::go_behind() {
+    pid_t had = 0;
+    // Again when something took the pty meanwhile (a shell run as the
+    // command takes it back when its job stops; a stage told to start in
+    // front a moment before we were found behind).
+    if (behind_ && ::tcgetpgrp(master_) == agent_pid_) return;
+    if (!ask_agent('b', 0, had)) return;
+    behind_ = true;
+    // The job that was in front (not the agent, not the session's leader:
+    // the command had not taken the pty yet).
+    if (had > 0 && had != agent_pid_ && had != leader_) job_ = had;
+    // A write behind stops the command as the user's terminal's `tostop`
+    // would have stopped the bare command.
+    struct termios u {}, m {};
+    if (::tcgetattr(user_, &u) == 0 && ::tcgetattr(master_, &m) == 0 && (u.c_lflag & TOSTOP) != (m.c_lflag & TOSTOP)) {
+        m.c_lflag = (m.c_lflag & ~static_cast<tcflag_t>(TOSTOP)) | (u.c_lflag & TOSTOP);
+        (void)::tcsetattr(master_, TCSANOW, &m);
+    }
+}
+
+bool Relay::come_front(pid_t command) {
+    // Behind, or the command started behind (its stage was told so) and the
+    // agent was not: the session's leader still in front of the pty.
+    if (!behind_) {
+        const pid_t fg = ::tcgetpgrp(master_);
+        if (agent_ < 0 || command <= 0 || fg != leader_ || command == leader_) return true;
+    }
+    pid_t got = 0;
+    bool ok = false;
+    // The job that had the pty, else (gone, or none yet) the command's group.
+    for (pid_t pg : {job_, command})
+        if (pg > 0 && ask_agent('f', pg, got) && got == pg) {
+            ok = true;
+            break;
+        }
+    if (agent_ < 0) behind_ = false;  // no agent left: nothing holds the pty
+    if (!ok) return false;            // the command is not there yet: at the next look
+    // Back from behind: the modes the bare command would run with now are
+    // the user's terminal's as its shell hands it over (found behind, they
+    // were the shell's line editor's); they go to the pty, and are what the
+    // end restores. A program that sets its own does so again on SIGCONT,
+    // as it does on the bare terminal.
+    if (behind_ && saved_) {
+        struct termios now {};
+        if (::tcgetattr(user_, &now) == 0) {
+            orig_ = now;
+            (void)::tcsetattr(master_, TCSANOW, &now);
+        }
+        struct winsize ws {};
+        if (::ioctl(user_, TIOCGWINSZ, &ws) == 0) (void)::ioctl(master_, TIOCSWINSZ, &ws);
+    }
+    behind_ = false;
+    job_ = 0;
+    // Stopped on reading behind: continued now that its input is there, as
+    // the shell's `fg` continues the bare command.
+    if (state_of(got) == 'T') (void)::kill(-got, SIGCONT);
+    return true;
+}
+
+void Relay::follow_front(pid_t command) {
+    if (master_ < 0) return;
+    if (!foreground()) {
+        if (agent_ >= 0) go_behind();
+        return;
+    }
+    if (come_front(command) || !behind_) go_raw();
+}
+
+void Relay::end_agent() {
+    if (agent_ >= 0) ::close(agent_);
+    agent_ = -1;
+    if (agent_pid_ > 0) {
+        (void)::kill(agent_pid_, SIGKILL);
+        while (::waitpid(agent_pid_, nullptr, 0) < 0 && errno == EINTR) {
+        }
+    }
+    agent_pid_ = 0;
+}
+
+int Relay::stop_signal(pid_t job) const {
+    // Behind, a job stops on reading (SIGTTIN), on setting its terminal's
+    // modes (SIGTTOU), or on writing with tostop (SIGTTOU): the system call it
+    // stopped in says which.
+    char path[64], buf[64];
+    std::snprintf(path, sizeof path, "/proc/%d/syscall", static_cast<int>(job));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return SIGTTIN;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return SIGTTIN;
+    buf[n] = 0;
+    const long nr = std::strtol(buf, nullptr, 10);
+#if defined(__x86_64__)
+    const bool in_ioctl = nr == 16, writing = nr == 1 || nr == 18 || nr == 20;  // write, pwrite64, writev
+#elif defined(__aarch64__)
+    const bool in_ioctl = nr == 29, writing = nr == 64 || nr == 66 || nr == 68;  // write, writev, pwrite64
+#else
+    const bool in_ioctl = false, writing = false;
+    (void)nr;
+#endif
+    struct termios m {};
+    const bool tostop = ::tcgetattr(master_, &m) == 0 && (m.c_lflag & TOSTOP);
+    return in_ioctl || (writing && tostop) ? SIGTTOU : SIGTTIN;
+}
+
+void Relay::follow_stop(pid_t job, pid_t command, double deadline, int pidfd) {
     watch_until_ = 0;
-    if (!foreground()) return;  // not ours to stop: the job waits for a SIGCONT from elsewhere
-    restore();
+    const bool front = foreground();
+    // Stopped in front of a pty that is behind (back in front a moment ago):
+    // follow_front continues it. Not in front and no agent: not ours to stop,
+    // the job waits for a SIGCONT from elsewhere.
+    if (front == behind_) return;
+    if (front) restore();
+    const int sig = front ? SIGTSTP : stop_signal(job);
     shared_nonblock(false);
-    // The deadline is kept by a process that is not stopped with us.
-    const pid_t waker = deadline > 0 ? wake_at(deadline) : -1;
-    // The terminal would have sent SIGTSTP to the bare command's process
+    // The deadline and the command's end are kept by a process that is not
+    // stopped with us.
+    const pid_t waker = wake_at(deadline, pidfd);
+    // The terminal would have sent the signal to the bare command's process
     // group, which is ours: the caller's shell sees its job stopped.
-    (void)::kill(0, SIGTSTP);
-    // Continued (fg, bg, or the deadline): the job goes on too, in raw mode if in front.
+    (void)::kill(0, sig);
+    // Continued (fg, bg, the deadline or the command's end): the job goes on
+    // too, in front of the pty if we are of the user's terminal.
     if (waker > 0) {
         (void)::kill(waker, SIGKILL);
         while (::waitpid(waker, nullptr, 0) < 0 && errno == EINTR) {
         }
     }
     shared_nonblock(true);
-    go_raw();
-    (void)::kill(-command, SIGCONT);
+    follow_front(command);
+    (void)::kill(-job, SIGCONT);
 }
 
 void Relay::flush_to_master() {

@@ -8,6 +8,18 @@
 // master is closed, so whatever the command left behind gets a hangup and EIO
 // and can neither read the user's next typed line nor reconfigure the user's
 // terminal. sudo's use_pty is the model (its design, not its code).
+//
+// Outer job control (issue 42): the pty's foreground follows the user's
+// terminal's. While dsh-confine's job is in the background there, the pty's
+// agent (spawn::Child::agent_fd, a process of the pty's session) holds the
+// pty's foreground, so the command is in the background of its pty as the
+// bare command would be of the user's terminal: a read stops it (SIGTTIN),
+// a write with `tostop` too (SIGTTOU, the user's terminal's setting copied),
+// and dsh-confine stops its own job with the same signal (`jobs`: Stopped
+// (tty input)). Back in front (`fg`, with a SIGCONT or without: looked for
+// at each look), the command's group is given the pty's foreground again,
+// the user's terminal goes raw and the job is continued. dsh-confine never
+// reads, nor sets modes on, the user's terminal while behind.
 #pragma once
 
 #include <string>
@@ -20,6 +32,14 @@ namespace dsh::terminal {
 
 // Is one of fds 0, 1, 2 a terminal (three ioctls, nothing else)?
 bool any_std_terminal() noexcept;
+// Is this process group in the background of the terminal on fds 0-2 (the
+// first that is its controlling terminal)? false: in front, or no terminal.
+bool std_terminal_behind() noexcept;
+// Whether a terminal on fds 0-2 gets a pty of its own (not --no-pty): set once
+// by the launcher before a runner plans (bwrap's stage starts the command
+// behind only then: with the caller's own terminal, its group stays the job's).
+void set_relayed(bool on) noexcept;
+bool relayed() noexcept;
 
 class Relay {
 public:
@@ -46,8 +66,17 @@ public:
     // In the parent once the child (`leader`, the pty's session leader)
     // exists: closes the slave here.
     void spawned(pid_t leader);
-    // After SIGCONT: raw mode now if dsh-confine came to the foreground.
-    void resume();
+    // The pty's agent's end of its socket, for spawn::Child::agent_fd (-1:
+    // none), and whether the command starts behind (Child::start_behind).
+    int agent_end() const noexcept { return agent_child_; }
+    bool start_behind() noexcept;
+    // The pty follows the user's terminal: behind it, the agent takes the
+    // pty's foreground; in front again, the job that had it (else the
+    // command's group, `command`) gets it back, is continued if stopped, and
+    // the user's terminal goes raw. At each look and after SIGCONT.
+    void follow_front(pid_t command);
+    // The agent ended (before the run's processes are counted and killed).
+    void end_agent();
 
     // Job control through the pty. A Ctrl-Z typed at the command stops the
     // pty's foreground job, not dsh-confine, which the user's shell waits
@@ -60,17 +89,22 @@ public:
     // that stops itself, `kill -STOP` from elsewhere): `watch_ms` bounds the
     // next poll (-1: no pty).
     int watch_ms() const noexcept;
-    // Whether the pty's foreground job is the command's own process group
-    // (`command`: its pid, which leads it) and is stopped. A job of a shell
-    // run as the command is that shell's to handle (it takes the terminal
-    // back), never followed.
-    bool command_stopped(pid_t command) const noexcept;
-    // Stops as the command did, and on SIGCONT continues its group. With a
-    // deadline pending (`deadline`: spawn::now_ms() when the timeout or its
-    // kill is due, 0: none) a watchdog outside our process group continues
-    // us then, so that a stop the command chose never holds the deadline:
-    // the caller's shell sees the job stopped, and then continued and ended.
-    void follow_stop(pid_t command, double deadline);
+    // In front: whether the pty's foreground job is the command's own
+    // process group (`command`: its pid, which leads it) and is stopped. A
+    // job of a shell run as the command is that shell's to handle (it takes
+    // the terminal back), never followed.
+    // Behind: the job that was in front when the pty went behind (else the
+    // command's), stopped by reading (or writing, with tostop). Returns the
+    // stopped group, 0: none.
+    pid_t stopped_job(pid_t command) const noexcept;
+    // Stops as the job did (SIGTSTP in front; SIGTTIN or SIGTTOU behind), and
+    // on SIGCONT follows the front (follow_front) and continues the job. A
+    // watchdog outside our process group continues us at the deadline
+    // (`deadline`: spawn::now_ms() when the timeout or its kill is due, 0:
+    // none) and when the command's process (`pidfd`, -1: none) ends, so that
+    // a stop never holds the deadline nor the end-of-run kill: the caller's
+    // shell sees the job stopped, and then continued and ended.
+    void follow_stop(pid_t job, pid_t command, double deadline, int pidfd);
 
     // Typed input waits until the command is in front of the pty. Before,
     // the pty's foreground group is its session leader's (bwrap, the
@@ -109,6 +143,10 @@ public:
 
 private:
     bool foreground() const noexcept;
+    bool ask_agent(int op, pid_t pg, pid_t& answer);
+    void go_behind();
+    bool come_front(pid_t command);
+    int stop_signal(pid_t job) const;
     bool command_in_front();
     void restore();
     void flush_to_master();
@@ -130,6 +168,10 @@ private:
     bool held_ = false;      // typed input waits for that
     bool known_ = false;     // and for the command to be known (command_known)
     struct termios orig_ {};
+    int agent_ = -1, agent_child_ = -1;  // the agent's socket: ours, its end until the spawn
+    pid_t agent_pid_ = 0;
+    bool behind_ = false;  // the agent holds the pty's foreground
+    pid_t job_ = 0;        // ...and this group had it
     int ldisc_ = -1;
     double watch_until_ = 0;  // spawn::now_ms() until which a stop is looked for at once
     double next_look_ = 0;    // ...and after which it is looked for again otherwise

@@ -167,6 +167,7 @@ std::vector<std::string> stage_args(const Policy& policy, const StageSpec& spec)
     // check that each bind landed on its place (--carves-bound): bwrap
     // before 0.12 follows a symlink on the way to a mount point, and one can
     // be planted inside a writable root between the walk and bwrap's bind.
+    if (spec.behind) a.push_back("--behind");
     if (spec.carve_late) a.push_back("--carve-late");
     else {
         auto carves = carve_binds(policy);
@@ -483,6 +484,8 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
             out.carves.push_back(std::move(c));
         } else if (a == "--carve-late") {
             out.carve_late = true;
+        } else if (a == "--behind") {
+            out.behind = true;
         } else if (a == "--carves-bound") {
             out.carves_bound = true;
         } else if (a == "--allow-userns") {

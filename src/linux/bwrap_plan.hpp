@@ -103,6 +103,11 @@ struct StageSpec {
     // word on its ready socket, then reads them from the record's memfd
     // (carve_list), after the record.
     bool carve_late = false;
+    // --behind: dsh-confine is in the background of the user's terminal
+    // (terminal::std_terminal_behind): the command starts in the background
+    // of its pty (the pty's agent is in front), so it stops on reading as the
+    // bare command would.
+    bool behind = false;
 };
 
 // <self> __dsh_confine_stage_v1 --mode M [--landlock ABI] [--report-fd N]
@@ -176,6 +181,7 @@ struct StageRequest {
     // --carves-bound: bwrap bound the carves (an unprivileged caller); the
     // stage only checks that each landed where it was meant to (check_carve_outs).
     bool carves_bound = false;
+    bool behind = false;  // --behind (StageSpec::behind)
 };
 
 // The carve-outs as a late stage reads them: after the record's line (its

@@ -14,6 +14,7 @@
 
 #include "../chain.hpp"
 #include "../spawn.hpp"
+#include "../terminal.hpp"
 #include "../version.hpp"
 #include "bwrap_plan.hpp"
 #include "landlock_runner.hpp"
@@ -277,6 +278,7 @@ public:
             late || (carving && opts.stage_keeps_setpcap && stage_may_bind(pol) && new_mount_api());
         spec.stage_binds = opts.stage_binds;
         spec.carve_late = late;
+        spec.behind = terminal::relayed() && terminal::std_terminal_behind();
         auto argv = wrap(path, profile_args(pol, opts), stage_args(pol, spec));
 
         c.policy = std::move(pol);

@@ -273,11 +273,16 @@ void allow_console(landlock::Ruleset& lp) {
     }
 }
 
-void take_foreground() noexcept {
+void take_foreground(bool behind) noexcept {
     for (int fd = 0; fd < 3; ++fd) {
         const pid_t fg = ::tcgetpgrp(fd);
         if (fg < 0) continue;
-        if (fg != ::getpgrp() || ::setpgid(0, 0) != 0) return;
+        // A group of its own in any case (in the session leader's group the
+        // command's would be orphaned: no stop on SIGTTIN, EIO instead); in
+        // front unless dsh-confine is behind (--behind: the pty's agent is in
+        // front, and the command starts in the background of its pty).
+        if (fg != ::getpgrp() && !behind) return;
+        if (::setpgid(0, 0) != 0 || behind) return;
         sigset_t ttou, old;
         sigemptyset(&ttou);
         sigaddset(&ttou, SIGTTOU);
@@ -429,7 +434,7 @@ void take_foreground() noexcept {
     e.seal_fd = mailbox;
     // With a pty the command becomes its foreground job; in the caller's
     // process group (no pty) the caller's terminal, if any, stays the caller's.
-    if (req.caller_signals < 0) take_foreground();
+    if (req.caller_signals < 0) take_foreground(req.behind);
     Fault f;
     enter(&e, f);
     return stage_failed(report, mailbox, entry_failure(p, f));
