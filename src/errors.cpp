@@ -320,6 +320,7 @@ Err fault_code(const Fault& f) noexcept {
         case Step::Ctty: return Err::Internal;
         case Step::CgroupJoin: return Err::LimitUnavailable;
         case Step::Rlimit: return Err::LimitUnavailable;
+        case Step::PidNamespace: return Err::Internal;
         case Step::Exec: return f.err == ENOENT ? Err::CommandNotFound : Err::CommandNotExecutable;
     }
     return Err::Internal;
@@ -391,6 +392,7 @@ Outcome fault_outcome(const Fault& f, std::string_view exec_path) {
         case Step::InheritFd: return failf(fault_code(f), "cannot pass fd {} to the runner: {}", f.arg, why);
         case Step::SealMailbox: return failf(fault_code(f), "cannot seal the bwrap stage's mailbox: {}", why);
         case Step::PdeathSig: return failf(fault_code(f), "prctl(PR_SET_PDEATHSIG): {}", why);
+        case Step::PidNamespace: return failf(fault_code(f), "cannot start the command in its PID namespace: {}", why);
         case Step::Stdio: return failf(fault_code(f), "dup2: {}", why);
         case Step::Pty:
             return failf(fault_code(f),

@@ -372,6 +372,7 @@ enum class Step : unsigned char {
     Ctty,              // the child: setsid / TIOCSCTTY on that pseudo-terminal
     CgroupJoin,        // the child: joining the run's cgroup leaf (issue 21)
     Rlimit,            // the child: setrlimit; arg: the resource
+    PidNamespace,      // supervise's child as its PID namespace's init: forking the command
     Exec,              // execve: 127 for ENOENT, else 126
 };
 struct Fault {

@@ -309,8 +309,13 @@ End end_all(pid_t keep, double budget_ms) {
         prev_zombies = std::move(r.zombies);
         if (!fresh) pause_briefly();  // killed ones still exiting
     }
-    // Zombies of ours that ended last.
-    reap_ended(keep, look(0, false));
+    // Zombies of ours that ended last; and what is still there: a loop
+    // that gave up names what a last look finds alive, not the pids of its
+    // last round (those it killed; a fork chain's newest link is not among
+    // them).
+    const Round last = look(0, false);
+    reap_ended(keep, last);
+    last_live.insert(last.live.begin(), last.live.end());
     out.left.assign(last_live.begin(), last_live.end());
     // Whatever the last round still found may have ended since: only those still there are left.
     out.left.erase(std::remove_if(out.left.begin(), out.left.end(),

@@ -13,6 +13,7 @@
 #if defined(__linux__)
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #endif
@@ -135,15 +136,83 @@ void start_agent(const Child& c, pid_t parent) noexcept {
     }
 }
 
+#if defined(__linux__)
+bool write_self(const char* path, const char* text) noexcept {
+    const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    const size_t n = std::strlen(text);
+    const bool ok = fd >= 0 && ::write(fd, text, n) == static_cast<ssize_t>(n);
+    if (fd >= 0) ::close(fd);
+    return ok;
+}
+
+// The init of the command's PID namespace (Child::pid_ns), holding nothing
+// but status_fd. Every signal is blocked (start) and taken here: one sent
+// from outside the namespace (dsh-confine forwarding; si_pid reads 0 here)
+// goes on to the command, one sent from inside is dropped (no process of the
+// run can make this one do anything). It is in a process group of its own,
+// so the caller's terminal and group signals reach the command alone.
+[[noreturn]] void pid_ns_init(int status_fd, pid_t command) noexcept {
+    close_all_but(status_fd, status_fd);
+    (void)::setpgid(0, 0);
+    ::signal(SIGCHLD, SIG_DFL);  // a caller's SIG_IGN would reap for us
+    sigset_t all;
+    sigfillset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, nullptr);
+    for (;;) {
+        siginfo_t si{};
+        if (::sigwaitinfo(&all, &si) < 0) continue;
+        if (si.si_signo != SIGCHLD) {
+            if (si.si_pid == 0 && si.si_code <= 0) (void)::kill(command, si.si_signo);
+            continue;
+        }
+        for (;;) {
+            int st = 0;
+            const pid_t r = ::waitpid(-1, &st, WNOHANG);
+            if (r <= 0) break;
+            if (r != command) continue;  // an orphan of the run, reaped
+            // A namespace's init cannot die of the command's signal (its
+            // own kill is dropped): the status goes to dsh-confine instead.
+            (void)!::write(status_fd, &st, sizeof st);
+            ::_exit(0);
+        }
+    }
+}
+
+// In the child, first: the namespaces' setup, then the fork. Returns in the
+// command; the init never returns.
+void enter_pid_ns(const Child& c) noexcept {
+    // Its end is the namespace's: it goes with dsh-confine, whatever the caller asked.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != 0)
+        child_fails(c, Fault{Step::PdeathSig, errno, -1});
+    if (c.ns_user && (!write_self("/proc/self/setgroups", "deny") || !write_self("/proc/self/uid_map", c.uid_map) ||
+                      !write_self("/proc/self/gid_map", c.gid_map)))
+        child_fails(c, Fault{Step::NetIdMap, errno, 1});
+    // A /proc that shows the run's processes by the pids they have here (ps,
+    // pkill and kill agree, as under bwrap): mounted only where our mounts
+    // are made private first, so that nothing reaches the host's.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0)
+        (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+    const pid_t init = ::getpid();
+    const pid_t command = ::fork();
+    if (command < 0) child_fails(c, Fault{Step::PidNamespace, errno, -1});
+    if (command > 0) pid_ns_init(c.status_fd, command);
+    ::close(c.status_fd);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != init)
+        child_fails(c, Fault{Step::PdeathSig, errno, -1});
+}
+#endif
+
 [[noreturn]] void run_child(const Child& c, pid_t parent) noexcept {
     for (int i = 0; i < c.n_reset; ++i) ::sigaction(c.reset_signals[i], &c.reset_actions[i], nullptr);
 #if defined(__linux__)
     if (c.pdeathsig) {
         if (::prctl(PR_SET_PDEATHSIG, c.pdeathsig, 0, 0, 0) != 0) child_fails(c, Fault{Step::PdeathSig, errno, -1});
         // The parent died before that took effect: nobody is left to
-        // report to, and nothing must outlive it.
-        if (::getppid() != parent) ::_exit(125);
+        // report to, and nothing must outlive it. (A namespace's init sees
+        // its parent, outside, as pid 0.)
+        if (::getppid() != (c.pid_ns ? 0 : parent)) ::_exit(125);
     }
+    if (c.pid_ns) enter_pid_ns(c);
 #else
     (void)parent;
 #endif
@@ -299,7 +368,21 @@ pid_t start(const Child& c) {
     sigset_t all, old;
     sigfillset(&all);
     ::sigprocmask(SIG_BLOCK, &all, &old);
+#if defined(__linux__)
+    pid_t pid;
+    if (c.pid_ns) {
+        // A fork into the new namespaces (raw: glibc's fork takes no flags).
+        pid = static_cast<pid_t>(::syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | (c.ns_user ? CLONE_NEWUSER : 0) | SIGCHLD,
+                                           0, 0, 0, 0));
+        if (pid == 0) run_child(c, parent);
+    } else {
 #if defined(DSH_SPAWN_SHARES_MEMORY)
+        pid = c.monitor ? fork_child(c, parent) : start_in_shared_memory(c, parent);
+#else
+        pid = fork_child(c, parent);
+#endif
+    }
+#elif defined(DSH_SPAWN_SHARES_MEMORY)
     const pid_t pid = c.monitor ? fork_child(c, parent) : start_in_shared_memory(c, parent);
 #else
     const pid_t pid = fork_child(c, parent);

@@ -66,6 +66,20 @@ struct Child {
     // user's.
     int agent_fd = -1;
     bool start_behind = false;
+    // Linux, no terminal: the child starts new PID and mount namespaces (a
+    // user namespace too, `ns_user`, with these maps) and is their init
+    // (issue 38): it mounts a /proc of its own where the mounts can be made
+    // private, forks the command, reaps every process that comes to it,
+    // relays to the command the signals sent from outside its namespace, and
+    // writes the command's wait status (an int) to `status_fd` before it
+    // exits; the kernel then ends every other process of the namespace, at
+    // once, however fast they fork. start() fails (errno) where the kernel
+    // refuses the namespaces.
+    bool pid_ns = false;
+    bool ns_user = false;
+    const char* uid_map = nullptr;
+    const char* gid_map = nullptr;
+    int status_fd = -1;
     int pdeathsig = 0;         // PR_SET_PDEATHSIG; the child exits if the parent is already gone
     const char* cwd = nullptr;
     // Dispositions to restore (signals the parent handles go back to what

@@ -541,6 +541,26 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             if (old_act[i].sa_handler == SIG_IGN) caller_ignored |= 1u << kForwarded[i];
         shielded = watch->shield(p, caller_ignored);
     }
+    // A runner that becomes the command (Landlock), under this parent and
+    // with no pty: the command in PID and mount namespaces of its own, whose
+    // init is our child (spawn.hpp, Child::pid_ns), so that its end ends
+    // every process of the run at once, however fast they fork (issue 38);
+    // a subreaper's kill loop can be outrun. Where the kernel refuses the
+    // namespaces (spawn fails), the subreaper does it. With a pty the
+    // command's session leader and the pty's agent are that parent's
+    // processes, which a namespace's init cannot be.
+#if defined(__linux__)
+    const bool pid_ns = !watch && p.in_process && !tty.active() && p.c.descendants.by == "subreaper";
+#else
+    const bool pid_ns = false;
+#endif
+    if (pid_ns) p.c.descendants.by = "pid-namespace";
+    int status_pipe[2] = {-1, -1};
+    if (pid_ns && spawn::cloexec_pipe(status_pipe) != 0) return internal("pipe");
+    // Not root: a user namespace too, with the caller's ids mapped to themselves.
+    char uid_map[48] = {}, gid_map[48] = {};
+    std::snprintf(uid_map, sizeof uid_map, "%u %u 1\n", static_cast<unsigned>(::geteuid()), static_cast<unsigned>(::geteuid()));
+    std::snprintf(gid_map, sizeof gid_map, "%u %u 1\n", static_cast<unsigned>(::getegid()), static_cast<unsigned>(::getegid()));
     // Everything the child does is made here, before it exists.
     Entry entry;
     if (auto o = prepare_entry(p, report, nullptr, {exec_pipe[1]}, entry); !o)
@@ -667,8 +687,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     // ends, and are ended with the command (chain::settle_descendants).
     // A timeout without a leaf ends the tree the same way, so it needs the
     // orphans too.
-    const bool subreaper = p.c.descendants.by == "subreaper";
-    const bool reaper = subreaper || lim.timeout_by_tree;
+    bool subreaper = p.c.descendants.by == "subreaper";
+    bool reaper = subreaper || lim.timeout_by_tree;
     if (reaper && !proctree::become_subreaper()) {
         restore_signals();
         ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
@@ -676,8 +696,35 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
     tty.go_raw();
     child.start_behind = tty.start_behind();
+    if (pid_ns) {
+        child.pid_ns = true;
+        child.ns_user = ::geteuid() != 0;
+        child.uid_map = uid_map;
+        child.gid_map = gid_map;
+        child.status_fd = status_pipe[1];
+    }
     const double start = spawn::now_ms();
-    const pid_t pid = spawn::start(child);
+    pid_t pid = spawn::start(child);
+    if (pid < 0 && pid_ns) {
+        // The kernel refuses the namespaces here: the subreaper instead,
+        // and the record (made before the spawn) says so.
+        p.c.descendants.by = "subreaper";
+        subreaper = reaper = true;
+        child.pid_ns = false;
+        ::close(status_pipe[0]);
+        ::close(status_pipe[1]);
+        status_pipe[0] = status_pipe[1] = -1;
+        entry = Entry{};
+        Outcome o = proctree::become_subreaper() ? prepare_entry(p, report, nullptr, {exec_pipe[1]}, entry)
+                                                 : failf(Err::Internal, "prctl(PR_SET_CHILD_SUBREAPER): {}", std::strerror(errno));
+        if (!o) {
+            restore_signals();
+            ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+            return failed(o);
+        }
+        entry.exec_mask = &old_mask;
+        pid = spawn::start(child);
+    }
     if (pid < 0) {
         const int e = errno;
         restore_signals();
@@ -692,6 +739,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     ::signal(SIGPIPE, SIG_IGN);
 
     ::close(exec_pipe[1]);
+    if (status_pipe[1] >= 0) ::close(status_pipe[1]);
     Stderr err;
     if (capture) {
         ::close(err_pipe[1]);
@@ -808,7 +856,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
                 // The timeout signals every process below us: not the sentinel.
                 end_sentinel();
                 if (phase == 0 &&
-                    proctree::signal_all(SIGTERM, watch ? watch->runner_depth() : 0) > 0) {
+                    proctree::signal_all(SIGTERM, watch ? watch->runner_depth() : child.pid_ns ? 1 : 0) > 0) {
                     phase = 1;
                     next_at = now + static_cast<double>(lim.kill_after_ms);
                 } else {
@@ -902,6 +950,16 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (!reaped)
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
+    // The namespace's init ended as it does (0), having written how the
+    // command ended; an init ended otherwise (killed, or failed before the
+    // command existed) is the status itself.
+    if (status_pipe[0] >= 0) {
+        int st = 0;
+        if (::read(status_pipe[0], &st, sizeof st) == static_cast<ssize_t>(sizeof st) && WIFEXITED(status) &&
+            WEXITSTATUS(status) == 0)
+            status = st;
+        ::close(status_pipe[0]);
+    }
     const double duration = spawn::now_ms() - start;
     // The pty's agent is ours, not the command's: neither killed with its
     // processes nor counted.
