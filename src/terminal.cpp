@@ -189,7 +189,11 @@ Outcome Relay::open() {
     // The pty's agent's socket (none: the pty does not follow the user's
     // terminal's foreground, as before issue 42).
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+    // socketpair, then close-on-exec (macOS has no SOCK_CLOEXEC; no other
+    // thread of ours can exec in between).
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
+        (void)::fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+        (void)::fcntl(sv[1], F_SETFD, FD_CLOEXEC);
         agent_ = sv[0];
         agent_child_ = sv[1];
         // An agent that does not answer (stopped from elsewhere) never holds
