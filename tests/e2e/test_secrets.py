@@ -42,6 +42,8 @@ ENV_TABLE = [
     ("AZURE_CONFIG_DIR", "env/azure", "", True), ("DOCKER_CONFIG", "env/docker", "config.json", False),
     ("XDG_RUNTIME_DIR", "run", "gnupg", True), ("XDG_RUNTIME_DIR", "run", "keyring", True),
     ("XDG_RUNTIME_DIR", "run", "gcr", True), ("XDG_RUNTIME_DIR", "run", "containers/auth.json", False),
+    ("CARGO_HOME", "env/cargo", "credentials", False), ("CARGO_HOME", "env/cargo", "credentials.toml", False),
+    ("NPM_CONFIG_USERCONFIG", "env/npmrc-upper", "", False), ("npm_config_userconfig", "env/npmrc-lower", "", False),
 ]
 
 # Run inside: for each path, what a reader gets. A socket: connected or not; a directory: its
