@@ -1,5 +1,7 @@
 #include "cli.hpp"
 #include "bytes.hpp"
+#include "caches.hpp"
+#include "environment.hpp"
 
 #include <cstring>
 #include <string_view>
@@ -7,6 +9,8 @@
 #include <CLI/CLI.hpp>
 
 #include "version.hpp"
+
+extern char** environ;
 
 namespace dsh {
 
@@ -33,7 +37,7 @@ enum class Opt {
     NoPty, Markers, DryRun, Escalate, Justification, Approver, Clearenv, Setenv, Unsetenv, ScrubSecrets, Json, Context,
     Platform, Write, Read, Binary, Attempt,
     Net, NetDeny, EscalateNet, KeepDescendants, Protect, Unprotect, DenyRead, HideSecrets,
-    Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore, AllowUserns,
+    Cache, Agent, Timeout, KillAfter, MaxProcs, Memory, CpuTime, FileSize, Nofile, Limits, AllowCore, AllowUserns,
 };
 
 struct OptionSpec {
@@ -63,6 +67,10 @@ constexpr OptionSpec kOptions[] = {
     {Opt::NetDeny, "--net-deny", "", "LIST", true, kGlobal, kPolicyHelp,
      "refuse these destinations even where --net allow= lists them (repeatable)"},
     {Opt::Writable, "--writable", "", "PATH", true, kGlobal, kPolicyHelp, "another writable path (repeatable)"},
+    {Opt::Cache, "--cache", "", "TOOLS", true, kGlobal, kPolicyHelp,
+     "make these tools' caches writable: npm,pip,cargo,go,yarn,maven,ccache (repeatable)"},
+    {Opt::Agent, "--agent", "", "", false, kGlobal, kPolicyHelp,
+     "for an AI agent: --mode workspace-write --net off --hide-secrets --scrub-secrets"},
     {Opt::Protect, "--protect", "", "PATH", true, kGlobal, kPolicyHelp,
      "keep this path read-only inside the writable roots (repeatable)"},
     {Opt::Unprotect, "--unprotect", "", "PATH", true, kGlobal, kPolicyHelp,
@@ -248,6 +256,9 @@ Outcome apply(const OptionSpec& o, std::string_view v, Request& r) {
         case Opt::Net: return set_once(r.net, v) ? Outcome::success() : twice();
         case Opt::Writable: r.writable.emplace_back(v); break;
         case Opt::NetDeny: r.net_deny.emplace_back(v); break;
+        case Opt::Cache: return caches::parse_list(v, r.cache);
+        case Opt::Agent: return flag_once(r.agent) ? Outcome::success() : twice();
+
         case Opt::Protect: r.protect.emplace_back(v); break;
         case Opt::Unprotect: r.unprotect.emplace_back(v); break;
         case Opt::DenyRead: r.deny_read.emplace_back(v); break;
@@ -633,6 +644,18 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     if (ctx == Ctx::Session) return usage(UsageText::SessionNeedsSetMode);
     if (ctx == Ctx::SetMode && s.set_mode_args != 2) return usage(UsageText::SetModeArgs);
     if (ctx == Ctx::Check && !r.check_write == !r.check_read) return usage(UsageText::CheckNeedsWrite);
+    // --agent (issue 42): what it stands for, unless given beside it; an
+    // explicit value that would widen it is an error, one that narrows it
+    // (--mode read-only) or repeats it wins.
+    if (r.agent) {
+        if (r.mode && *r.mode == "danger-full-access")
+            return fail(Err::Usage, cache_text(CacheText::AgentMode, *r.mode));
+        if (r.net && *r.net != "off") return fail(Err::Usage, cache_text(CacheText::AgentNet, *r.net));
+        if (!r.mode) r.mode = "workspace-write";
+        r.net = "off";
+        r.hide_secrets = true;
+        r.scrub_secrets = true;
+    }
     r.action = action_of(ctx);
     if (r.action == Action::Run && r.dry_run) r.action = Action::Explain;
 
@@ -647,6 +670,15 @@ PolicyRequest Request::policy_request() const {
     p.mode = mode;
     p.root = root;
     p.writable = writable;
+    p.cache = cache;
+    // The tools read their cache variables from the command's environment.
+    if (clearenv || !setenv.empty() || !unsetenv.empty()) {
+        std::vector<std::string> current, out;
+        for (char** e = environ; e && *e; ++e) current.emplace_back(*e);
+        EnvChanges changes;
+        if (build_environment(EnvRequest{clearenv, setenv, unsetenv, scrub_secrets}, current, out, changes))
+            p.command_env = std::move(out);
+    }
     p.protect = protect;
     p.unprotect = unprotect;
     p.deny_read = deny_read;

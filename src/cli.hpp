@@ -35,6 +35,8 @@ struct Request {
     std::optional<std::string> net;      // --net, checked by resolve
     std::vector<std::string> net_deny;   // --net-deny LIST (repeatable), checked by resolve
     std::vector<std::string> writable;
+    std::vector<std::string> cache;      // --cache TOOLS (repeatable), each a known tool (src/caches.hpp)
+    bool agent = false;                  // --agent: expanded by parse_cli into the options it stands for
     std::vector<std::string> protect;    // --protect
     std::vector<std::string> unprotect;  // --unprotect
     std::vector<std::string> deny_read;  // --deny-read

@@ -1,4 +1,5 @@
 #include "config.hpp"
+#include "caches.hpp"
 #include "own_state.hpp"
 #include "net_allow.hpp"
 
@@ -200,6 +201,11 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
                     return c.err("\"writableRoots\"[" + std::to_string(i) + "] must be an absolute path, not " +
                                  json(p).dump());
             }
+        } else if (k == "cache") {
+            std::vector<std::string> list;
+            if (auto o = c.strings(k, v, list); !o) return o;
+            for (const auto& t : list)
+                if (auto o = caches::parse_list(t, out.cache); !o) return c.err("\"cache\": " + o.text());
         } else if (k == "protect" || k == "unprotect" || k == "denyRead") {
             auto& list = k == "protect" ? out.protect : k == "unprotect" ? out.unprotect : out.deny_read;
             if (auto o = c.strings(k, v, list); !o) return o;
@@ -284,7 +290,7 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else {
             return c.err("unknown key " + json(k).dump() +
                          " (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
+                         "runnerFailureSignatures, probeTimeoutMs, writableRoots, cache, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
                          "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, "
                          "allowCore)");
         }

@@ -53,6 +53,7 @@ struct Config {
     std::vector<std::string> runner_failure_signatures;  // "runnerFailureSignatures"
     std::optional<int> probe_timeout_ms;           // "probeTimeoutMs" (> 0)
     std::vector<std::string> writable_roots;       // "writableRoots" (absolute)
+    std::vector<std::string> cache;                // "cache": tools, see --cache (src/caches.hpp)
     std::vector<std::string> protect;              // "protect" (absolute): see --protect
     std::vector<std::string> unprotect;            // "unprotect" (absolute): see --unprotect
     std::vector<std::string> deny_read;            // "denyRead" (absolute): see --deny-read

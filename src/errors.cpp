@@ -641,6 +641,42 @@ std::string root_text(RootText t, std::string_view a, std::string_view b) {
     return {};  // unreachable: every enumerator is listed above
 }
 
+std::string cache_text(CacheText t, std::string_view a, std::string_view b) {
+    switch (t) {
+        case CacheText::UnknownTool:
+            return fmt::format("--cache: unknown tool '{}'{}; the tools are npm, pip, cargo, go, yarn, maven and "
+                               "ccache (name another cache directory with --writable)",
+                               a, b.empty() ? std::string() : fmt::format(" (did you mean {}?)", b));
+        case CacheText::NotAbsolute:
+            return fmt::format("--cache {}: {} is not an absolute path, so where the tool writes depends on its "
+                               "current directory; set it to an absolute path or unset it",
+                               a, b);
+        case CacheText::HoldsHome:
+            return fmt::format("--cache {}: its cache directory {} is / or holds your home directory, which "
+                               "--cache never grants; point the tool's cache variable at a directory of its own, "
+                               "or drop {} from --cache",
+                               a, b, a);
+        case CacheText::NoHome:
+            return fmt::format("--cache {}: its cache is under $HOME, which is not set, and no home directory is "
+                               "known for your user; set HOME{}",
+                               a, b.empty() ? std::string() : fmt::format(" or {}", b));
+        case CacheText::ReadOnly:
+            return fmt::format("--cache has no effect in read-only mode ({}): nothing is writable there; use "
+                               "--mode workspace-write (or --agent), or drop --cache",
+                               a);
+        case CacheText::AgentMode:
+            return fmt::format("--agent runs in workspace-write, and --mode {} would widen it; drop --mode, or "
+                               "drop --agent and give its options one by one",
+                               a);
+        case CacheText::AgentNet:
+            return fmt::format("--agent turns the network off, and --net {} would widen it; drop --net, or drop "
+                               "--agent and give its options one by one (--mode workspace-write --hide-secrets "
+                               "--scrub-secrets --net ...)",
+                               a);
+    }
+    return {};  // unreachable: every enumerator is listed above
+}
+
 std::string limit_text(LimitText t, std::string_view a, std::string_view b) {
     switch (t) {
         case LimitText::NotSize:

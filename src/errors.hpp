@@ -225,6 +225,18 @@ enum class RootText {
 };
 std::string root_text(RootText t, std::string_view a = {}, std::string_view b = {});
 
+// The tool-cache preset and the agent preset (issue 42), one line each.
+enum class CacheText {
+    UnknownTool,    // a: the word given to --cache, b: the nearest tool's name (or empty)
+    NotAbsolute,    // a: the tool, b: "VAR=value", a variable the tool reads, not absolute
+    HoldsHome,      // a: the tool, b: "path (from)", a cache directory that is / or holds the home
+    NoHome,         // a: the tool, b: the variable that would name its cache (or empty)
+    ReadOnly,       // a: where the read-only mode came from ("the default mode", "--mode read-only", ...)
+    AgentMode,      // a: the --mode given beside --agent
+    AgentNet,       // a: the --net given beside --agent
+};
+std::string cache_text(CacheText t, std::string_view a = {}, std::string_view b = {});
+
 // The report's texts (issue 38), one line each: what is wrong and how to fix it.
 // How long a report write waits for a reader that takes nothing (report.hpp kReportWaitMs).
 inline constexpr int kReportWaitSeconds = 10;

@@ -149,7 +149,8 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     line("root:", fmt::format("{} (from {})", q(p.workspace_root), root_from));
     bool first = true;
     for (const auto& w : p.writable_roots) {
-        line(first ? "writable:" : "", fmt::format("{} ({}{}{})", q(w.path), to_string(w.source),
+        line(first ? "writable:" : "", fmt::format("{} ({}{}{}{})", q(w.path), to_string(w.source),
+                                                  w.tool.empty() ? "" : " " + w.tool,
                                                   w.persists ? "" : ", discarded at exit",
                                                   w.created ? ", does not exist: made when the run starts" : ""));
         first = false;
@@ -379,6 +380,7 @@ nlohmann::ordered_json check_json(const Resolution& r, const CheckAnswer& a) {
     for (const auto& w : r.policy.writable_roots) {
         ordered_json rj{{"path", w.path}, {"source", to_string(w.source)}, {"persists", w.persists}};
         if (w.created) rj["created"] = true;  // made when the run starts (issue 42)
+        if (!w.tool.empty()) rj["cache"] = w.tool;
         roots.push_back(std::move(rj));
     }
     j["writableRoots"] = std::move(roots);

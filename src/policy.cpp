@@ -34,12 +34,13 @@ std::string_view to_string(Grant g) noexcept {
         case Grant::Flag: return "flag";
         case Grant::Config: return "config";
         case Grant::Shm: return "shm";
+        case Grant::Cache: return "cache";
     }
     return "workspace";
 }
 
 std::optional<Grant> parse_grant(std::string_view s) noexcept {
-    for (Grant g : {Grant::Workspace, Grant::Tmp, Grant::Tmpdir, Grant::Flag, Grant::Config, Grant::Shm})
+    for (Grant g : {Grant::Workspace, Grant::Tmp, Grant::Tmpdir, Grant::Flag, Grant::Config, Grant::Shm, Grant::Cache})
         if (to_string(g) == s) return g;
     return std::nullopt;
 }
@@ -446,6 +447,14 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     };
     if (auto o = add_extra(in.config_writable, Grant::Config); !o) return o;
     if (auto o = add_extra(in.writable, Grant::Flag); !o) return o;
+    // The tools' caches (issue 42): granted as --writable paths are, each
+    // marked with its tool. A directory already granted (a --writable of the
+    // same path) keeps its first source.
+    for (const auto& [path, tool] : in.cache) {
+        const size_t before = out.writable_roots.size();
+        if (auto o = add_extra({path}, Grant::Cache); !o) return o;
+        for (size_t i = before; i < out.writable_roots.size(); ++i) out.writable_roots[i].tool = tool;
+    }
 #else  // Windows: the ACL helper re-checks the root; paths as before
     auto add_root = [&](std::string path, Grant source) {
         for (const auto& r : out.writable_roots)
@@ -459,6 +468,11 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     if (in.tmpdir && !in.tmpdir->empty() && (*in.tmpdir)[0] == '/') add_root(canonical_path(*in.tmpdir, "/"), Grant::Tmpdir);
     for (const auto& w : in.config_writable) add_root(canonical_path(w, in.cwd), Grant::Config);
     for (const auto& w : in.writable) add_root(canonical_path(w, in.cwd), Grant::Flag);
+    for (const auto& [path, tool] : in.cache) {
+        const size_t before = out.writable_roots.size();
+        add_root(canonical_path(path, in.cwd), Grant::Cache);
+        if (out.writable_roots.size() > before) out.writable_roots.back().tool = tool;
+    }
 #endif
     return Outcome::success();
 }

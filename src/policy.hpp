@@ -49,12 +49,15 @@ std::string_view to_string(Enforcement e) noexcept;
 // runner may treat differently (/tmp can be private; the workspace and the
 // roots a caller named are the ones a refusal's fix points at).
 // Shm: the private /dev/shm the bwrap runner mounts in workspace-write (issue 42).
-enum class Grant { Workspace, Tmp, Tmpdir, Flag, Config, Shm };
+enum class Grant { Workspace, Tmp, Tmpdir, Flag, Config, Shm, Cache };
 std::string_view to_string(Grant g) noexcept;
 std::optional<Grant> parse_grant(std::string_view s) noexcept;
-// Named by the caller (--root, --writable, the config's writableRoots), as
-// opposed to the temp areas every workspace-write run gets.
-constexpr bool caller_named(Grant g) noexcept { return g == Grant::Workspace || g == Grant::Flag || g == Grant::Config; }
+// Named by the caller (--root, --writable, the config's writableRoots, a
+// tool's cache by --cache or the config's cache), as opposed to the temp
+// areas every workspace-write run gets.
+constexpr bool caller_named(Grant g) noexcept {
+    return g == Grant::Workspace || g == Grant::Flag || g == Grant::Config || g == Grant::Cache;
+}
 
 struct WritableRoot {
     std::string path;
@@ -70,6 +73,8 @@ struct WritableRoot {
     // made for this run below the caller's home (issue 42; the report's
     // `created`). Explain and check make nothing: there it says it would be.
     bool created = false;
+    // Grant::Cache: the tool whose cache this is ("npm"; the report's `cache`).
+    std::string tool;
     // A fresh tmpfs of the sandbox's own (the private /tmp, bwrap's /dev/shm),
     // mounted rather than bound from the host, and discarded at exit.
     bool private_mount() const noexcept { return !persists && (source == Grant::Tmp || source == Grant::Shm); }
@@ -176,6 +181,8 @@ struct PolicyInput {
     RootSource root_source = RootSource::Cwd;
     std::vector<std::string> writable;  // --writable
     std::vector<std::string> config_writable;
+    // --cache and the config's cache, expanded (src/caches.hpp): path and tool.
+    std::vector<std::pair<std::string, std::string>> cache;
     std::optional<std::string> tmpdir;  // $TMPDIR as found in the environment
     std::string cwd;
     std::vector<int> keep_fds;

@@ -13,6 +13,11 @@ struct PolicyRequest {
     std::optional<std::string> mode;      // a mode's name, checked by resolve
     std::optional<std::string> root;
     std::vector<std::string> writable;
+    std::vector<std::string> cache;       // --cache: tools whose cache directories are writable (issue 42)
+    // The command's environment as it will be ("K=V": after --clearenv,
+    // --setenv, --unsetenv), where the tools' cache variables are read;
+    // unset: the caller's own.
+    std::optional<std::vector<std::string>> command_env;
     std::vector<std::string> protect;    // --protect: read-only inside the writable roots
     std::vector<std::string> unprotect;  // --unprotect: a default dropped (reported)
     std::vector<std::string> deny_read;  // --deny-read: hidden from the command, every mode

@@ -235,6 +235,7 @@ ordered_json confinement_record(const Confinement& c) {
         rj["source"] = to_string(r.source);
         rj["persists"] = r.persists;
         if (r.created) rj["created"] = true;  // made for this run (issue 42); absent otherwise
+        if (!r.tool.empty()) rj["cache"] = r.tool;  // source "cache": whose (issue 42)
         roots.push_back(std::move(rj));
     }
     j["writableRoots"] = std::move(roots);

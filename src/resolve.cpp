@@ -1,5 +1,6 @@
 #include "resolve.hpp"
 #include "bytes.hpp"
+#include "caches.hpp"
 #include "environment.hpp"
 #include "own_state.hpp"
 #include "net_allow.hpp"
@@ -61,6 +62,49 @@ std::unique_ptr<Approver> make_approver(const std::optional<std::string>& spec, 
     return std::make_unique<CommandApprover>(std::move(c));
 }
 
+#ifndef _WIN32
+// The real uid's home in /etc/passwd (the static binary has no NSS); empty: none.
+static std::string caller_home() {
+    std::string text;
+    return read_small("/etc/passwd", text) ? passwd_home(text, 2, std::to_string(::getuid())) : std::string();
+}
+#endif
+
+// --cache and the config's cache (issue 42): each tool's directories, found
+// in the command's environment (its $HOME, else the caller's home).
+static Outcome expand_caches(const PolicyRequest& req, const Config& s, std::vector<std::pair<std::string, std::string>>& out) {
+    std::vector<std::string> tools = req.cache;
+    for (const auto& t : s.cache)
+        if (std::find(tools.begin(), tools.end(), t) == tools.end()) tools.push_back(t);
+    if (tools.empty()) return Outcome::success();
+    const caches::Env env = [&req](std::string_view name) -> const char* {
+        if (req.command_env) return env_lookup(*req.command_env, name);
+        return std::getenv(std::string(name).c_str());
+    };
+    std::string home;
+    if (const char* h = env("HOME"); h && *h == '/') home = h;
+#ifndef _WIN32
+    else home = caller_home();
+#endif
+    std::vector<caches::Dir> dirs;
+    for (const auto& t : tools)
+        if (auto o = caches::dirs(t, env, home, dirs); !o) return o;
+    for (auto& d : dirs) out.emplace_back(std::move(d.path), std::move(d.tool));
+    return Outcome::success();
+}
+
+// Where a read-only mode came from, as a refusal names it.
+static std::string_view read_only_from(ModeSource m) {
+    switch (m) {
+        case ModeSource::Default: break;
+        case ModeSource::Flag: return "--mode read-only";
+        case ModeSource::Session: return "the session log's mode";
+        case ModeSource::Config: return "the config's mode";
+        case ModeSource::Escalation: return "the escalation's mode";
+    }
+    return "the default mode";
+}
+
 static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, const ResolveEnv& env, Mode mode,
                                 ModeSource mode_source) {
     PolicyInput in;
@@ -88,15 +132,13 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.keep_descendants = req.keep_descendants || r.settings.keep_descendants.value_or(false);
     in.allow_userns = req.allow_userns;
     in.create_missing = req.create_missing;
+    in.cache = r.cache_dirs;
 #ifndef _WIN32
     // The real uid's home from the password database, never $HOME (the
     // caller's to set: HOME=/etc would make /etc/x creatable), read only
     // where a writable path may need it (not on every start).
     // Read from /etc/passwd itself: the static binary has no NSS.
-    if (!in.writable.empty() || !in.config_writable.empty()) {
-        std::string text;
-        if (read_small("/etc/passwd", text)) in.home = passwd_home(text, 2, std::to_string(::getuid()));
-    }
+    if (!in.writable.empty() || !in.config_writable.empty() || !in.cache.empty()) in.home = caller_home();
     in.never_made.anywhere = carveouts::agent_names();
     in.never_made.anywhere.insert(in.never_made.anywhere.begin(), ".git");
     in.never_made.home = carveouts::home_names();
@@ -191,6 +233,7 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
                 case Grant::Workspace: fix = "choose a narrower --root, or "; break;
                 case Grant::Flag: fix = "drop that --writable, or "; break;
                 case Grant::Config: fix = "drop it from the config's writableRoots, or "; break;
+                case Grant::Cache: fix = fmt::format("drop {} from --cache (or the config's cache), or ", root.tool); break;
                 case Grant::Tmp:
                 case Grant::Tmpdir:
                 case Grant::Shm: break;  // the temp areas: only moving the file helps
@@ -366,16 +409,14 @@ Outcome resolve(const PolicyRequest& req, const ResolveEnv& env, AskApprover ask
     // 42): refused with the fix. The config's writableRoots are a standing
     // default for workspace-write runs and stay quiet, like its privateTmp.
     if (!req.writable.empty() && (out.escalation_target ? *out.escalation_target : out.base_mode) == Mode::ReadOnly) {
-        std::string_view from = "the default mode";
-        switch (out.base_source) {
-            case ModeSource::Default: break;
-            case ModeSource::Flag: from = "--mode read-only"; break;
-            case ModeSource::Session: from = "the session log's mode"; break;
-            case ModeSource::Config: from = "the config's mode"; break;
-            case ModeSource::Escalation: from = "the escalation's mode"; break;
-        }
-        return fail(Err::Usage, root_text(RootText::WritableReadOnly, from));
+        return fail(Err::Usage, root_text(RootText::WritableReadOnly, read_only_from(out.base_source)));
     }
+    // --cache likewise; the config's cache stays quiet in read-only (a
+    // standing default), like its writableRoots.
+    if (!req.cache.empty() && (out.escalation_target ? *out.escalation_target : out.base_mode) == Mode::ReadOnly) {
+        return fail(Err::Usage, cache_text(CacheText::ReadOnly, read_only_from(out.base_source)));
+    }
+    if (auto o = expand_caches(req, s, out.cache_dirs); !o) return o;
     // The network axis: --net > the session log's > config "network" > host. Checked before any
     // approver is asked: a flag that cannot hold in the mode asked for is
     // refused, never ignored (docs/DECISIONS.md, "The network axis").

@@ -52,6 +52,9 @@ struct Resolution {
     Network base_network = Network::Host;       // the network before escalation
     // The config's network mode when danger-full-access overrode it.
     std::optional<Network> network_requested;
+    // --cache and the config's cache (issue 42), expanded in the command's
+    // environment: each directory with its tool.
+    std::vector<std::pair<std::string, std::string>> cache_dirs;
 };
 
 struct ResolveEnv {

@@ -15,6 +15,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -296,12 +299,14 @@ struct Ctx {
         return fmt::format("{}/{}-{}", where, stem, ++seq);
     }
 
-    std::vector<std::string> head(const std::string& mode) const {
+    // `opts`: more options of dsh-confine's, before the command (--net off, --protect P).
+    std::vector<std::string> head(const std::string& mode, const std::vector<std::string>& opts = {}) const {
         std::vector<std::string> a = {binary, "--report-fd", "3", "--runner", runner, "--mode", mode, "--root", ws};
         if (config) {
             a.push_back("--config");
             a.push_back(*config);
         }
+        a.insert(a.end(), opts.begin(), opts.end());
         a.push_back("--");
         return a;
     }
@@ -309,8 +314,8 @@ struct Ctx {
     // dsh-confine ... -- /bin/sh -c SCRIPT self-test ARGS...: paths travel as
     // arguments ($1, $2...), never inside the script text.
     Proc sh(const std::string& mode, const std::string& script, const std::vector<std::string>& args = {},
-            Spawn sp = {}) const {
-        sp.argv = head(mode);
+            Spawn sp = {}, const std::vector<std::string>& opts = {}) const {
+        sp.argv = head(mode, opts);
         for (const char* a : {"/bin/sh", "-c"}) sp.argv.emplace_back(a);
         sp.argv.push_back(script);
         sp.argv.emplace_back("self-test");
@@ -587,6 +592,107 @@ Check check_tiocsti(Ctx& c) {
     return held("tiocsti", what);
 }
 
+// A refusal to run because this runner cannot enforce what was asked
+// (a protected or hidden path under Landlock alone): fail closed, so held.
+bool refused_unenforceable(const Proc& p) {
+    const json* e = record(p, "error");
+    return p.status == 125 && e && e->value("code", "") == "PROTECTION_UNAVAILABLE";
+}
+
+// A loopback listener of the self-test's own, on the host: whatever reaches
+// it is counted by accepting without blocking after the run.
+struct Listener {
+    int fd = -1;
+    int port = 0;
+    Listener() {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t n = sizeof a;
+        if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0 ||
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) != 0) {
+            if (fd >= 0) ::close(fd);
+            fd = -1;
+            return;
+        }
+        port = ntohs(a.sin_port);
+    }
+    ~Listener() {
+        if (fd >= 0) ::close(fd);
+    }
+    int reached() const {
+        int count = 0;
+        for (int c; (c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC)) >= 0; ++count) ::close(c);
+        return count;
+    }
+};
+
+Check check_network(Ctx& c) {
+    const char* what = "--net off: a loopback listener on the host gets no connection";
+    Listener l;
+    if (l.fd < 0) return na("net-off", what, fmt::format("no loopback listener here: {}", std::strerror(errno)));
+    const std::string attempt = fmt::format("connect={}", l.port);
+    Spawn sp;
+    sp.env = c.env;
+    sp.cwd = c.ws;
+    sp.argv = {c.binary, "--mode", "danger-full-access", "--", c.self, "self-test", "--attempt", attempt};
+    Proc base = spawn(sp);
+    if (l.reached() == 0)
+        return na("net-off", what, "the listener cannot be reached even unconfined: " + brief(base));
+    sp.argv = c.head("workspace-write", {"--net", "off"});
+    for (const auto& a : {c.self, std::string("self-test"), std::string("--attempt"), attempt}) sp.argv.push_back(a);
+    Proc p = spawn(sp);
+    const int n = l.reached();
+    if (n > 0) return failed("net-off", what, fmt::format("{} connection(s) reached the host's listener", n));
+    if (p.out.find("connect=") == std::string::npos) return failed("net-off", what, "the attempt did not run: " + brief(p));
+    return held("net-off", what);
+}
+
+Check check_protected(Ctx& c) {
+    const char* what = "workspace-write: a --protect path inside the workspace stays read-only";
+    const std::string f = c.fresh(c.ws, "protected");
+    write_file(f, "orig");
+    Proc p = c.sh("workspace-write", "printf x > \"$1\"; printf x >> \"$1\"; rm -f \"$1\"", {f}, {},
+                  {"--protect", f});
+    if (read_file(f) != "orig") return failed("protected-path", what, "the protected file was changed or removed");
+    if (refused_unenforceable(p)) return held("protected-path", what, "refused to run: this runner cannot enforce it");
+    return held("protected-path", what);
+}
+
+Check check_hidden(Ctx& c) {
+    const char* what = "--deny-read: a hidden file's contents do not reach the command";
+    const std::string f = c.fresh(c.outside, "hidden");
+    const std::string marker = fmt::format("dsh-confine-self-test-secret-{}", ::getpid());
+    write_file(f, marker + "\n");
+    Proc p = c.sh("read-only", "cat \"$1\"", {f}, {}, {"--deny-read", f});
+    if (p.out.find(marker) != std::string::npos) return failed("hidden-path", what, "the command read the hidden file");
+    if (refused_unenforceable(p)) return held("hidden-path", what, "refused to run: this runner cannot hide it");
+    if (p.status == 125) return failed("hidden-path", what, "the run failed: " + brief(p));
+    return held("hidden-path", what);
+}
+
+Check check_file_size(Ctx& c) {
+    const char* what = "--file-size 4K: a file the command writes stops at 4 KiB";
+    const std::string f = c.fresh(c.ws, "big");
+    Proc p = c.sh("workspace-write", "i=0; while [ $i -lt 64 ]; do printf '%0256d' 0; i=$((i+1)); done > \"$1\"",
+                  {f}, {}, {"--file-size", "4K", "--limits", "required"});
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) return failed("limit-file-size", what, "the file was not written: " + brief(p));
+    if (st.st_size > 4096) return failed("limit-file-size", what, fmt::format("the file grew to {} bytes", st.st_size));
+    return held("limit-file-size", what);
+}
+
+Check check_timeout(Ctx& c) {
+    const char* what = "--timeout 1s: the command is ended with status 124";
+    const long t0 = now_ms();
+    Proc p = c.sh("read-only", "sleep 8; exit 0", {}, {}, {"--timeout", "1s", "--kill-after", "1s"});
+    const long took = now_ms() - t0;
+    if (p.status != 124 || took > 6000)
+        return failed("limit-timeout", what, fmt::format("{} after {} ms", brief(p), took));
+    return held("limit-timeout", what);
+}
+
 RunnerResult run_runner(Ctx& c) {
     RunnerResult rr;
     rr.runner = c.runner;
@@ -617,6 +723,11 @@ RunnerResult run_runner(Ctx& c) {
     rr.checks.push_back(check_metadata(c, "read-only"));
     rr.checks.push_back(check_metadata(c, "workspace-write"));
     rr.checks.push_back(check_tiocsti(c));
+    rr.checks.push_back(check_network(c));
+    rr.checks.push_back(check_protected(c));
+    rr.checks.push_back(check_hidden(c));
+    rr.checks.push_back(check_file_size(c));
+    rr.checks.push_back(check_timeout(c));
     return rr;
 }
 
@@ -643,6 +754,23 @@ int attempt(const std::string& name) {
         char ch = ' ';
         int rc = ::ioctl(STDIN_FILENO, TIOCSTI, &ch);
         std::string line = rc == 0 ? "tiocsti=ok\n" : fmt::format("tiocsti={}\n", std::strerror(errno));
+        (void)!::write(STDOUT_FILENO, line.data(), line.size());
+        return 0;
+    }
+    if (name.rfind("connect=", 0) == 0) {
+        // One TCP connection to 127.0.0.1:PORT; the listener outside counts it.
+        int port = 0;
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int rc = -1;
+        if (parse_fd(std::string_view(name).substr(8), port) && port > 0 && port < 65536 && fd >= 0) {
+            a.sin_port = htons(static_cast<uint16_t>(port));
+            rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        }
+        std::string line = rc == 0 ? "connect=ok\n" : fmt::format("connect={}\n", std::strerror(errno));
+        if (fd >= 0) ::close(fd);
         (void)!::write(STDOUT_FILENO, line.data(), line.size());
         return 0;
     }

@@ -26,7 +26,7 @@ function __dsh_confine_command_index
                     return 0
                 end
                 return 1
-            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --report-file --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
+            case --mode --root --runner --writable --cache --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --report-file --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -65,7 +65,7 @@ function __dsh_confine_sub
         switch $t
             case --
                 return 1
-            case --mode --root --runner --writable --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --report-file --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
+            case --mode --root --runner --writable --cache --protect --unprotect --deny-read --config --session --probe-timeout --report-fd --report-file --keep-fd --escalate --justification --approver --setenv --unsetenv --platform --write --read --binary --net --net-deny --escalate-net
                 set skip 1
             case '-*'
             case '*'
@@ -99,6 +99,8 @@ complete -c dsh-confine -n $policy_cond -l runner -x -a "$runners" -d 'confineme
 complete -c dsh-confine -n $policy_cond -l net -x -a 'off loopback host allow=' -d 'network: host (default), loopback, off or allow=LIST'
 complete -c dsh-confine -n $policy_cond -l net-deny -x -d 'refuse these destinations even where allow= lists them'
 complete -c dsh-confine -n $policy_cond -l writable -r -F -d 'another writable path'
+complete -c dsh-confine -n $policy_cond -l cache -x -a 'npm pip cargo go yarn maven ccache' -d "make these tools' caches writable"
+complete -c dsh-confine -n $policy_cond -l agent -d 'for an AI agent: workspace-write, network off, secrets hidden and scrubbed'
 complete -c dsh-confine -n $policy_cond -l protect -r -F -d 'keep this path read-only inside the writable roots'
 complete -c dsh-confine -n $policy_cond -l unprotect -r -F -d 'drop this path from the default protected set'
 complete -c dsh-confine -n $policy_cond -l deny-read -r -F -d 'hide this path from the command'

@@ -10,6 +10,7 @@ config secretPaths adds to the table. Nothing is left on the host.
 """
 import json
 import os
+import select
 import socket
 import subprocess
 
@@ -42,6 +43,8 @@ ENV_TABLE = [
     ("AZURE_CONFIG_DIR", "env/azure", "", True), ("DOCKER_CONFIG", "env/docker", "config.json", False),
     ("XDG_RUNTIME_DIR", "run", "gnupg", True), ("XDG_RUNTIME_DIR", "run", "keyring", True),
     ("XDG_RUNTIME_DIR", "run", "gcr", True), ("XDG_RUNTIME_DIR", "run", "containers/auth.json", False),
+    ("CARGO_HOME", "env/cargo", "credentials", False), ("CARGO_HOME", "env/cargo", "credentials.toml", False),
+    ("NPM_CONFIG_USERCONFIG", "env/npmrc-upper", "", False), ("npm_config_userconfig", "env/npmrc-lower", "", False),
 ]
 
 # Run inside: for each path, what a reader gets. A socket: connected or not; a directory: its
@@ -110,7 +113,7 @@ def ssh_home(s):
     ssh = os.path.join(h, ".ssh")
     os.makedirs(os.path.join(ssh, "keys", "work"))
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "t", "-f",
-                    os.path.join(ssh, "keys", "work", "id_ed25519")], check=True)
+                    os.path.join(ssh, "keys", "work", "id_ed25519")], check=True, timeout=60)
     os.rename(os.path.join(ssh, "keys", "work", "id_ed25519.pub"), os.path.join(ssh, "id_ed25519.pub"))
     write(os.path.join(ssh, "id_top"), "PRIVATE-TOP\n")
     write(os.path.join(ssh, "deep", "a", "b", "id_deep"), "PRIVATE-DEEP\n")
@@ -185,7 +188,7 @@ def test_what_an_included_ssh_config_names_is_hidden(s, supervise):
              "except OSError: print('refused')\n")
     argv = ["python3", "-c", probe, os.path.join(h, "vault", "host1", "key"), agent.getsockname()]
     try:
-        bare = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **env))
+        bare = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **env), timeout=60)
         r = dsh(["--mode", "workspace-write", "--root", s.ws, "--runner", "bwrap", "--hide-secrets"] + supervise +
                 ["--"] + argv, s, cwd=s.ws, env=env)
     finally:
@@ -314,13 +317,15 @@ def test_a_store_filled_during_the_run_stays_hidden(s, supervise):
                              "|| echo hidden"], cwd=s.base, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        up = proc.stdout.readline()
+        # Never wait for ever on the first line: a run that never starts fails the test instead.
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        up = proc.stdout.readline() if ready else b"(nothing within 60 s)"
         write(os.path.join(h, ".aws", "sso", "cache", "token.json"), "TOKEN\n")
         out, err = proc.communicate(input=b"go\n", timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=10)
     assert up == b"up\n" and proc.returncode == 0 and out == b"hidden\n", (up, proc.returncode, out, err)
 
 

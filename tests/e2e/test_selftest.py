@@ -126,6 +126,7 @@ def test_self_test_fails_loudly_on_a_runner_that_does_not_confine(s):
     assert j["ok"] is False and j["binary"] == fake, j
     failed = _failed_checks(j)
     assert ESCAPES <= failed, sorted(ESCAPES - failed)
+    assert set(NEW_CHECKS) <= failed, sorted(set(NEW_CHECKS) - failed)
     # The fake's report looked right: the world, not the report, caught it.
     assert "report" not in failed, failed
     # Nothing the fake let through was left outside the self-test's scratch.
@@ -156,6 +157,54 @@ def test_self_test_catches_a_runner_that_widens_the_policy(s):
     failed = _failed_checks(parsed(r))
     assert {"write-outside", "symlink-escape", "link-rename", "grandchild"} <= failed, failed
     assert "no-capabilities" not in failed and "tiocsti" not in failed, failed
+
+
+# Issue 42: the network, carve-outs, hidden paths and limits are checked too, from outside.
+NEW_CHECKS = ("net-off", "protected-path", "hidden-path", "limit-file-size", "limit-timeout")
+
+# The real binary with one of its options dropped from the command line (and its value): that one
+# protection is broken, everything else is as asked.
+STRIP = """#!/usr/bin/python3
+import os, sys
+a, out, i = sys.argv[1:], [], 0
+while i < len(a):
+    if a[i] == "--":
+        out += a[i:]
+        break
+    if a[i] == %r:
+        i += 2
+        continue
+    out.append(a[i])
+    i += 1
+os.execv(%r, [%r] + out)
+"""
+
+
+def test_self_test_checks_network_carveouts_hidden_paths_and_limits(s):
+    need_bwrap()
+    r = self_test(s, "--runner", "bwrap", "--json")
+    assert r.rc == 0, r
+    x = _results(parsed(r), "bwrap")
+    got = {c["name"]: c["result"] for c in x["checks"]}
+    assert all(got.get(n) == "held" for n in NEW_CHECKS), got
+    r = self_test(s, "--runner", "bwrap")
+    assert r.rc == 0 and all("held    %s" % n in r.out for n in NEW_CHECKS), r
+
+
+def test_self_test_new_checks_fail_when_their_protection_is_broken(s):
+    need_bwrap()
+    real = os.path.realpath(DSH)
+    for option, check in (("--net", "net-off"), ("--protect", "protected-path"), ("--deny-read", "hidden-path"),
+                          ("--file-size", "limit-file-size"), ("--timeout", "limit-timeout")):
+        fake = s.p("base", "strip" + option)
+        with open(fake, "w") as f:
+            f.write(STRIP % (option, real, real))
+        os.chmod(fake, 0o755)
+        r = self_test(s, "--runner", "bwrap", "--json", binary=fake)
+        assert r.rc == 1, (option, r)
+        failed = _failed_checks(parsed(r))
+        # That check, and no other: each fails for its own protection.
+        assert failed == {check}, (option, failed)
 
 
 def test_self_test_with_an_unusable_named_runner_fails(s):

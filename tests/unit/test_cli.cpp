@@ -396,3 +396,31 @@ TEST_CASE("the first problem in the order of the words is the one reported", "[c
     CHECK(h.action == Action::Help);
     CHECK(error_of({"--mode", "a", "--mode", "b", "--help"}) == "option --mode is given twice: give it once");
 }
+
+TEST_CASE("--agent stands for workspace-write, --net off, --hide-secrets, --scrub-secrets", "[cli][presets]") {
+    Request r;
+    REQUIRE(parse({"--agent", "--", "true"}, r));
+    CHECK(*r.mode == "workspace-write");
+    CHECK(*r.net == "off");
+    CHECK(r.hide_secrets);
+    CHECK(r.scrub_secrets);
+    // Narrower or the same wins.
+    Request n;
+    REQUIRE(parse({"--mode", "read-only", "--agent", "--net", "off", "--hide-secrets", "--", "true"}, n));
+    CHECK(*n.mode == "read-only");
+    CHECK(*n.net == "off");
+    // Wider is an error naming both ways out.
+    CHECK(error_of({"--agent", "--mode", "danger-full-access", "--", "true"}).find("--agent runs in workspace-write") !=
+          std::string::npos);
+    CHECK(error_of({"--net", "host", "--agent", "--", "true"}).find("--agent turns the network off") != std::string::npos);
+    CHECK(error_of({"--agent", "--net", "allow=example.com", "--", "true"}).find("--net allow=example.com") !=
+          std::string::npos);
+}
+
+TEST_CASE("--cache takes known tools, comma lists and repeats", "[cli][presets]") {
+    Request r;
+    REQUIRE(parse({"--cache", "npm,pip", "--cache", "go", "--cache", "npm", "--", "true"}, r));
+    CHECK(r.cache == Words{"npm", "pip", "go"});
+    CHECK(error_of({"--cache", "nmp", "--", "true"}).find("unknown tool 'nmp' (did you mean npm?)") != std::string::npos);
+    CHECK(error_of({"--cache", "npm,,pip", "--", "true"}).find("unknown tool ''") != std::string::npos);
+}

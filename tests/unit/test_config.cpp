@@ -94,7 +94,7 @@ TEST_CASE("config: each mode and runner name") {
 TEST_CASE("config: an unknown key is an error naming it") {
     CHECK(config_error(R"({"mode":"read-only","modes":"x"})") ==
           "config /etc/c.json: unknown key \"modes\" (known: mode, workspaceRoot, runner, bwrapPath, runnerCommand, "
-          "runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
+          "runnerFailureSignatures, probeTimeoutMs, writableRoots, cache, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
               "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, allowCore)");
     CHECK_THAT(config_error(R"({"WorkspaceRoot":"/x"})"), Catch::Contains("unknown key \"WorkspaceRoot\""));
 }
@@ -187,7 +187,7 @@ TEST_CASE("config: a key is echoed quoted as JSON, so the message stays one line
     // Found by fuzz/fuzz_config.cpp: keys went into the message raw.
     CHECK(config_error("{\"mo\\nde\":1}") ==
           "config /etc/c.json: unknown key \"mo\\nde\" (known: mode, workspaceRoot, runner, bwrapPath, "
-          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
+          "runnerCommand, runnerFailureSignatures, probeTimeoutMs, writableRoots, cache, protect, unprotect, denyRead, hideSecrets, secretPaths, approver, privateTmp, network, "
               "keepDescendants, timeout, killAfter, maxProcs, memory, cpuTime, fileSize, nofile, limits, allowCore)");
     CHECK_THAT(config_error("{\"\\u001b[2J\\\"x\":1}"), Catch::Contains("unknown key \"\\u001b[2J\\\"x\" (known:"));
     CHECK(config_error("{\"writableRoots\":[{\"a\\rb\":1,\"a\\rb\":2}]}") ==
@@ -438,4 +438,61 @@ TEST_CASE("config: a sealed file is root's in a chain only root can write (issue
     if (::geteuid() == 0) REQUIRE(::chown(f.c_str(), 0, 0) == 0);
     CHECK_FALSE(sealed(f.c_str(), false, d.path.c_str()));
     CHECK_FALSE(sealed(f.c_str(), true, d.path.c_str()));
+}
+
+#include "../../src/caches.hpp"
+#include <map>
+
+namespace {
+std::vector<std::string> cache_paths(const std::string& tool, const std::map<std::string, std::string>& vars,
+                                     const std::string& home, Outcome* o = nullptr) {
+    std::vector<dsh::caches::Dir> out;
+    const dsh::caches::Env env = [&](std::string_view n) -> const char* {
+        auto it = vars.find(std::string(n));
+        return it == vars.end() ? nullptr : it->second.c_str();
+    };
+    Outcome r = dsh::caches::dirs(tool, env, home, out);
+    if (o) *o = r;
+    std::vector<std::string> p;
+    for (auto& d : out) p.push_back(d.path);
+    return p;
+}
+}  // namespace
+
+TEST_CASE("each tool's cache is where the tool looks, its variables first", "[config][presets]") {
+    using V = std::vector<std::string>;
+    CHECK(cache_paths("npm", {}, "/h") == V{"/h/.npm"});
+    CHECK(cache_paths("npm", {{"npm_config_cache", "/c/npm"}}, "/h") == V{"/c/npm"});
+    CHECK(cache_paths("npm", {{"NPM_CONFIG_CACHE", "/c/NPM"}}, "/h") == V{"/c/NPM"});
+    CHECK(cache_paths("pip", {}, "/h") == V{"/h/.cache/pip"});
+    CHECK(cache_paths("pip", {{"XDG_CACHE_HOME", "/x"}}, "/h") == V{"/x/pip"});
+    CHECK(cache_paths("pip", {{"PIP_CACHE_DIR", "/p"}, {"XDG_CACHE_HOME", "/x"}}, "/h") == V{"/p"});
+    CHECK(cache_paths("cargo", {}, "/h") == V{"/h/.cargo/registry", "/h/.cargo/git"});
+    CHECK(cache_paths("cargo", {{"CARGO_HOME", "/ch"}}, "/h") == V{"/ch/registry", "/ch/git"});
+    CHECK(cache_paths("go", {}, "/h") == V{"/h/go/pkg/mod", "/h/go/pkg/sumdb", "/h/.cache/go-build"});
+    CHECK(cache_paths("go", {{"GOPATH", "/g1:/g2"}, {"GOCACHE", "off"}}, "/h") == V{"/g1/pkg/mod", "/g1/pkg/sumdb"});
+    CHECK(cache_paths("go", {{"GOMODCACHE", "/m"}, {"GOCACHE", "/gc"}}, "/h") == V{"/m", "/h/go/pkg/sumdb", "/gc"});
+    CHECK(cache_paths("yarn", {{"YARN_CACHE_FOLDER", "/y"}}, "/h") == V{"/y"});
+    CHECK(cache_paths("maven", {}, "/h") == V{"/h/.m2/repository"});
+    CHECK(cache_paths("ccache", {{"CCACHE_DIR", "/cc"}}, "/h") == V{"/cc"});
+    // Never the home itself, an ancestor of it or /; never a relative variable; no home: said.
+    Outcome o = Outcome::success();
+    CHECK(cache_paths("npm", {{"npm_config_cache", "/h"}}, "/h", &o).empty());
+    CHECK(o.message.find("holds your home directory") != std::string::npos);
+    cache_paths("pip", {{"PIP_CACHE_DIR", "/"}}, "/h", &o);
+    CHECK(o.message.find("holds your home directory") != std::string::npos);
+    cache_paths("cargo", {{"CARGO_HOME", "rel"}}, "/h", &o);
+    CHECK(o.message.find("CARGO_HOME=rel is not an absolute path") != std::string::npos);
+    cache_paths("maven", {}, "", &o);
+    CHECK(o.message.find("set HOME") != std::string::npos);
+}
+
+TEST_CASE("config cache: a list of known tools", "[config][presets]") {
+    Config c;
+    REQUIRE(parse_config(R"({"cache": ["npm", "pip,cargo"]})", "config X", c));
+    CHECK(c.cache == std::vector<std::string>{"npm", "pip", "cargo"});
+    Config bad;
+    Outcome o = parse_config(R"({"cache": ["gradle"]})", "config X", bad);
+    REQUIRE_FALSE(o);
+    CHECK(o.message.find("unknown tool 'gradle'") != std::string::npos);
 }
