@@ -179,6 +179,12 @@ std::string protected_changed_text(size_t n) {
                        n, n == 1 ? "" : "s");
 }
 
+std::string protected_refused_text(std::string_view path) {
+    return fmt::format("{} is protected in workspace-write (read-only inside, so the command could not change it); "
+                       "to let it, run again with --unprotect {}",
+                       path, path);
+}
+
 std::string protected_quarantined_text(size_t n) {
     return fmt::format("the command created {} protected name{} that did not exist when the run started (a git "
                        "commondir, hooks, a bare repository's HEAD, ...); each was renamed to "
