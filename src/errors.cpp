@@ -577,9 +577,12 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
                 "dsh-confine [OPTIONS] -- {} [ARG...]",
                 a, b, a, a);
         case UsageText::SessionNeedsSetMode:
-            return a.empty() ? std::string("session needs a subcommand: dsh-confine session set-mode FILE MODE")
-                             : fmt::format("unknown session subcommand \"{}\": dsh-confine session set-mode FILE MODE",
+            return a.empty() ? std::string("session needs a subcommand: dsh-confine session set-mode FILE MODE, or "
+                                           "session show FILE")
+                             : fmt::format("unknown session subcommand \"{}\": dsh-confine session set-mode FILE MODE, "
+                                           "or session show FILE",
                                            a);
+        case UsageText::ShowArgs: return "session show takes one FILE: dsh-confine session show FILE";
         case UsageText::SetModeArgs: return "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE";
         case UsageText::CheckNeedsWrite:
             return "check asks about one path and one access: dsh-confine check --write PATH, or check --read PATH";

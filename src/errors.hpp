@@ -202,6 +202,7 @@ enum class UsageText {
     TakesNoWord,          // a: the subcommand, b: the word
     SessionNeedsSetMode,  // a: the word given after "session", or empty
     SetModeArgs,          // session set-mode without FILE and MODE, or with more
+    ShowArgs,             // session show without FILE, or with more
     CheckNeedsWrite,      // check without --write or --read, or with both
     Unreadable,           // CLI11 refused words the split let through (not expected)
     UnknownMode,          // a: the mode
