@@ -362,6 +362,37 @@ int check_command(const Request& req, const Report& report) {
     return a.allowed ? 0 : 1;
 }
 
+// `session show FILE` (issue 42): the state a run with --session FILE
+// would take, one fact a line; the log is read as a run reads it (the same
+// checks, the same errors).
+int session_show(const Request& req) {
+    SessionState st;
+    if (Outcome o = read_session(req.session_file, st); !o) {
+        print_error(o.text());
+        return o.exit_status();
+    }
+    std::string out;
+    out += fmt::format("mode: {}\n", st.mode ? fmt::format("{} (line {})", to_string(*st.mode), st.mode_line)
+                                             : std::string("none (no sandbox/mode event: a run takes its own mode)"));
+    std::string net = "none (a run takes the config's or --net)";
+    if (!st.net_allow.empty()) {
+        net = "allow=";
+        for (size_t i = 0; i < st.net_allow.size(); ++i) net += (i ? "," : "") + st.net_allow[i];
+        for (const auto& d : st.net_deny) net += " deny " + d;
+    } else if (st.network) {
+        net = std::string(to_string(*st.network));
+    }
+    out += "network: " + net + "\n";
+    if (!st.source.empty()) out += "source: " + st.source + "\n";
+    if (st.cwd) out += fmt::format("workspace: {} (line {})\n", *st.cwd, st.cwd_line);
+    out += fmt::format("events: {} line{}{}\n", st.lines, st.lines == 1 ? "" : "s",
+                       st.max_seq ? fmt::format(", last seq {}", *st.max_seq) : std::string());
+    out += fmt::format("sealed: {}\n", st.sealed ? "yes (no confined run could have written it)"
+                                                 : "no (a danger-full-access event in it is not taken)");
+    std::fputs(out.c_str(), stdout);
+    return 0;
+}
+
 int session_command(const Request& req) {
     auto m = parse_mode(req.session_mode);
     std::optional<Network> net;
@@ -413,6 +444,7 @@ int run(int argc, const char* const* argv) {
             std::fputs(req.text.c_str(), stderr);
             return info(Err::Usage).exit_status;
         case Action::SessionSetMode: return session_command(req);
+        case Action::SessionShow: return session_show(req);
         case Action::Run:
         case Action::Explain:
         case Action::Check: break;
@@ -452,6 +484,7 @@ int run(int argc, const char* const* argv) {
         case Action::Run:
         case Action::Probe:
         case Action::SessionSetMode:
+        case Action::SessionShow:
         case Action::SelfTest:
         case Action::Help:
         case Action::Version:

@@ -109,6 +109,62 @@ Classification classify(const std::vector<FailureRule>& rules, const std::vector
     return c;
 }
 
+namespace {
+
+bool path_char(char c) {
+    return c == '/' || c == '.' || c == '_' || c == '-' || c == '+' || c == '~' || (c >= '0' && c <= '9') ||
+           (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// `name` occurs in `line` as a whole path: neither a longer path before it
+// (foo/.git/config) nor after it (.git/config.lock).
+bool names_path(std::string_view line, std::string_view name) {
+    if (name.empty()) return false;
+    for (size_t i = line.find(name); i != std::string_view::npos; i = line.find(name, i + 1)) {
+        const size_t end = i + name.size();
+        const bool before_ok = i == 0 || !path_char(line[i - 1]);
+        // A path ends a sentence or a quote: "...config." or "...config':".
+        const bool after_ok = end == line.size() || !path_char(line[end]) ||
+                              (line[end] == '.' && (end + 1 == line.size() || !path_char(line[end + 1])));
+        if (before_ok && after_ok) return true;
+    }
+    return false;
+}
+
+// `name` occurs in `line` as a whole path or as the directory of one
+// (.vscode/settings.json names .vscode).
+bool names_path_or_under(std::string_view line, std::string_view name) {
+    if (names_path(line, name)) return true;
+    const std::string dir = std::string(name) + "/";
+    for (size_t i = line.find(dir); i != std::string_view::npos; i = line.find(dir, i + 1))
+        if (i == 0 || !path_char(line[i - 1])) return true;
+    return false;
+}
+
+}  // namespace
+
+std::optional<std::string> protected_refusal(const std::vector<std::string>& protected_paths, std::string_view cwd,
+                                             std::string_view stderr_text) {
+    static constexpr const char* kRefusals[] = {"device or resource busy", "read-only file system",
+                                                "permission denied"};
+    std::string base(cwd);
+    if (!base.empty() && base.back() != '/') base += '/';
+    for (auto line : lines_of(stderr_text)) {
+        const std::string l = lowered(line);
+        if (std::none_of(std::begin(kRefusals), std::end(kRefusals),
+                         [&](const char* r) { return l.find(r) != std::string::npos; }))
+            continue;
+        for (const auto& p : protected_paths) {
+            if (names_path_or_under(line, p)) return p;
+            if (base.size() > 1 && p.size() > base.size() && p.compare(0, base.size(), base) == 0) {
+                const std::string rel = p.substr(base.size());
+                if (names_path_or_under(line, rel) || names_path_or_under(line, "./" + rel)) return p;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
 std::string denial_marker(std::string_view mode) {
     return "[sandbox: file access denied under " + std::string(mode) + " mode]";
 }

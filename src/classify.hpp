@@ -63,6 +63,16 @@ struct Classification {
 Classification classify(const std::vector<FailureRule>& rules, const std::vector<std::string>& denial_signatures,
                         std::optional<int> exit_code, std::string_view stderr_text);
 
+// The protected path (of `protected_paths`, absolute) that a line of the
+// command's stderr names as refused (issue 42: git's "could not write config
+// file .git/config: Device or resource busy"), or nothing. The line must name
+// the path itself or a name under it, absolute or relative to `cwd` (not a
+// longer name ending in it), and a refusal's words: EBUSY (a rename onto the bind), EROFS or
+// EACCES. Only paths the policy keeps read-only are passed in: the text
+// alone never decides.
+std::optional<std::string> protected_refusal(const std::vector<std::string>& protected_paths, std::string_view cwd,
+                                             std::string_view stderr_text);
+
 // The marker texts (seed, exact). subject: "command".
 std::string denial_marker(std::string_view mode);
 std::string escalation_hint(std::string_view subject);

@@ -17,7 +17,7 @@ namespace dsh {
 namespace {
 
 // Where a word is read: before any subcommand (the run itself), or after one.
-enum class Ctx { Top, Probe, Explain, Check, Session, SetMode, SelfTest };
+enum class Ctx { Top, Probe, Explain, Check, Session, SetMode, SelfTest, Show };
 
 constexpr unsigned bit(Ctx c) { return 1u << static_cast<unsigned>(c); }
 
@@ -27,7 +27,7 @@ constexpr unsigned bit(Ctx c) { return 1u << static_cast<unsigned>(c); }
 // known, so they have to be the same set.
 constexpr unsigned kGlobal = bit(Ctx::Top) | bit(Ctx::Probe) | bit(Ctx::Explain) | bit(Ctx::Check) |
                              bit(Ctx::SelfTest);
-constexpr unsigned kEverywhere = kGlobal | bit(Ctx::Session) | bit(Ctx::SetMode);
+constexpr unsigned kEverywhere = kGlobal | bit(Ctx::Session) | bit(Ctx::SetMode) | bit(Ctx::Show);
 // Whose --help lists the run's options: the ones that read the policy.
 constexpr unsigned kPolicyHelp = bit(Ctx::Top) | bit(Ctx::Explain) | bit(Ctx::Check);
 
@@ -161,16 +161,21 @@ constexpr SubcommandSpec kSubcommands[] = {
      "dsh-confine explain [OPTIONS] -- COMMAND [ARG...]\n       dsh-confine explain --context [OPTIONS]"},
     {Ctx::Check, "check", "would the policy let a write to (or a read of) PATH happen?",
      "dsh-confine check --write PATH [OPTIONS] | check --read PATH [OPTIONS]"},
-    {Ctx::Session, "session", "the session mode log", "dsh-confine session set-mode FILE MODE"},
+    {Ctx::Session, "session", "the session mode log",
+     "dsh-confine session set-mode FILE MODE\n       dsh-confine session show FILE"},
     {Ctx::SelfTest, "self-test", "run the conformance checks under each usable runner",
      "dsh-confine self-test [OPTIONS]"},
 };
 constexpr SubcommandSpec kSetMode{Ctx::SetMode, "session set-mode", "append a sandbox/mode event",
                                   "dsh-confine session set-mode FILE MODE"};
 
+constexpr SubcommandSpec kShow{Ctx::Show, "session show", "print what the session log sets",
+                               "dsh-confine session show FILE"};
+
 const SubcommandSpec& spec_of(Ctx c) {
     for (const auto& s : kSubcommands)
         if (s.ctx == c) return s;
+    if (c == Ctx::Show) return kShow;
     return kSetMode;  // Top has no spec of its own; help() handles it first
 }
 
@@ -214,6 +219,10 @@ std::string help(Ctx c) {
         add_row(out, "FILE", "the session log (created if missing)");
         add_row(out, "MODE", "read-only, workspace-write or danger-full-access");
     }
+    if (c == Ctx::Show) {
+        out += "\nArguments:\n";
+        add_row(out, "FILE", "the session log");
+    }
     out += "\nOptions:\n";
     for (const auto& o : kOptions) {
         if (!(o.shown & bit(c))) continue;
@@ -226,7 +235,7 @@ std::string help(Ctx c) {
         if (c == Ctx::Top)
             for (const auto& s : kSubcommands) add_row(out, s.name, s.help);
         else
-            add_row(out, "set-mode", kSetMode.help);
+            add_row(out, "set-mode", kSetMode.help), add_row(out, "show", kShow.help);
     }
     return out;
 }
@@ -381,6 +390,7 @@ Action action_of(Ctx c) {
         case Ctx::Check: return Action::Check;
         case Ctx::Session:
         case Ctx::SetMode: return Action::SessionSetMode;
+        case Ctx::Show: return Action::SessionShow;
         case Ctx::SelfTest: return Action::SelfTest;
     }
     return Action::Run;
@@ -413,7 +423,7 @@ void stop_if(Outcome out) {
 // of the words.
 struct Parser {
     CLI::App top{"", "dsh-confine"};
-    CLI::App* apps[7] = {};  // indexed by Ctx
+    CLI::App* apps[8] = {};  // indexed by Ctx
 
     // CLI11 is told only the options the words use (`used`, indexes into
     // kOptions), in the Apps the words enter (`needed`: top, and the
@@ -433,6 +443,9 @@ struct Parser {
         // answer a missing one in its own words.
         set_mode->add_option("FILE", r.session_file)->expected(1);
         set_mode->add_option("MODE", r.session_mode)->expected(1);
+        CLI::App* show = session->add_subcommand("show");
+        apps[static_cast<unsigned>(Ctx::Show)] = show;
+        if (needed & bit(Ctx::Show)) show->add_option("FILE", r.session_file)->expected(1);
         for (CLI::App* app : apps) {
             app->allow_extras(false);
             app->set_help_flag();
@@ -443,7 +456,7 @@ struct Parser {
             const OptionSpec& o = kOptions[k];
             const std::string names =
                 o.short_name.empty() ? std::string(o.name) : fmt::format("{},{}", o.short_name, o.name);
-            for (unsigned c = 0; c < 7; ++c) {
+            for (unsigned c = 0; c < 8; ++c) {
                 if (!(o.accepted & needed & (1u << c))) continue;
                 const Ctx ctx = static_cast<Ctx>(c);
                 CLI::Option* opt = nullptr;
@@ -483,7 +496,7 @@ struct Parser {
     // The deepest context CLI11 entered.
     Ctx parsed_context() const {
         Ctx ctx = Ctx::Top;
-        for (unsigned c = 0; c < 7; ++c)
+        for (unsigned c = 0; c < 8; ++c)
             if (c != static_cast<unsigned>(Ctx::Top) && apps[c]->parsed()) ctx = static_cast<Ctx>(c);
         return ctx;  // SetMode's number is above Session's
     }
@@ -587,9 +600,14 @@ Split split(int argc, const char* const* argv) {
                 break;  // the command
             case Ctx::Explain: break;  // the command to explain
             case Ctx::Session:
-                if (a != "set-mode") return problem(UsageText::SessionNeedsSetMode, a);
-                ctx = Ctx::SetMode;
+                if (a != "set-mode" && a != "show") return problem(UsageText::SessionNeedsSetMode, a);
+                ctx = a == "show" ? Ctx::Show : Ctx::SetMode;
                 s.ours.emplace_back(a);
+                continue;
+            case Ctx::Show:
+                if (s.set_mode_args == 1) return problem(UsageText::ShowArgs);
+                s.set_mode_words.emplace_back(a);
+                ++s.set_mode_args;
                 continue;
             case Ctx::SetMode:
                 if (s.set_mode_args == 2) return problem(UsageText::SetModeArgs);
@@ -624,7 +642,7 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
         s.ours.emplace_back("--");
         for (auto& w : s.set_mode_words) s.ours.push_back(std::move(w));
     }
-    Parser parser(r, bit(Ctx::Top) | bit(s.ctx) | (s.ctx == Ctx::SetMode ? bit(Ctx::Session) : 0u), s.used);
+    Parser parser(r, bit(Ctx::Top) | bit(s.ctx) | (s.ctx == Ctx::SetMode || s.ctx == Ctx::Show ? bit(Ctx::Session) : 0u), s.used);
     try {
         // CLI11 reads its input from the back.
         std::vector<std::string> words(s.ours.rbegin(), s.ours.rend());
@@ -643,6 +661,7 @@ Outcome parse_cli(int argc, const char* const* argv, Request& r) {
     const Ctx ctx = parser.parsed_context();
     if (ctx == Ctx::Session) return usage(UsageText::SessionNeedsSetMode);
     if (ctx == Ctx::SetMode && s.set_mode_args != 2) return usage(UsageText::SetModeArgs);
+    if (ctx == Ctx::Show && s.set_mode_args != 1) return usage(UsageText::ShowArgs);
     if (ctx == Ctx::Check && !r.check_write == !r.check_read) return usage(UsageText::CheckNeedsWrite);
     // --agent (issue 42): what it stands for, unless given beside it; an
     // explicit value that would widen it is an error, one that narrows it

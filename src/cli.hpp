@@ -24,7 +24,7 @@ namespace dsh {
 
 // Usage: no word at all, answered with the short usage on stderr and the
 // usage error's status (125), as a bare `tar` or `rsync` does.
-enum class Action { Run, Probe, Explain, Check, SessionSetMode, SelfTest, Help, Version, Usage };
+enum class Action { Run, Probe, Explain, Check, SessionSetMode, SessionShow, SelfTest, Help, Version, Usage };
 
 struct Request {
     Action action = Action::Run;

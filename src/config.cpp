@@ -233,7 +233,7 @@ Outcome parse_config(std::string_view text, const std::string& origin, Config& o
         } else if (k == "network") {
             if (auto o = c.string(k, v, s); !o) return o;
             auto n = parse_network(s);
-            if (!n) return c.err("\"network\": unknown network mode " + v.dump() + " (off, loopback or host)");
+            if (!n) return c.err("\"network\": unknown network mode " + v.dump() + " (off, loopback, host, or {\"allow\": [...]} for an allow-list)");
             out.network = *n;
         } else if (k == "approver") {
             if (auto o = c.string(k, v, s); !o) return o;

@@ -179,6 +179,12 @@ std::string protected_changed_text(size_t n) {
                        n, n == 1 ? "" : "s");
 }
 
+std::string protected_refused_text(std::string_view path) {
+    return fmt::format("{} is protected in workspace-write (read-only inside, so the command could not change it); "
+                       "to let it, run again with --unprotect {}",
+                       path, path);
+}
+
 std::string protected_quarantined_text(size_t n) {
     return fmt::format("the command created {} protected name{} that did not exist when the run started (a git "
                        "commondir, hooks, a bare repository's HEAD, ...); each was renamed to "
@@ -573,9 +579,12 @@ std::string usage_text(UsageText t, std::string_view a, std::string_view b) {
                 "dsh-confine [OPTIONS] -- {} [ARG...]",
                 a, b, a, a);
         case UsageText::SessionNeedsSetMode:
-            return a.empty() ? std::string("session needs a subcommand: dsh-confine session set-mode FILE MODE")
-                             : fmt::format("unknown session subcommand \"{}\": dsh-confine session set-mode FILE MODE",
+            return a.empty() ? std::string("session needs a subcommand: dsh-confine session set-mode FILE MODE, or "
+                                           "session show FILE")
+                             : fmt::format("unknown session subcommand \"{}\": dsh-confine session set-mode FILE MODE, "
+                                           "or session show FILE",
                                            a);
+        case UsageText::ShowArgs: return "session show takes one FILE: dsh-confine session show FILE";
         case UsageText::SetModeArgs: return "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE";
         case UsageText::CheckNeedsWrite:
             return "check asks about one path and one access: dsh-confine check --write PATH, or check --read PATH";

@@ -104,6 +104,9 @@ enum class Hint {
 };
 std::string hint_text(Hint h, std::string_view a = {});
 
+// A write the command tried on a protected path and was refused (issue 42:
+// `git remote add` and .git/config): the path, and the flag that lifts it.
+std::string protected_refused_text(std::string_view path);
 // Shared memory under Landlock alone (issue 42): the layer's gap `shm`.
 std::string shm_unavailable_text();
 // A required root (--root, --writable, writableRoots) at or under /dev/shm.
@@ -199,6 +202,7 @@ enum class UsageText {
     TakesNoWord,          // a: the subcommand, b: the word
     SessionNeedsSetMode,  // a: the word given after "session", or empty
     SetModeArgs,          // session set-mode without FILE and MODE, or with more
+    ShowArgs,             // session show without FILE, or with more
     CheckNeedsWrite,      // check without --write or --read, or with both
     Unreadable,           // CLI11 refused words the split let through (not expected)
     UnknownMode,          // a: the mode

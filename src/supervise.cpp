@@ -1085,6 +1085,18 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         opts.forwarder ? ordered_json::array() : carveouts::violations(carve_before, carveouts::fingerprint(p.c.policy));
     const ordered_json quarantined = carveouts::quarantine_created(p.c.policy, run_id());
     if (!quarantined.empty()) say(protected_quarantined_text(quarantined.size()));
+    // A write refused by a protected path (issue 42: `git remote add` and
+    // .git/config's EBUSY) names the path and the flag that lifts it. Only a
+    // path the policy binds read-only, only where the command's stderr passed
+    // through here (not a terminal's, not exec mode's).
+    if (capture && !c.runner_failed && p.c.policy.mode == Mode::WorkspaceWrite) {
+        std::vector<std::string> bound;
+        for (const auto& pp : p.c.policy.protected_paths)
+            if (pp.enforced == "read-only-bind") bound.push_back(pp.path);
+        char here[4096];
+        const std::string cwd = ::getcwd(here, sizeof here) ? std::string(here) : std::string();
+        if (auto refused = protected_refusal(bound, cwd, tail)) say(protected_refused_text(*refused));
+    }
     if (!opts.forwarder) {
         ordered_json rr = result_record(p, exit_code, signal, c, duration, forwarded, capture, evidence,
                                         descendants_killed, limit);

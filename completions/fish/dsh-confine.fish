@@ -158,6 +158,7 @@ complete -c dsh-confine -n '__dsh_confine_in check' -l read -r -F -d 'would a re
 
 # session set-mode FILE MODE
 complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 2' -f -a set-mode -d 'append a sandbox/mode event'
+complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 2' -f -a show -d 'print what the session log sets'
 complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 2' -s h -l help -d 'print help and exit'
 complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 3' -F
 complete -c dsh-confine -n '__dsh_confine_in session; and test (count (commandline -opc)) -eq 4' -f -a "$modes"

@@ -430,6 +430,33 @@ def test_protect_and_unprotect(s):
         assert read(os.path.join(s.ws, ".vscode", "settings.json")) == b"w2\n", r
 
 
+def test_git_config_refusal_names_the_flag(s):
+    """`git remote add`, `git config`, `git branch -u` write .git/config, which workspace-write keeps
+    read-only: supervised, the refusal names the path and the flag that lifts it, and the flag lifts it
+    (issue 42)."""
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    conf = os.path.join(s.ws, ".git", "config")
+    git(s, s.ws, "branch", "side")
+    before = read(conf)
+    hint = ("%s is protected in workspace-write (read-only inside, so the command could not change it); "
+            "to let it, run again with --unprotect %s\n" % (conf, conf))
+    for cmd in ("git remote add o /tmp", "git config user.name x", "git branch -u main side"):
+        # (git branch -u prints the refusal and exits 0: the hint does not wait for a failure)
+        r = run(s, "bwrap", s.ws, cmd, extra=["--supervise"])
+        assert "Device or resource busy" in r.err, (cmd, r)
+        assert r.err.count(hint) == 1, (cmd, r.err)
+        assert read(conf) == before, cmd
+    # A file under a protected directory names the directory; a refusal elsewhere names nothing.
+    r = run(s, "bwrap", s.ws, "echo x > .vscode/settings.json", extra=["--supervise"])
+    assert r.rc != 0 and ("%s/.vscode is protected in workspace-write" % s.ws) in r.err, r
+    r = run(s, "bwrap", s.ws, "echo nope >&2; exit 1", extra=["--supervise"])
+    assert "is protected" not in r.err, r
+    r = run(s, "bwrap", s.ws, "git remote add o /tmp", extra=["--supervise", "--unprotect", conf])
+    assert r.rc == 0 and "is protected" not in r.err, r
+    assert b"[remote \"o\"]" in read(conf)
+
+
 def hooks_path(s, runner):
     """A core.hooksPath inside the root (husky's .husky, a .githooks) is protected like .git/hooks."""
     need_runner(runner)

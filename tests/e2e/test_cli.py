@@ -44,6 +44,32 @@ def check_confined_with_our_words_as_args(s, runner, supervise):
         assert r.rec("confinement")["mode"] == "read-only", (tail, r)
 
 
+def test_session_show(s):
+    """`session show FILE` prints the state a run with --session FILE takes (issue 42)."""
+    import os
+    log = os.path.join(s.home, "session.log")
+    r = dsh(["session", "set-mode", log, "workspace-write", "--net", "off"], s, report=False)
+    assert r.rc == 0, r
+    r = dsh(["session", "set-mode", log, "read-only"], s, report=False)
+    assert r.rc == 0, r
+    r = dsh(["session", "show", log], s, report=False)
+    assert r.rc == 0 and r.err == "", r
+    lines = r.out.splitlines()
+    assert lines[:3] == ["mode: read-only (line 2)", "network: off", "events: 2 lines, last seq 2"], r
+    assert lines[3].startswith("sealed: ") and len(lines) == 4, r
+    r = dsh(["session", "set-mode", log, "read-only", "--net", "allow=example.com:443"], s, report=False)
+    assert r.rc == 0, r
+    r = dsh(["session", "show", log], s, report=False)
+    assert "network: allow=example.com:443" in r.out.splitlines(), r
+    # Read as a run reads it: a torn line is the same error, and nothing is printed.
+    with open(log, "a") as f:
+        f.write('{"type":"sandbox/mode"')
+    r = dsh(["session", "show", log], s, report=False)
+    assert r.rc == 125 and r.out == "" and "session log" in r.err, r
+    r = dsh(["session", "show"], s, report=False)
+    assert r.rc == 125 and "session show takes one FILE" in r.err, r
+
+
 def test_options_after_the_command_are_the_commands_bwrap(s):
     need_bwrap()
     check_confined_with_our_words_as_args(s, "bwrap", False)
@@ -134,7 +160,7 @@ def test_usage_errors_are_ours_and_nothing_runs(s):
         (["--writable", "--mode", "danger-full-access"] + run, "option --writable needs a value: --writable PATH"),
         (["--report-fd", "x"] + run, "option --report-fd takes a file descriptor number (0, 1, 2, ...), not \"x\""),
         (["--supervise=no"] + run, "option --supervise takes no value: give it alone"),
-        (["session"], "session needs a subcommand: dsh-confine session set-mode FILE MODE"),
+        (["session"], "session needs a subcommand: dsh-confine session set-mode FILE MODE, or session show FILE"),
         (["probe", "-la"], "unknown option \"-la\"; Try 'dsh-confine probe --help'"),
         (["check", "--write", s.ws, "--"] + run, "check takes no command after --; Try 'dsh-confine check --help'"),
     )

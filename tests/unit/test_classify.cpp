@@ -175,3 +175,34 @@ TEST_CASE("network marker and hint: --escalate-net with an approver, --net witho
     CHECK(network_hint("allow", false) ==
           "[sandbox: the command ran with --net allow; run it again with --net host if it needs the network]");
 }
+
+TEST_CASE("a refusal naming a protected path is found, relative or absolute (issue 42)") {
+    const std::vector<std::string> bound = {"/w/r/.git/config", "/w/r/.vscode"};
+    const std::string git = "error: could not write config file .git/config: Device or resource busy\n"
+                            "fatal: could not set 'remote.o.url' to '/tmp'\n";
+    CHECK(protected_refusal(bound, "/w/r", git) == std::optional<std::string>("/w/r/.git/config"));
+    CHECK(protected_refusal(bound, "/w/r/", git) == std::optional<std::string>("/w/r/.git/config"));
+    CHECK(protected_refusal(bound, "/elsewhere",
+                            "error: could not write config file /w/r/.git/config: Device or resource busy") ==
+          std::optional<std::string>("/w/r/.git/config"));
+    CHECK(protected_refusal(bound, "/w/r", "sh: 1: cannot create ./.vscode: Read-only file system") ==
+          std::optional<std::string>("/w/r/.vscode"));
+    CHECK(protected_refusal(bound, "/w/r", "sh: 1: cannot create .vscode/settings.json: Read-only file system") ==
+          std::optional<std::string>("/w/r/.vscode"));
+    CHECK_FALSE(protected_refusal(bound, "/w/r", "sh: 1: cannot create .vscodex/s: Read-only file system"));
+    // The path alone, or the words alone, are nothing.
+    CHECK_FALSE(protected_refusal(bound, "/w/r", "reading .git/config\n"));
+    CHECK_FALSE(protected_refusal(bound, "/w/r", "x: Device or resource busy\n"));
+    // A longer name that ends or starts with it is another file.
+    CHECK_FALSE(protected_refusal(bound, "/w/r", "sub/.git/config: Device or resource busy\n"));
+    CHECK_FALSE(protected_refusal(bound, "/w/r", ".git/config.lock: Permission denied\n"));
+    // A path not passed in (not bound read-only) is never named.
+    CHECK_FALSE(protected_refusal({}, "/w/r", git));
+}
+
+TEST_CASE("the protected refusal's text names the path and the flag (issue 42)") {
+    const std::string t = protected_refused_text("/w/r/.git/config");
+    CHECK(t.find("/w/r/.git/config is protected") == 0);
+    CHECK(t.find("--unprotect /w/r/.git/config") != std::string::npos);
+    CHECK(t.find('\n') == std::string::npos);
+}

@@ -254,9 +254,12 @@ TEST_CASE("usage errors: exact texts, one line, no library words", "[cli]") {
     CHECK(error_of({"--probe-timeout", "1.5", "true"}) ==
           "option --probe-timeout takes a positive whole number of milliseconds, not \"1.5\"");
 
-    CHECK(error_of({"session"}) == "session needs a subcommand: dsh-confine session set-mode FILE MODE");
-    CHECK(error_of({"session", "show"}) ==
-          "unknown session subcommand \"show\": dsh-confine session set-mode FILE MODE");
+    CHECK(error_of({"session"}) ==
+          "session needs a subcommand: dsh-confine session set-mode FILE MODE, or session show FILE");
+    CHECK(error_of({"session", "list"}) ==
+          "unknown session subcommand \"list\": dsh-confine session set-mode FILE MODE, or session show FILE");
+    CHECK(error_of({"session", "show"}) == "session show takes one FILE: dsh-confine session show FILE");
+    CHECK(error_of({"session", "show", "/a", "/b"}) == "session show takes one FILE: dsh-confine session show FILE");
     CHECK(error_of({"session", "set-mode", "/log"}) ==
           "session set-mode takes a FILE and a MODE: dsh-confine session set-mode FILE MODE");
     CHECK(error_of({"session", "set-mode", "/log", "read-only", "extra"}) ==

@@ -357,7 +357,8 @@ TEST_CASE("config: network is off, loopback or host, nothing else (issue 17)") {
     CHECK(parse_config("{}", "config /etc/c.json", c));
     CHECK_FALSE(c.network);
     CHECK(config_error(R"({"network":"none"})") ==
-          "config /etc/c.json: \"network\": unknown network mode \"none\" (off, loopback or host)");
+          "config /etc/c.json: \"network\": unknown network mode \"none\" (off, loopback, host, or "
+          "{\"allow\": [...]} for an allow-list)");
     CHECK_THAT(config_error(R"({"network":false})"), Catch::Contains("\"network\""));
 }
 
