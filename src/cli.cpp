@@ -10,6 +10,9 @@
 
 #include "version.hpp"
 
+#if !defined(_WIN32)
+#include <unistd.h>  // environ, declared with C linkage (a unity build puts unistd.h after us)
+#endif
 extern char** environ;
 
 namespace dsh {
