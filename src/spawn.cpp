@@ -159,9 +159,12 @@ bool write_self(const char* path, const char* text) noexcept {
     sigfillset(&all);
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
     for (;;) {
+        // Reaped on every wake, and at least once a second: a SIGCHLD that
+        // came while it was not blocked (the sanitizers' fork unblocks for a
+        // moment) is discarded, and its child would wait as a zombie forever.
         siginfo_t si{};
-        if (::sigwaitinfo(&all, &si) < 0) continue;
-        if (si.si_signo != SIGCHLD) {
+        const timespec second{1, 0};
+        if (::sigtimedwait(&all, &si, &second) > 0 && si.si_signo != SIGCHLD) {
             if (si.si_pid == 0 && si.si_code <= 0) (void)::kill(command, si.si_signo);
             continue;
         }
