@@ -20,6 +20,10 @@
 
 #include <fmt/format.h>
 
+#if defined(__linux__)
+#include "linux/netns.hpp"
+#endif
+
 namespace dsh::spawn {
 
 namespace {
@@ -137,14 +141,6 @@ void start_agent(const Child& c, pid_t parent) noexcept {
 }
 
 #if defined(__linux__)
-bool write_self(const char* path, const char* text) noexcept {
-    const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-    const size_t n = std::strlen(text);
-    const bool ok = fd >= 0 && ::write(fd, text, n) == static_cast<ssize_t>(n);
-    if (fd >= 0) ::close(fd);
-    return ok;
-}
-
 // The init of the command's PID namespace (Child::pid_ns), holding nothing
 // but status_fd. Every signal is blocked (start) and taken here: one sent
 // from outside the namespace (dsh-confine forwarding; si_pid reads 0 here)
@@ -187,9 +183,7 @@ void enter_pid_ns(const Child& c) noexcept {
     // Its end is the namespace's: it goes with dsh-confine, whatever the caller asked.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != 0)
         child_fails(c, Fault{Step::PdeathSig, errno, -1});
-    if (c.ns_user && (!write_self("/proc/self/setgroups", "deny") || !write_self("/proc/self/uid_map", c.uid_map) ||
-                      !write_self("/proc/self/gid_map", c.gid_map)))
-        child_fails(c, Fault{Step::NetIdMap, errno, 1});
+    if (Fault f; c.ns_user && !netns::write_id_maps(c.uid_map, c.gid_map, f)) child_fails(c, f);
     // A /proc that shows the run's processes by the pids they have here (ps,
     // pkill and kill agree, as under bwrap): mounted only where our mounts
     // are made private first, so that nothing reaches the host's.

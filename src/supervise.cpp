@@ -20,6 +20,7 @@
 #include "supervise.hpp"
 #if defined(__linux__)
 #include "linux/net_relay.hpp"
+#include "linux/netns.hpp"
 #include "net_proxy_loop.hpp"
 #endif
 
@@ -557,10 +558,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (pid_ns) p.c.descendants.by = "pid-namespace";
     int status_pipe[2] = {-1, -1};
     if (pid_ns && spawn::cloexec_pipe(status_pipe) != 0) return internal("pipe");
-    // Not root: a user namespace too, with the caller's ids mapped to themselves.
-    char uid_map[48] = {}, gid_map[48] = {};
-    std::snprintf(uid_map, sizeof uid_map, "%u %u 1\n", static_cast<unsigned>(::geteuid()), static_cast<unsigned>(::geteuid()));
-    std::snprintf(gid_map, sizeof gid_map, "%u %u 1\n", static_cast<unsigned>(::getegid()), static_cast<unsigned>(::getegid()));
     // Everything the child does is made here, before it exists.
     Entry entry;
     if (auto o = prepare_entry(p, report, nullptr, {exec_pipe[1]}, entry); !o)
@@ -696,13 +693,18 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     }
     tty.go_raw();
     child.start_behind = tty.start_behind();
+#if defined(__linux__)
+    // Not root: a user namespace too, with the caller's ids mapped to
+    // themselves (netns's maps: the same for its network namespace).
+    const netns::Plan ids = pid_ns ? netns::make_plan() : netns::Plan{};
     if (pid_ns) {
         child.pid_ns = true;
-        child.ns_user = ::geteuid() != 0;
-        child.uid_map = uid_map;
-        child.gid_map = gid_map;
+        child.ns_user = ids.user;
+        child.uid_map = ids.uid_map;
+        child.gid_map = ids.gid_map;
         child.status_fd = status_pipe[1];
     }
+#endif
     const double start = spawn::now_ms();
     pid_t pid = spawn::start(child);
     if (pid < 0 && pid_ns) {

@@ -38,16 +38,18 @@ Plan make_plan() {
     return p;
 }
 
+bool write_id_maps(const char* uid_map, const char* gid_map, Fault& f) noexcept {
+    return write_proc("/proc/self/setgroups", "deny", 0, f) && write_proc("/proc/self/uid_map", uid_map, 1, f) &&
+           write_proc("/proc/self/gid_map", gid_map, 2, f);
+}
+
 bool enter(const Plan& p, Fault& f) noexcept {
     if (!p.active) return true;
     if (::unshare(CLONE_NEWNET | (p.user ? CLONE_NEWUSER : 0)) != 0) {
         f = Fault{Step::NetNamespace, errno, p.user ? 1 : 0};
         return false;
     }
-    if (p.user && (!write_proc("/proc/self/setgroups", "deny", 0, f) ||
-                   !write_proc("/proc/self/uid_map", p.uid_map, 1, f) ||
-                   !write_proc("/proc/self/gid_map", p.gid_map, 2, f)))
-        return false;
+    if (p.user && !write_id_maps(p.uid_map, p.gid_map, f)) return false;
     // A new network namespace has lo, down: up, it answers 127.0.0.1 and ::1.
     const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ifreq ifr{};

@@ -29,6 +29,12 @@ Plan make_plan();
 // 1 uid_map, 2 gid_map), Step::LoopbackUp.
 bool enter(const Plan& p, Fault& f) noexcept;
 
+// The maps of a user namespace just made (by this process, or by the clone
+// it is): setgroups denied, then the uid and gid maps. Fault: Step::NetIdMap
+// (arg 0 setgroups, 1 uid_map, 2 gid_map). The Landlock runner's network
+// namespace and supervise's PID namespace (spawn.hpp) write them here.
+bool write_id_maps(const char* uid_map, const char* gid_map, Fault& f) noexcept;
+
 // Whether this host lets this caller make it: tried once in a child (the
 // launcher's own namespaces are untouched), the answer kept for the process.
 // Empty: it can; otherwise the failed step, in fault_outcome's words.

@@ -63,6 +63,18 @@ def _modes(t, n):
     return m.group(1), t.modes()[1]
 
 
+def _exits_zero_then_modes(t):
+    """Back at the shell's prompt: the job's status is 0, and the terminal's modes after it (as
+    _modes reads them); then the shell exits."""
+    t.expect("PROMPT> ")
+    t.send(b"echo rc=$?\n")
+    t.expect(r"rc=0\r\n")
+    after = _modes(t, 2)
+    t.send(b"exit\n")
+    t.wait()
+    return after
+
+
 def _left(token):
     return [p for p in processes_naming(token) if (proc_stat(p) or ("", "Z"))[1] not in ("Z", "X")]
 
@@ -92,12 +104,7 @@ def _background_read(s, prefix):
         # The terminal's echo (the pty's, relayed), then cat's own copy of the line.
         t.expect(r"typed-42\r\ntyped-42\r\n", timeout=10)
         t.send(b"\x04")
-        t.expect("PROMPT> ")
-        t.send(b"echo rc=$?\n")
-        t.expect(r"rc=0\r\n")
-        after = _modes(t, 2)
-        t.send(b"exit\n")
-        t.wait()
+        after = _exits_zero_then_modes(t)
         return said, before, after
     finally:
         t.close()
@@ -142,12 +149,7 @@ def _ctrl_z_bg_fg(s, prefix, path):
         t.expect(r"page-line %d\b" % (LESS_LINES - 1), timeout=10)
         t.settle(0.2)
         t.send(b"q")
-        t.expect("PROMPT> ")
-        t.send(b"echo rc=$?\n")
-        t.expect(r"rc=0\r\n")
-        after = _modes(t, 2)
-        t.send(b"exit\n")
-        t.wait()
+        after = _exits_zero_then_modes(t)
         return re.findall(r"Stopped \(tty \w+\)|Stopped|Running", said), before, after
     finally:
         t.close()
