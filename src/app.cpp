@@ -31,6 +31,7 @@
 #include "supervise.hpp"
 #include "version.hpp"
 #if !defined(_WIN32)
+#include "roots.hpp"
 #include "terminal.hpp"
 #endif
 
@@ -293,13 +294,24 @@ Outcome resolve_and_prepare(const Request& req, const Report& report, AskApprove
     return prepare_plan(req, report, p);
 }
 
+// A run that did not go ahead leaves none of the --writable directories it
+// made (issue 42): supervise keeps them once the command has started; an
+// exec that returns did not start it.
+[[gnu::cold]] static int not_run(int status) {
+#if !defined(_WIN32)
+    roots::undo_made();
+#endif
+    return status;
+}
+
 int run_command(const Request& req, const Report& report) {
     Plan l;
     if (req.markers && !req.supervise)
         return report_failure(report, fail(Err::Usage, "--markers needs --supervise: in exec mode nothing is left to "
                                                "write them once the command ends"));
     Resolution res;
-    if (auto o = resolve_and_prepare(req, report, AskApprover::Yes, res, l, true); !o) return report_failure(report, o);
+    if (auto o = resolve_and_prepare(req, report, AskApprover::Yes, res, l, true); !o)
+        return not_run(report_failure(report, o));
     // Escalation is advertised when an approver is composed (flag or config).
     SuperviseOptions opts;
     opts.pty = !req.no_pty;
@@ -307,15 +319,15 @@ int run_command(const Request& req, const Report& report) {
     if (req.supervise) {
         opts.markers = req.markers;
         opts.escalation_advertised = res.settings.approver.has_value();
-        return supervise(l, report, opts);
+        return not_run(supervise(l, report, opts));
     }
     // Exec mode stays as the parent only where it must: a runner program
     // that forwards no signal, or a terminal to keep from the command.
     if (needs_parent(l, opts.pty)) {
         opts.forwarder = true;
-        return supervise(l, report, opts);
+        return not_run(supervise(l, report, opts));
     }
-    return report_failure(report, enter_and_exec(l, report));
+    return not_run(report_failure(report, enter_and_exec(l, report)));
 }
 
 int explain_command(const Request& req, const Report& report) {

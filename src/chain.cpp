@@ -257,8 +257,12 @@ void settle_descendants(Plan& p, bool parent_stays, const Runners& runners) {
         d.killed = true;
         d.by = r->ends_descendants();
     } else if (parent_stays && kSubreaper) {
+        // A runner that becomes the command (Landlock) gets a PID namespace
+        // of its own under that parent (supervise; issue 38), whose end ends
+        // them all; the subreaper where the kernel refuses one (supervise
+        // then says so in the record) and for a runner's program.
         d.killed = true;
-        d.by = "subreaper";
+        d.by = p.in_process && !p.watch ? "pid-namespace" : "subreaper";
     } else {
         d.why = kSubreaper ? "exec mode leaves no parent to end them; use --supervise"
                            : "no parent of theirs can find them on this system";

@@ -172,6 +172,22 @@ bool open_root(const std::string& abs, Opened& out, std::string& why, Refusal& r
     return true;
 }
 
+namespace {
+std::vector<Made> g_made;  // make_below's, in the order made
+}  // namespace
+
+void undo_made() noexcept {
+    for (auto it = g_made.rbegin(); it != g_made.rend(); ++it) {
+        struct stat st {};
+        if (::lstat(it->path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && static_cast<uint64_t>(st.st_dev) == it->dev &&
+            static_cast<uint64_t>(st.st_ino) == it->ino)
+            (void)::rmdir(it->path.c_str());
+    }
+    g_made.clear();
+}
+
+void keep_made() noexcept { g_made.clear(); }
+
 Make make_below(const std::string& abs, const Opened& home, const NeverMade& never, bool dry, Made& made,
                 std::string& why, int& error) {
     error = 0;
@@ -294,7 +310,8 @@ Make make_below(const std::string& abs, const Opened& home, const NeverMade& nev
     // link meanwhile is never followed (O_NOFOLLOW, O_DIRECTORY).
     const mode_t old_mask = ::umask(077);
     for (const auto& name : names) {
-        if (::mkdirat(stack.top(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+        const bool new_dir = ::mkdirat(stack.top(), name.c_str(), 0700) == 0;
+        if (!new_dir && errno != EEXIST) {
             const int e = errno;
             ::umask(old_mask);
             errno = e;
@@ -314,6 +331,7 @@ Make make_below(const std::string& abs, const Opened& home, const NeverMade& nev
         }
         stack.fds.push_back(fd);
         walked.push_back(name);
+        if (new_dir) g_made.push_back({join(walked), static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)});
     }
     ::umask(old_mask);
     struct stat st {};

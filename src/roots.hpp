@@ -60,6 +60,15 @@ struct Made {
     uint64_t dev = 0, ino = 0;
 };
 
+// The directories make_below made in this process, held until the run goes
+// ahead: a run refused after they were made (a later --writable invalid, a
+// runner refused, the command never started) leaves none of them behind.
+// undo_made removes each that is still the one made and still empty, the
+// last made first; keep_made: the command ran, they stay (they were asked
+// for).
+void undo_made() noexcept;
+void keep_made() noexcept;
+
 // Names make_below never makes (issue 42): `anywhere` in any position
 // (.git, the agent and editor control files), `home` as a path relative to
 // the home (.ssh, .local/bin, the shell start-up files) or below it.

@@ -197,6 +197,14 @@ void enter_pid_ns(const Child& c) noexcept {
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != init)
         child_fails(c, Fault{Step::PdeathSig, errno, -1});
 }
+
+int ns_flags(bool user) noexcept { return CLONE_NEWPID | CLONE_NEWNS | (user ? CLONE_NEWUSER : 0); }
+
+// A fork into the new namespaces (raw: glibc's fork takes no flags): 0 in
+// the child, its pid here, -1 with errno.
+pid_t clone_into_pid_ns(const Child& c) noexcept {
+    return static_cast<pid_t>(::syscall(SYS_clone, ns_flags(c.ns_user) | SIGCHLD, 0, 0, 0, 0));
+}
 #endif
 
 [[noreturn]] void run_child(const Child& c, pid_t parent) noexcept {
@@ -207,9 +215,9 @@ void enter_pid_ns(const Child& c) noexcept {
         // The parent died before that took effect: nobody is left to
         // report to, and nothing must outlive it. (A namespace's init sees
         // its parent, outside, as pid 0.)
-        if (::getppid() != (c.pid_ns ? 0 : parent)) ::_exit(125);
+        if (::getppid() != (c.pid_ns && !c.monitor ? 0 : parent)) ::_exit(125);
     }
-    if (c.pid_ns) enter_pid_ns(c);
+    if (c.pid_ns && !c.monitor) enter_pid_ns(c);
 #else
     (void)parent;
 #endif
@@ -225,7 +233,22 @@ void enter_pid_ns(const Child& c) noexcept {
         if (c.agent_fd >= 0) start_agent(c, parent);
         for (int i = 0; i < 3; ++i)
             if ((c.terminal_on & (1u << i)) && ::dup2(c.terminal_fd, i) < 0) child_fails(c, Fault{Step::Stdio, errno, i});
-        if (c.monitor) {
+        if (c.monitor && c.pid_ns) {
+#if defined(__linux__)
+            // The namespaces' init is the monitor's child, in the pty's
+            // session (the agent, made above, stays out here with us: a
+            // namespace's init cannot CLONE_PARENT); it forks the command.
+            const pid_t init = clone_into_pid_ns(c);
+            if (init < 0) child_fails(c, Fault{Step::PidNamespace, errno, -1});
+            if (init > 0) monitor(init);
+            enter_pid_ns(c);
+            // The command, in a group of its own, in front of the pty unless
+            // the agent is (dsh-confine started behind). Seen from here both
+            // the leader's group and the agent's are 0 (outside).
+            (void)::setpgid(0, 0);
+            if (!c.start_behind && ::tcgetpgrp(c.terminal_fd) == 0) (void)::tcsetpgrp(c.terminal_fd, ::getpid());
+#endif
+        } else if (c.monitor) {
             const pid_t leader = ::getpid();
             const pid_t command = ::fork();  // every signal is still blocked (start)
             if (command < 0) child_fails(c, Fault{Step::Ctty, errno, 0});
@@ -337,6 +360,22 @@ int cloexec_pipe(int p[2]) noexcept {
 #endif
 }
 
+bool pid_ns_allowed(bool user) noexcept {
+#if defined(__linux__)
+    // A child that only exits, in the namespaces a run would make.
+    const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, ns_flags(user) | SIGCHLD, 0, 0, 0, 0));
+    if (pid == 0) ::_exit(0);
+    if (pid < 0) return false;
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return true;
+#else
+    (void)user;
+    return false;
+#endif
+}
+
 int pidfd_open(pid_t pid) noexcept {
 #if defined(__linux__)
     return static_cast<int>(::syscall(434 /* SYS_pidfd_open, the same on every architecture */, pid, 0U));
@@ -367,10 +406,8 @@ pid_t start(const Child& c) {
     ::sigprocmask(SIG_BLOCK, &all, &old);
 #if defined(__linux__)
     pid_t pid;
-    if (c.pid_ns) {
-        // A fork into the new namespaces (raw: glibc's fork takes no flags).
-        pid = static_cast<pid_t>(::syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | (c.ns_user ? CLONE_NEWUSER : 0) | SIGCHLD,
-                                           0, 0, 0, 0));
+    if (c.pid_ns && !c.monitor) {
+        pid = clone_into_pid_ns(c);
         if (pid == 0) run_child(c, parent);
     } else {
 #if defined(DSH_SPAWN_SHARES_MEMORY)

@@ -74,7 +74,10 @@ struct Child {
     // writes the command's wait status (an int) to `status_fd` before it
     // exits; the kernel then ends every other process of the namespace, at
     // once, however fast they fork. start() fails (errno) where the kernel
-    // refuses the namespaces.
+    // refuses the namespaces. With `monitor`, the monitor stays the pty
+    // session's leader out here (beside the pty's agent) and the init is its
+    // child, in that session; the namespaces are made past the point of a
+    // fallback, so the caller asks pid_ns_allowed first.
     bool pid_ns = false;
     bool ns_user = false;
     const char* uid_map = nullptr;
@@ -116,6 +119,10 @@ Result run_bounded(const std::string& path, const std::vector<std::string>& argv
 
 // pipe2(O_CLOEXEC), or its equivalent where there is no pipe2.
 int cloexec_pipe(int p[2]) noexcept;
+
+// Whether the kernel lets this process make the PID and mount namespaces
+// (and a user namespace: `user`) of Child::pid_ns: one short-lived child.
+bool pid_ns_allowed(bool user) noexcept;
 
 // A pidfd for `pid` (Linux 5.3), or -1 where there is none.
 int pidfd_open(pid_t pid) noexcept;

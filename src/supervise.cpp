@@ -56,6 +56,7 @@
 #include "classify.hpp"
 #include "errors.hpp"
 #include "proctree.hpp"
+#include "roots.hpp"
 #include "spawn.hpp"
 #include "terminal.hpp"
 #include <sys/resource.h>
@@ -227,13 +228,15 @@ bool sent_to_group(int sig, const siginfo_t* si) {
     if (fd < 0) return false;
     if (sentinel_holds(fd, sig)) return true;
     // A sender in our own group (timeout(1) sends kill(child) and then
-    // kill(0)) is given a little time for the group's copy: the command gets
+    // kill(0)) is given up to 50 ms for the group's copy: the command gets
     // that one from the kernel, and this one is not forwarded on top (sudo
     // relays nothing from the command's group; a script's `cmd & kill $!`
-    // needs it relayed, so only the pause). Anyone else: one more look.
+    // needs it relayed, so only the pause). 10 ms was too short on a loaded
+    // machine: the command got both and ran its trap twice. Anyone else: one
+    // more look.
     bool in_group = false;
     if (si != nullptr && si->si_code == SI_USER && si->si_pid > 0) in_group = ::getpgid(si->si_pid) == g_pgrp;
-    const int rounds = in_group ? 20 : 1;
+    const int rounds = in_group ? 100 : 1;
     for (int i = 0; i < rounds; ++i) {
         const timespec pause{0, in_group ? 500000L : 200000L};
         ::nanosleep(&pause, nullptr);
@@ -542,20 +545,26 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             if (old_act[i].sa_handler == SIG_IGN) caller_ignored |= 1u << kForwarded[i];
         shielded = watch->shield(p, caller_ignored);
     }
-    // A runner that becomes the command (Landlock), under this parent and
-    // with no pty: the command in PID and mount namespaces of its own, whose
-    // init is our child (spawn.hpp, Child::pid_ns), so that its end ends
-    // every process of the run at once, however fast they fork (issue 38);
-    // a subreaper's kill loop can be outrun. Where the kernel refuses the
-    // namespaces (spawn fails), the subreaper does it. With a pty the
-    // command's session leader and the pty's agent are that parent's
-    // processes, which a namespace's init cannot be.
+    // A runner that becomes the command (Landlock), under this parent: the
+    // command in PID and mount namespaces of its own, whose init is our child
+    // (with a pty, our child's: the pty session's leader stays out here with
+    // the pty's agent; spawn.hpp, Child::pid_ns), so that its end ends every
+    // process of the run at once, however fast they fork (issue 38); a
+    // subreaper's kill loop can be outrun. chain::settle_descendants chose
+    // it; where the kernel refuses the namespaces the subreaper does it, and
+    // the record (made below) says so.
 #if defined(__linux__)
-    const bool pid_ns = !watch && p.in_process && !tty.active() && p.c.descendants.by == "subreaper";
+    bool pid_ns = !watch && p.in_process && p.c.descendants.by == "pid-namespace";
+    // Not root: a user namespace too, with the caller's ids mapped to
+    // themselves (netns's maps: the same for its network namespace).
+    const netns::Plan ids = pid_ns ? netns::make_plan() : netns::Plan{};
+    // With a pty the namespaces are made by our child, past the point where
+    // a refusal could still be taken back: asked of the kernel first.
+    if (pid_ns && tty.active() && !spawn::pid_ns_allowed(ids.user)) pid_ns = false;
 #else
     const bool pid_ns = false;
 #endif
-    if (pid_ns) p.c.descendants.by = "pid-namespace";
+    if (!pid_ns && !watch && p.in_process && p.c.descendants.by == "pid-namespace") p.c.descendants.by = "subreaper";
     int status_pipe[2] = {-1, -1};
     if (pid_ns && spawn::cloexec_pipe(status_pipe) != 0) return internal("pipe");
     // Everything the child does is made here, before it exists.
@@ -694,9 +703,6 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     tty.go_raw();
     child.start_behind = tty.start_behind();
 #if defined(__linux__)
-    // Not root: a user namespace too, with the caller's ids mapped to
-    // themselves (netns's maps: the same for its network namespace).
-    const netns::Plan ids = pid_ns ? netns::make_plan() : netns::Plan{};
     if (pid_ns) {
         child.pid_ns = true;
         child.ns_user = ids.user;
@@ -836,15 +842,25 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         left_pids = std::set<long>(e.left.begin(), e.left.end());
     };
     // The pty's job: the command, whose group is in front of its pty.
+    // With a PID namespace the command's parent is its init, the monitor's
+    // only child; the command is the init's first child, seen alone.
+    pid_t ns_init = 0, ns_command = 0;
+    auto only_child = [](pid_t of) -> pid_t {
+        const std::vector<long> kids = proctree::children(of);
+        return kids.size() == 1 ? static_cast<pid_t>(kids[0]) : 0;
+    };
     auto pty_job = [&]() -> pid_t {
         if (!child.monitor) return watch ? command_pid : pid;
-        // The command is the monitor's child, in front of the pty (else, the
-        // pty's agent in front, the monitor's only child: the command).
+        if (child.pid_ns && !ns_init && !(ns_init = only_child(pid))) return 0;
+        const pid_t parent = child.pid_ns ? ns_init : pid;
+        // The command is that parent's child, in front of the pty (else, the
+        // pty's agent in front, its first child: the command).
         const pid_t fg = ::tcgetpgrp(tty.master());
-        if (fg > 0 && proctree::stat_of(fg).ppid == pid) return fg;
+        if (fg > 0 && proctree::stat_of(fg).ppid == parent) return fg;
         if (fg <= 0 || fg == pid || proctree::stat_of(fg).ppid == ::getpid()) {
-            const std::vector<long> kids = proctree::children(pid);
-            if (kids.size() == 1) return static_cast<pid_t>(kids[0]);
+            if (!child.pid_ns) return only_child(pid);
+            if (!ns_command) ns_command = only_child(ns_init);
+            return ns_command;
         }
         return 0;
     };
@@ -858,7 +874,7 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
                 // The timeout signals every process below us: not the sentinel.
                 end_sentinel();
                 if (phase == 0 &&
-                    proctree::signal_all(SIGTERM, watch ? watch->runner_depth() : child.pid_ns ? 1 : 0) > 0) {
+                    proctree::signal_all(SIGTERM, watch ? watch->runner_depth() : child.pid_ns ? (child.monitor ? 2 : 1) : 0) > 0) {
                     phase = 1;
                     next_at = now + static_cast<double>(lim.kill_after_ms);
                 } else {
@@ -1010,6 +1026,9 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     Fault fault;
     const ssize_t got = ::read(exec_fd, &fault, sizeof fault);
     ::close(exec_fd);
+    // The command started (its child did not fail before the exec): the
+    // --writable directories made for it stay.
+    if (got != static_cast<ssize_t>(sizeof fault)) roots::keep_made();
     if (err.fd >= 0) {
         int cap = ::fcntl(err.fd, F_GETPIPE_SZ);
         err.pump(cap > 0 ? static_cast<size_t>(cap) : kTail);

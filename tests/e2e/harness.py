@@ -433,7 +433,7 @@ def in_foreground(ancestor, comm=None):
     return False
 
 
-def pty_run(args, s, send=None, wait=10, pre=(), when=None, typed_ahead=None):
+def pty_run(args, s, send=None, wait=10, pre=(), when=None, typed_ahead=None, pass_fds=(), env=None):
     """Runs dsh-confine (after `pre`, e.g. sysfault) as the session leader of a new pty.
 
     `send` is typed once `when` holds: bytes `when` is text the output has shown (a prompt), a
@@ -450,7 +450,7 @@ def pty_run(args, s, send=None, wait=10, pre=(), when=None, typed_ahead=None):
         fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
     p = subprocess.Popen(list(pre) + [DSH] + args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=session,
-                         env=s.env(), close_fds=True)
+                         env=dict(s.env(), **(env or {})), close_fds=True, pass_fds=pass_fds)
     os.close(slave)
     out = b""
     ended = False

@@ -399,6 +399,39 @@ def test_writable_below_home_is_made_and_reported(s):
         assert r.rc == 0 and "made when the run starts" in r.out and not os.path.exists(later), r
 
 
+def test_a_run_refused_after_making_a_writable_path_leaves_nothing(s):
+    # F5 (issue 42): the missing --writable was made, then the run was refused (a later
+    # --writable that cannot be granted, a forced runner that cannot hold a protection, an
+    # approver that says no), and an empty 0700 directory stayed in the caller's home.
+    if not _home_usable():
+        return  # no home of the caller's: nothing is ever made
+    deny = s.p("base", "deny.sh")
+    with open(deny, "w") as f:
+        f.write("#!/bin/sh\ncat >/dev/null\nexit 1\n")
+    os.chmod(deny, 0o755)
+    secret = s.p("base", "secret")
+    open(secret, "w").close()
+    with _Home() as d:
+        ws = ["--mode", "workspace-write", "--root", s.ws]
+        refusals = [
+            (ws + ["--writable", s.p("base", "no", "such", "dir")], "INVALID_WRITABLE_PATH"),
+            (ws + ["--runner", "landlock", "--deny-read", secret], "PROTECTION_UNAVAILABLE"),
+            (["--mode", "read-only", "--root", s.ws, "--escalate", "workspace-write", "--justification", "the test",
+              "--approver", deny], None),
+        ]
+        for extra, code in refusals:
+            for supervise in ([], ["--supervise"]):
+                made = os.path.join(d, "cache", "tool")
+                r = dsh(["--writable", made] + extra + supervise + ["--", "sh", "-c", "echo ran"], s)
+                assert r.rc != 0 and "ran" not in r.out, (extra, r)
+                if code:
+                    assert r.rec("error")["code"] == code, (extra, r)
+                assert os.listdir(d) == [], (extra, supervise, os.listdir(d), r)
+        # One that runs keeps what was made for it.
+        r = _ws(s, "--writable", os.path.join(d, "kept"), "--", "true")
+        assert r.rc == 0 and os.path.isdir(os.path.join(d, "kept")), r
+
+
 def test_writable_below_home_attacks_make_nothing(s):
     if not _home_usable():
         return  # no home of the caller's: nothing is ever made (test above)

@@ -18,7 +18,7 @@ import subprocess
 import time
 
 from harness import (DSH, EXEC_SUPERVISE, RUNNERS, STARTUP, after_start, dsh, main, matrix, need_bwrap, need_landlock,
-                     processes_naming)
+                     processes_naming, pty_run)
 
 
 # The command: two heartbeats, then it exits at once. Their stdio is not the caller's pipes, so
@@ -323,7 +323,7 @@ def test_explain_says_what_becomes_of_them(s):
     need_landlock()
     r = dsh(["explain", "--mode", "workspace-write", "--runner", "landlock", "--supervise", "--", "true"], s,
             cwd=s.ws)
-    assert "at exit:     processes the command leaves running are killed (subreaper)\n" in r.out, r.out
+    assert "at exit:     processes the command leaves running are killed (pid-namespace)\n" in r.out, r.out
     r = dsh(["explain", "--mode", "workspace-write", "--runner", "landlock", "--keep-descendants", "--", "true"],
             s, cwd=s.ws)
     assert "at exit:     processes the command leaves running run on (asked (--keep-descendants))\n" in r.out, r.out
@@ -489,6 +489,56 @@ def test_ten_fork_chains_at_once_are_ended(s, runner):
     finally:
         assert _kill_chain(token, r), "could not kill what the chains left"
         os.close(r)
+
+def _chains_at_a_terminal(s, args, token, chains):
+    """`chains` fork chains started by a shell run at a terminal (dsh-confine the pty's session
+    leader); returns (rc, output, whether a link outlived dsh-confine)."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    script = 'for i in $(seq %d); do python3 -c "$CHAIN" %s exit & done; wait' % (chains, token)
+    try:
+        try:
+            rc, out = pty_run(args + ["--keep-fd", str(w), "--", "sh", "-c", script], s, wait=60, pass_fds=(w,),
+                              env={"CHAIN": CHAIN})
+        finally:
+            os.close(w)
+        return rc, out, _held(r) or list(_newest_naming(token)) != []
+    finally:
+        assert _kill_chain(token, r), "could not kill what the chains left (%s)" % token
+        os.close(r)
+
+
+@matrix(runner=RUNNERS, mode_args=EXEC_SUPERVISE)
+def test_fork_chains_at_a_terminal_are_ended(s, runner, mode_args):
+    # At a terminal the command gets a pty whose session dsh-confine's child leads (a monitor, for
+    # job control): under Landlock the chains used to be left to the subreaper's kill loop, which
+    # many chains at once outrun (issue 38). Now the monitor's child is a PID namespace's init
+    # there too. One chain a run, twenty runs; then ten chains at once.
+    args = ["--mode", "workspace-write", "--root", s.ws, "--runner", runner] + mode_args
+    for i in range(CHAIN_RUNS):
+        token = "dsh-ttychain-%d-%d-%s-%s" % (os.getpid(), i, runner, "-".join(mode_args) or "exec")
+        rc, out, outlived = _chains_at_a_terminal(s, args, token, 1)
+        assert rc == 0 and out.count("started") == 1, (i, rc, out)
+        assert not outlived, "run %d: the chain outlived dsh-confine: %r" % (i, out)
+    token = "dsh-ttychains-%d-%s-%s" % (os.getpid(), runner, "-".join(mode_args) or "exec")
+    rc, out, outlived = _chains_at_a_terminal(s, args, token, 10)
+    assert rc == 0 and out.count("started") == 10, (rc, out)
+    assert not outlived, "a chain outlived dsh-confine: %r" % out
+
+
+def test_a_terminal_run_under_landlock_has_its_pid_namespace(s):
+    # What the record and explain say is what happens: the command at a terminal sees itself
+    # in a PID namespace ($$ is small, pid 1 is the init) and the record says pid-namespace.
+    need_landlock()
+    rep = s.p("home", "tty-report.json")
+    rc, out = pty_run(["--mode", "workspace-write", "--root", s.ws, "--runner", "landlock", "--supervise",
+                       "--report-file", rep, "--", "sh", "-c", "echo pid=$$; tty"], s)
+    assert rc == 0 and "pid=2\r\n" in out and "/dev/pts/" in out, (rc, out)
+    with open(rep) as f:
+        recs = [json.loads(l) for l in f if l.strip()]
+    conf = [x for x in recs if x.get("type") == "confinement"][0]
+    assert conf["descendants"]["by"] == "pid-namespace", conf["descendants"]
+
 
 if __name__ == "__main__":
     main()

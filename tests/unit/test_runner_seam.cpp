@@ -158,12 +158,19 @@ TEST_CASE("seam: descendants are killed by the runner's mechanism or a parent th
     chain::settle_descendants(p, false, both);
     CHECK(p.c.descendants.killed);
     CHECK(p.c.descendants.by == "pid-namespace");
-    // None of its own: the parent as subreaper where it stays, else left running and why.
+    // None of its own: where a parent stays, a runner that becomes the command gets that
+    // parent's PID namespace (supervise falls back to the subreaper where the kernel refuses
+    // it), a runner's program the parent as subreaper; else left running and why.
     Plan q = ws_plan();
     REQUIRE(chain::choose(RunnerKind::Landlock, RunnerEnv{}, q, both));
     chain::settle_descendants(q, true, both);
     CHECK(q.c.descendants.killed);
-    CHECK(q.c.descendants.by == "subreaper");
+    CHECK(q.c.descendants.by == "pid-namespace");
+    Plan prog = ws_plan();
+    REQUIRE(chain::choose(RunnerKind::Landlock, RunnerEnv{}, prog, both));
+    prog.in_process.reset();  // a runner's program (a custom runner), not the command
+    chain::settle_descendants(prog, true, both);
+    CHECK(prog.c.descendants.by == "subreaper");
     chain::settle_descendants(q, false, both);
     CHECK_FALSE(q.c.descendants.killed);
     CHECK(q.c.descendants.by.empty());
