@@ -373,7 +373,7 @@ enum class Step : unsigned char {
     RootBoundingSet,   // arg: the capability left in uid 0's bounding set
     Seccomp,
     SeccompPrctl,
-    SeccompUnverified,  // the filter loaded said yes and did not take (arg 0: a refused call passed; 1: no new filter)
+    SeccompUnverified,  // the filter loaded said yes and did not take (arg 0: TIOCSTI passed; 1: its own mark did)
     NetNamespace,      // --net loopback, Landlock runner: unshare (arg 1: with CLONE_NEWUSER)
     NetIdMap,          // its user namespace's maps (arg 0 setgroups, 1 uid_map, 2 gid_map)
     LoopbackUp,        // its lo brought up (SIOCSIFFLAGS)

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
@@ -127,42 +128,31 @@ constexpr int kCapLimit = 1024;  // a bound for the walk, far above any kernel's
     return true;
 }
 
-int seccomp_filter_count() noexcept {
-    const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    char buf[8192];
-    size_t have = 0;
-    for (;;) {
-        const ssize_t n = ::read(fd, buf + have, sizeof buf - 1 - have);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        have += static_cast<size_t>(n);
-        if (have == sizeof buf - 1) break;
+namespace {
+// A mark of this process's own: 32 random bits (never the placeholder, nor
+// a command the programs name).
+uint32_t new_mark() noexcept {
+    uint32_t m = 0;
+    if (::syscall(SYS_getrandom, &m, sizeof m, 1U /* GRND_NONBLOCK */) != static_cast<long>(sizeof m)) {
+        timespec ts{};
+        ::clock_gettime(CLOCK_MONOTONIC, &ts);
+        m = static_cast<uint32_t>(ts.tv_nsec) ^ (static_cast<uint32_t>(::getpid()) << 16);
     }
-    ::close(fd);
-    buf[have] = '\0';
-    static constexpr char kKey[] = "\nSeccomp_filters:";
-    const char* at = std::strstr(buf, kKey);
-    if (!at) return -1;
-    at += sizeof kKey - 1;
-    while (*at == ' ' || *at == '\t') ++at;
-    if (*at < '0' || *at > '9') return -1;
-    int n = 0;
-    for (; *at >= '0' && *at <= '9' && n < 1000000; ++at) n = n * 10 + (*at - '0');
-    return n;
+    if (m == seccomp_build::kMarkPlaceholder || m == TIOCSTI || m == TIOCLINUX) m ^= 0x5a5a0000U;
+    return m;
 }
 
-namespace {
-// Did the filter just loaded take? `before`: the count of filters before it
-// (-1: unknown, 0: none, PR_GET_SECCOMP said so).
-bool seccomp_took(int before, Fault& f) noexcept {
+// Did the filter just loaded take (issue 38)? Its mark, which only it
+// answers, must come back EXFULL, and a call every program refuses,
+// ioctl(-1, TIOCSTI), EPERM (the kernel's own answer to both is EBADF: no
+// side effect either way).
+bool seccomp_took(uint32_t mark, Fault& f) noexcept {
     errno = 0;
-    const int rc = ::ioctl(-1, TIOCSTI, nullptr);
+    int rc = ::ioctl(-1, static_cast<unsigned long>(mark), nullptr);
+    if (rc != -1 || errno != seccomp_build::kMarkErrno) return failed(f, Step::SeccompUnverified, rc == 0 ? 0 : errno, 1);
+    errno = 0;
+    rc = ::ioctl(-1, TIOCSTI, nullptr);
     if (rc != -1 || errno != EPERM) return failed(f, Step::SeccompUnverified, rc == 0 ? 0 : errno, 0);
-    if (before > 0) {
-        const int after = seccomp_filter_count();
-        if (after >= 0 && after <= before) return failed(f, Step::SeccompUnverified, 0, 1);
-    }
     return true;
 }
 }  // namespace
@@ -174,15 +164,22 @@ bool seccomp_took(int before, Fault& f) noexcept {
     // starts with the user-namespace block; --allow-userns starts after it.
     const auto& p = generated::kPrograms[seccomp_build::index({opts.block_metadata, opts.host_namespaces, opts.net, opts.refuse_unix})];
     const unsigned short skip = opts.allow_userns ? generated::kUsernsBlockLen : 0;
+    const size_t len = p.len - skip;
+    if (len > seccomp_build::kMaxProgramLen) return failed(f, Step::Seccomp, E2BIG);
+    // A copy on this stack (the child may share its parent's memory), with
+    // this process's mark in place of the placeholder.
+    sock_filter copy[seccomp_build::kMaxProgramLen];
+    const uint32_t mark = new_mark();
+    for (size_t i = 0; i < len; ++i) {
+        copy[i] = p.filter[skip + i];
+        if (copy[i].code == (BPF_JMP | BPF_JEQ | BPF_K) && copy[i].k == seccomp_build::kMarkPlaceholder) copy[i].k = mark;
+    }
     sock_fprog prog{};
-    prog.len = static_cast<unsigned short>(p.len - skip);
-    prog.filter = const_cast<sock_filter*>(p.filter + skip);
-    // A filter already in place (a container's, an outer sandbox's): only
-    // the count can tell ours from it. None: the refused call alone can.
-    const int before = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0 ? 0 : seccomp_filter_count();
-    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &prog) == 0) return seccomp_took(before, f);
+    prog.len = static_cast<unsigned short>(len);
+    prog.filter = copy;
+    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0U, &prog) == 0) return seccomp_took(mark, f);
     if (errno != ENOSYS) return failed(f, Step::Seccomp, errno);
-    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0) return seccomp_took(before, f);
+    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0) return seccomp_took(mark, f);
     return failed(f, Step::SeccompPrctl, errno);
 }
 

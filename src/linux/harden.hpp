@@ -51,16 +51,12 @@ struct SeccompOptions {
 //
 // Then checks that the filter took (issue 38): an environment whose own
 // filter or supervisor answers seccomp() with success and does nothing must
-// not pass for confinement. A call the filter refuses, ioctl(-1, TIOCSTI),
-// must come back EPERM (the kernel's own answer is EBADF: no side effect
-// either way); and where a filter was already in place (PR_GET_SECCOMP 2,
-// e.g. an outer dsh-confine's, which refuses the same call), the count of
-// filters in /proc/self/status (Seccomp_filters, Linux 5.9) must have grown.
-// Either failing is Step::SeccompUnverified.
+// not pass for confinement. The program is loaded from a copy carrying this
+// process's own random mark (seccomp_build::kMarkPlaceholder): ioctl(-1,
+// mark) must come back EXFULL, which only the filter just loaded answers
+// (an outer dsh-confine's carries another mark), and a call every program
+// refuses, ioctl(-1, TIOCSTI), EPERM (the kernel's own answer to both is
+// EBADF). Either failing is Step::SeccompUnverified.
 bool install_seccomp(const SeccompOptions& opts, Fault& f) noexcept;
-
-// Seccomp_filters of /proc/self/status: -1 where it cannot be read (no
-// /proc, a kernel before 5.9). Allocation-free.
-int seccomp_filter_count() noexcept;
 
 }  // namespace dsh::harden

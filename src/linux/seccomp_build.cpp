@@ -198,6 +198,8 @@ int rules(scmp_filter_ctx ctx, const Variant& v, std::string& step) {
     step = "seccomp ioctl rule";
     for (unsigned long cmd : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)})
         if (int rc = ioctl_rule(cmd, deny); rc != 0) return rc;
+    step = "seccomp mark rule";
+    if (int rc = ioctl_rule(kMarkPlaceholder, SCMP_ACT_ERRNO(kMarkErrno)); rc != 0) return rc;
     for (unsigned long cmd : kSubvolumeIoctls)
         if (int rc = ioctl_rule(cmd, deny); rc != 0) return rc;
     step = "seccomp io_uring rule";

@@ -76,6 +76,19 @@ struct Variant {
 
 inline constexpr uint8_t kNetHost = 0, kNetLoopback = 1, kNetOff = 2;
 
+// Every program's mark (issue 38): ioctl with this command (its low 32 bits)
+// is answered EXFULL, an errno nothing else gives for it (the kernel's own
+// answer to ioctl(-1, ...) is EBADF). The value here is a placeholder: the
+// process that loads the program replaces it in a copy with a random one of
+// its own (harden::install_seccomp), so that finding its mark answered
+// proves that its own filter took, not an outer one with the same program
+// (an outer dsh-confine's). Every `jeq #kMarkPlaceholder` of a program is
+// that comparison; the unit tests check there is one per architecture.
+inline constexpr uint32_t kMarkPlaceholder = 0x64730c5eU;
+inline constexpr int kMarkErrno = 54;  // EXFULL
+// The longest program harden copies to mark (BPF's own limit is 4096).
+inline constexpr size_t kMaxProgramLen = 1024;
+
 // Every variant, in index() order: what seccomp-gen emits and harden loads.
 constexpr size_t index(const Variant& v) noexcept {
     return ((static_cast<size_t>(v.net) * 2U + (v.refuse_unix ? 1U : 0U)) * 2U + (v.block_metadata ? 1U : 0U)) * 2U +

@@ -223,6 +223,25 @@ TEST_CASE("seccomp variants: what each refuses, per ABI") {
         CHECK(verdict(p, {X64, SYS_ioctl, {0, TIOCSTI}}) == kEperm);
         CHECK(verdict(p, {X64, SYS_ioctl, {0, hi | TIOCSTI}}) == kEperm);
         CHECK(verdict(p, {X64, SYS_ioctl, {0, TIOCLINUX}}) == kEperm);
+        // The mark (issue 38): EXFULL for the placeholder, on every ABI that has ioctl; harden
+        // replaces each comparison with the placeholder by a mark of its own, and then that
+        // value is the one answered, on every ABI, and the placeholder no longer is.
+        const uint32_t mark = SECCOMP_RET_ERRNO | static_cast<uint32_t>(sb::kMarkErrno);
+        CHECK(verdict(p, {X64, SYS_ioctl, {-1ULL, sb::kMarkPlaceholder}}) == mark);
+        CHECK(verdict(p, {X64, SYS_ioctl, {0, hi | sb::kMarkPlaceholder}}) == mark);
+        CHECK(verdict(p, {I386, 54, {0, sb::kMarkPlaceholder}}) == (ro ? kEnosys : mark));
+        size_t places = 0;
+        auto marked = p;
+        for (auto& f : marked)
+            if (f.code == (BPF_JMP | BPF_JEQ | BPF_K) && f.k == sb::kMarkPlaceholder) {
+                ++places;
+                f.k = 0x1234abcdU;
+            }
+        CHECK(places >= 1);  // libseccomp shares one comparison between the ABIs
+        CHECK(verdict(marked, {X64, SYS_ioctl, {0, 0x1234abcdU}}) == mark);
+        CHECK(verdict(marked, {I386, 54, {0, 0x1234abcdU}}) == (ro ? kEnosys : mark));
+        CHECK(verdict(marked, {X64, X32 | 514, {0, 0x1234abcdU}}) == (ro ? kEnosys : mark));
+        CHECK(verdict(marked, {X64, SYS_ioctl, {0, sb::kMarkPlaceholder}}) == kAllow);
         for (uint32_t nr : {425u, 426u, 427u}) {
             CHECK(verdict(p, {X64, nr, {}}) == kEnosys);
             CHECK(verdict(p, {I386, nr, {}}) == kEnosys);
