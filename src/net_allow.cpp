@@ -199,14 +199,21 @@ bool zeros(const Address& a, size_t from, size_t to) noexcept {
 
 }  // namespace
 
-Address unmapped(const Address& a) noexcept {
-    if (!is_mapped(a)) return a;
-    return v4_of(a.bytes.data() + 12);
+Address connected(const Address& a) noexcept {
+    Address n = is_mapped(a) ? v4_of(a.bytes.data() + 12) : a;
+    // The unspecified address: a connect() there reaches the host itself
+    // (the kernel takes 0.0.0.0 for 127.0.0.1 and :: for ::1), so it is
+    // judged, and reached, as that loopback address.
+    if (zeros(n, 0, n.v6 ? 16 : 4)) {
+        if (n.v6) n.bytes[15] = 1;
+        else n.bytes[0] = 127, n.bytes[3] = 1;
+    }
+    return n;
 }
 
 std::vector<Address> embedded_v4(const Address& a0) {
     std::vector<Address> out;
-    const Address a = unmapped(a0);
+    const Address a = connected(a0);
     if (!a.v6) return out;
     const uint8_t* b = a.bytes.data();
     auto add = [&](const Address& v) {
@@ -300,9 +307,9 @@ bool ends_in_number(std::string_view host) noexcept {
 }
 
 bool in_prefix(const Address& a0, const Address& net0, unsigned prefix) noexcept {
-    const Address a = unmapped(a0);
+    const Address a = connected(a0);
     Address net = net0;
-    if (is_mapped(net0) && prefix >= 96) net = unmapped(net0), prefix -= 96;
+    if (is_mapped(net0) && prefix >= 96) net = connected(net0), prefix -= 96;
     if (a.v6 != net.v6 || prefix > a.width()) return false;
     const unsigned whole = prefix / 8, rest = prefix % 8;
     if (std::memcmp(a.bytes.data(), net.bytes.data(), whole) != 0) return false;

@@ -26,10 +26,13 @@ struct Address {
 // A literal as written (no brackets, no zone): "10.0.0.1", "::1".
 std::optional<Address> parse_address(std::string_view s) noexcept;
 std::string to_string(const Address& a);
-// The one normal form (issue 38): an IPv4-mapped IPv6 address
-// (::ffff:a.b.c.d) is its IPv4 (the kernel connects to that IPv4); every
-// other address is unchanged. Every address the proxy sees passes here.
-Address unmapped(const Address& a) noexcept;
+// The one normal form (issue 38): the address the kernel's connect() will
+// reach. An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is its IPv4; the
+// unspecified addresses (0.0.0.0, ::, ::ffff:0.0.0.0) are the host's
+// loopback (127.0.0.1, ::1), where a connect() to them goes; every other
+// address is unchanged. Every address the proxy sees passes here, and the
+// proxy connects to this form, so what a rule judged is what is reached.
+Address connected(const Address& a) noexcept;
 // The IPv4 addresses an IPv6 address carries for a translator or tunnel to
 // reach (docs/DECISIONS.md, "Addresses in every spelling"): IPv4-compatible
 // ::a.b.c.d, IPv4-translated ::ffff:0:a.b.c.d, NAT64 64:ff9b::/96 and every

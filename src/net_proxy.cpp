@@ -91,7 +91,7 @@ std::optional<Target> parse_authority(std::string_view s, uint16_t default_port)
         // No zone id ("%25eth0"): it names one of the host's interfaces, which is not the command's to pick.
         auto a = parse_address(host);
         if (!a || !a->v6) return std::nullopt;
-        t.literal = unmapped(*a);
+        t.literal = connected(*a);
     } else {
         const size_t colon = s.rfind(':');
         if (colon != std::string_view::npos) {
@@ -394,7 +394,7 @@ Parse parse_socks5_request(std::string_view buf, Socks5Request& out) {
         Address a;
         a.v6 = b(3) == 4;
         std::memcpy(a.bytes.data(), buf.data() + at, addr_len);
-        a = unmapped(a);
+        a = connected(a);
         out.target.literal = a;
         out.target.host = to_string(a);
         out.target.port = port;
@@ -414,7 +414,7 @@ namespace {
 AddressClass range_class(const Address& a0, const std::vector<Address>& own) {
     // The ranges first (the host's own list holds 127.0.0.1 too: it is
     // loopback), then the host's own public addresses.
-    const Address a = unmapped(a0);
+    const Address a = connected(a0);
     struct Net {
         const char* net;
         unsigned prefix;
@@ -440,7 +440,7 @@ AddressClass range_class(const Address& a0, const std::vector<Address>& own) {
     for (const auto& n : kNets)
         if (in_prefix(a, *parse_address(n.net), n.prefix)) return n.c;
     for (const auto& o : own)
-        if (unmapped(o) == a) return AddressClass::HostOwn;
+        if (connected(o) == a) return AddressClass::HostOwn;
     return AddressClass::Public;
 }
 
@@ -465,7 +465,7 @@ Verdict decide(const Rules& rules, const Target& t, const Resolver& resolve, con
     };
     const Rule* by_name = nullptr;
     if (t.literal) {
-        v.resolved = {unmapped(*t.literal)};
+        v.resolved = {connected(*t.literal)};
         v.resolved_by = "literal";
     } else {
         if (const Rule* d = match_name(rules.deny, t.host, t.port)) return refuse("denied", d->text, {});
@@ -477,7 +477,7 @@ Verdict decide(const Rules& rules, const Target& t, const Resolver& resolve, con
             return refuse("resolve-failed", {}, r.error.empty() ? "no address" : r.error);
         // One normal form for what the hosts file or DNS gave, as for a literal.
         for (const auto& a : r.addresses)
-            if (const Address n = unmapped(a); std::find(v.resolved.begin(), v.resolved.end(), n) == v.resolved.end())
+            if (const Address n = connected(a); std::find(v.resolved.begin(), v.resolved.end(), n) == v.resolved.end())
                 v.resolved.push_back(n);
     }
     // Deny rules judge each address and every IPv4 address it carries.

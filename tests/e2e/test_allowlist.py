@@ -823,6 +823,15 @@ DENIED_FORMS = [
     ("socksname", "0x7f.1", "127.0.0.1"),
     ("connect", "nat64.test", "127.0.0.1"),
     ("connect", "sixtofour.test", "127.0.0.1"),
+    # The unspecified address is where the kernel's connect() reaches the host's loopback (the
+    # attack pass of session 25: 0.0.0.0 and [::] got past a deny of 127.0.0.0/8 and ::1).
+    ("connect", "0.0.0.0", "127.0.0.1"),
+    ("connect", "0", "127.0.0.1"),
+    ("connect", "[::ffff:0.0.0.0]", "127.0.0.1"),
+    ("get", "0.0.0.0", "127.0.0.1"),
+    ("socksname", "0x0", "127.0.0.1"),
+    ("connect", "[::]", "::1"),
+    ("socks6", "::", "::1"),
 ]
 
 
@@ -835,7 +844,7 @@ def test_a_denied_ipv4_address_is_denied_in_every_ipv6_form_and_spelling(s, runn
             f.write("64:ff9b::7f00:1 nat64.test\n2002:7f00:1::1 sixtofour.test\n")
         forms = ["%s=%s" % (kind, form) for kind, form, _ in DENIED_FORMS]
         r = dsh(["--runner", runner, "--net", "allow=::/0,0.0.0.0/0,nat64.test,sixtofour.test",
-                 "--net-deny", "127.0.0.1,169.254.169.254", "--", PY, "-c", FORMS, str(h.port)] + forms, s,
+                 "--net-deny", "127.0.0.1,169.254.169.254,::1", "--", PY, "-c", FORMS, str(h.port)] + forms, s,
                 env={"DSH_CONFINE_NET_HOSTS": hosts})
         assert r.rc == 0, r
         want = "".join("%s %s\n" % (f, "socks2" if f.startswith("socks") else "403") for f in forms)

@@ -44,7 +44,12 @@ TEST_CASE("addresses parse strictly and print in their canonical form") {
 
 TEST_CASE("an IPv4-mapped IPv6 address is compared as its IPv4") {
     CHECK(in_prefix(addr("::ffff:127.0.0.1"), addr("127.0.0.0"), 8));
-    CHECK(unmapped(addr("::ffff:10.1.2.3")) == addr("10.1.2.3"));
+    CHECK(connected(addr("::ffff:10.1.2.3")) == addr("10.1.2.3"));
+    // The unspecified addresses are where connect() goes: the host's loopback.
+    CHECK(connected(addr("0.0.0.0")) == addr("127.0.0.1"));
+    CHECK(connected(addr("::")) == addr("::1"));
+    CHECK(connected(addr("::ffff:0.0.0.0")) == addr("127.0.0.1"));
+    CHECK(connected(addr("0.0.0.1")) == addr("0.0.0.1"));
     CHECK(in_prefix(addr("10.255.0.1"), addr("10.0.0.0"), 8));
     CHECK_FALSE(in_prefix(addr("11.0.0.1"), addr("10.0.0.0"), 8));
     CHECK(in_prefix(addr("172.31.255.255"), addr("172.16.0.0"), 12));
@@ -188,7 +193,7 @@ TEST_CASE("every IPv6 form that carries an IPv4 address gives it up") {
         std::vector<const char*> v4;
     };
     const std::vector<Case> cases = {
-        {"::ffff:127.0.0.1", {}},  // the mapped form is its IPv4 outright (unmapped), not a carrier
+        {"::ffff:127.0.0.1", {}},  // the mapped form is its IPv4 outright (connected), not a carrier
         {"::127.0.0.1", {"127.0.0.1"}},
         {"::7F00:1", {"127.0.0.1"}},
         {"::ffff:0:127.0.0.1", {"127.0.0.1"}},
