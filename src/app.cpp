@@ -257,6 +257,29 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
             return fail(Err::ReportFd, report_file_text(ReportFileText::InWritable, *req.report_file,
                                                         a.matched.empty() ? a.canonical : a.matched));
     }
+#if !defined(_WIN32)
+    // The same for a report fd above 2 that is a file by name (3>/tmp/r.json;
+    // an attack pass of session 25): the command opens it by that name (or
+    // another, for a file with more links) and rewrites it. A pipe, a socket,
+    // a terminal or a deleted file has no name the command could open.
+    if (report.enabled() && report.named() > 2 && policy.mode != Mode::DangerFullAccess) {
+        struct stat st {};
+        char link[64], path[4096];
+        std::snprintf(link, sizeof link, "/proc/self/fd/%d", report.fd());
+        const ssize_t n = ::readlink(link, path, sizeof path - 1);
+        if (::fstat(report.fd(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)) && st.st_nlink > 0 && n > 0 &&
+            path[0] == '/') {
+            path[n] = '\0';
+            const std::string named = std::to_string(report.named());
+            if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+                return fail(Err::ReportFd, report_file_text(ReportFileText::FdLinked, named, path));
+            const CheckAnswer a = check_write(policy, path, current_env().cwd);
+            if (a.allowed && a.persists)
+                return fail(Err::ReportFd, report_file_text(ReportFileText::FdInWritable, named, path,
+                                                            a.matched.empty() ? a.canonical : a.matched));
+        }
+    }
+#endif
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, p); !o) return o;
     keep_jobserver(report, p, c.policy);

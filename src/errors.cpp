@@ -496,7 +496,7 @@ std::string report_text(ReportText t, int a, int b) {
     return {};
 }
 
-std::string report_file_text(ReportFileText t, std::string_view a, std::string_view b) {
+std::string report_file_text(ReportFileText t, std::string_view a, std::string_view b, std::string_view c) {
     switch (t) {
         case ReportFileText::WithReportFd:
             return "--report-file and --report-fd both name the report; give one";
@@ -506,6 +506,14 @@ std::string report_file_text(ReportFileText t, std::string_view a, std::string_v
                                a);
         case ReportFileText::CannotCreate:
             return fmt::format("--report-file {}: cannot create it: {}; name a path in a directory you can write",
+                               a, b);
+        case ReportFileText::FdInWritable:
+            return fmt::format("--report-fd {}: {} is under the writable root {}, where the command could rewrite it "
+                               "with a forged report; give the report a pipe, or a file outside the writable roots",
+                               a, b, c);
+        case ReportFileText::FdLinked:
+            return fmt::format("--report-fd {}: {} has more than one name, and the command could rewrite it through "
+                               "another; give the report a pipe, or a file of its own",
                                a, b);
         case ReportFileText::InWritable:
             return fmt::format("--report-file {}: it is under the writable root {}, where the command could "

@@ -259,8 +259,12 @@ enum class ReportFileText {
     Exists,        // a: the path, which exists (anything: a file, a link, a FIFO)
     CannotCreate,  // a: the path, b: the errno's text
     InWritable,    // a: the path, b: the writable root it is under
+    // --report-fd N above 2 that is a file by name (a regular file, a FIFO):
+    FdInWritable,  // a: N, b: its path, c: the writable root it is under
+    FdLinked,      // a: N, b: its path (a regular file with more than one name)
 };
-std::string report_file_text(ReportFileText t, std::string_view a = {}, std::string_view b = {});
+std::string report_file_text(ReportFileText t, std::string_view a = {}, std::string_view b = {},
+                             std::string_view c = {});
 
 // Why make's jobserver fds, named by MAKEFLAGS, were not kept (issue 42), or
 // why there is nothing to keep: one line each, in the record's

@@ -2,7 +2,7 @@
 # Calling dsh-confine from a shell script.
 #
 # run_confined MODE ROOT COMMAND [ARG...] runs the command under
-# `dsh-confine --supervise`, with the report on fd 3 going to a file, and
+# `dsh-confine --supervise`, with the report on fd 3 read from a pipe, and
 # sets:
 #   status  the exit status (the command's own, or 125/126/127, see below)
 #   denied  "true" when the sandbox stopped a write (the result record says so)
@@ -18,14 +18,19 @@ DSH_CONFINE=${DSH_CONFINE:-dsh-confine}
 run_confined() {
     _mode=$1 _root=$2
     shift 2
-    _report=$(mktemp "${TMPDIR:-/tmp}/dsh-report.XXXXXX") || return 125
-    "$DSH_CONFINE" --supervise --report-fd 3 --mode "$_mode" --root "$_root" -- "$@" 3>"$_report"
-    status=$?
+    # The report on a pipe (the command substitution's), read while the
+    # command runs; the command's stdout stays ours (fd 4). Not a file in
+    # /tmp or the workspace: the command could rewrite one there, and
+    # dsh-confine refuses such a report fd.
+    exec 4>&1
+    _report=$({ "$DSH_CONFINE" --supervise --report-fd 3 --mode "$_mode" --root "$_root" -- "$@" 3>&1 1>&4 4>&-
+                echo "status $?"; })
+    exec 4>&-
+    status=$(printf '%s\n' "$_report" | sed -n 's/^status \([0-9]*\)$/\1/p')
     # Members of the record of one type: the line that starts with it.
     denied=false
-    grep '^{"type":"result"' "$_report" | grep -q '"denied":true' && denied=true
-    error=$(grep '^{"type":"error"' "$_report" | sed -n 's/.*"code":"\([A-Z_]*\)".*/\1/p')
-    rm -f "$_report"
+    printf '%s\n' "$_report" | grep '^{"type":"result"' | grep -q '"denied":true' && denied=true
+    error=$(printf '%s\n' "$_report" | grep '^{"type":"error"' | sed -n 's/.*"code":"\([A-Z_]*\)".*/\1/p')
     return "$status"
 }
 

@@ -265,6 +265,55 @@ def test_report_file_with_report_fd_is_a_usage_error(s):
     assert not os.path.exists(path) and r.report == [], r
 
 
+def _report_to(s, path, args, flags=os.O_WRONLY | os.O_CREAT | os.O_TRUNC):
+    """dsh-confine with --report-fd on `path` opened as the caller would (3>path)."""
+    fd = os.open(path, flags, 0o600)
+    try:
+        return subprocess.run([DSH, "--report-fd", str(fd)] + args, cwd=s.ws, env=s.env(), pass_fds=[fd],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(fd)
+
+
+@matrix(runner=RUNNERS, supervise=EXEC_SUPERVISE)
+def test_a_report_fd_the_command_could_rewrite_is_refused(s, runner, supervise):
+    # An attack pass (session 25): `--report-fd 3 3>/tmp/r.json` (or a file in the workspace) was
+    # accepted; the command opened the file by its name, read the nonce and rewrote the report,
+    # padded to length, with a forged read-only, `full` confinement and exit 0. A report fd above 2
+    # that is a file by name under a writable root (or a regular file with another name) is now
+    # refused like --report-file; a pipe, or a file outside the roots, is not.
+    marker = os.path.join(s.ws, "ran")
+    args = ["--mode", "workspace-write", "--root", s.ws, "--runner", runner] + supervise + ["--", "touch", marker]
+    linked = os.path.join(s.outside, "linked.jsonl")
+    open(linked, "w").close()
+    os.link(linked, os.path.join(s.ws, "linked-in-ws.jsonl"))
+    fifo = os.path.join(s.ws, "fifo")
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", fifo], stdout=subprocess.DEVNULL)
+    cases = [(os.path.join(s.ws, "r.jsonl"), "is under the writable root"),
+             (os.path.join(s.tmpdir, "r.jsonl"), "is under the writable root"),
+             (fifo, "is under the writable root"),
+             (linked, "has more than one name")]
+    try:
+        for path, why in cases:
+            flags = os.O_WRONLY if path == fifo else os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            r = _report_to(s, path, args, flags)
+            assert r.returncode == 125 and why in r.stderr.decode(), (path, r)
+            assert "give the report a pipe, or a file" in r.stderr.decode(), r
+            assert not os.path.exists(marker), (path, r)
+    finally:
+        reader.kill()
+        reader.wait()
+    # Outside the roots, and in read-only mode (no root the command may write), it is the report.
+    out = os.path.join(s.outside, "r.jsonl")
+    r = _report_to(s, out, args)
+    assert r.returncode == 0 and os.path.exists(marker), r
+    assert json.loads(open(out).read().splitlines()[0])["type"] == "confinement"
+    inside = os.path.join(s.ws, "ro.jsonl")
+    r = _report_to(s, inside, ["--mode", "read-only", "--root", s.ws, "--runner", runner] + supervise + ["--", "true"])
+    assert r.returncode == 0 and json.loads(open(inside).read().splitlines()[0])["type"] == "confinement", r
+
+
 # -- Signal names -------------------------------------------------------------------------------------
 
 @matrix(runner=RUNNERS)
