@@ -102,6 +102,7 @@ constexpr const char* kIoUringCalls[] = {"io_uring_setup", "io_uring_enter", "io
 constexpr const char* kPidFirstCalls[] = {"sched_setaffinity", "sched_setscheduler", "sched_setparam",
                                           "sched_setattr", "migrate_pages", "move_pages"};
 constexpr unsigned kIoprioWhoProcess = 1;  // IOPRIO_WHO_PROCESS (linux/ioprio.h, not in every libc)
+constexpr unsigned kIoprioWhoPgrp = 2;     // IOPRIO_WHO_PGRP
 
 int add_named(scmp_filter_ctx ctx, uint32_t action, const char* name, unsigned count = 0,
               const scmp_arg_cmp* cmp = nullptr) {
@@ -198,6 +199,20 @@ int rules(scmp_filter_ctx ctx, const Variant& v, std::string& step) {
     step = "seccomp ioctl rule";
     for (unsigned long cmd : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)})
         if (int rc = ioctl_rule(cmd, deny); rc != 0) return rc;
+    // setpriority(PRIO_PGRP, 0, ...) and ioprio_set(IOPRIO_WHO_PGRP, 0, ...)
+    // mean "my process group", which for a command left in the caller's
+    // group (bwrap without a pty) is the caller's, on the host: the PID
+    // namespace does not cover a group made outside it (an attack pass of
+    // session 25 reniced the caller's shell). A group named by its number is
+    // looked up in the command's PID namespace, so that stays allowed;
+    // PRIO_USER reaches only processes the namespace shows. (host_namespaces
+    // below refuses every target but the process itself.)
+    step = "seccomp process group rule";
+    for (auto [name, pgrp] : {std::pair<const char*, unsigned>{"setpriority", PRIO_PGRP},
+                              std::pair<const char*, unsigned>{"ioprio_set", kIoprioWhoPgrp}}) {
+        const scmp_arg_cmp own_group[] = {SCMP_A0(SCMP_CMP_EQ, pgrp), SCMP_A1(SCMP_CMP_EQ, 0)};
+        if (int rc = add_named(ctx, deny, name, 2, own_group); rc != 0) return rc;
+    }
     step = "seccomp mark rule";
     if (int rc = ioctl_rule(kMarkPlaceholder, SCMP_ACT_ERRNO(kMarkErrno)); rc != 0) return rc;
     for (unsigned long cmd : kSubvolumeIoctls)

@@ -12,8 +12,8 @@ import stat
 import struct
 import subprocess
 
-from harness import (EXEC_SUPERVISE, RUNNERS, dsh, is_root, landlock_abi, main, matrix, need_bwrap, need_landlock,
-                     sh)
+from harness import (DSH, EXEC_SUPERVISE, RUNNERS, dsh, is_root, landlock_abi, main, matrix, need_bwrap, need_landlock,
+                     need_runner, sh)
 
 MODES = ("read-only", "workspace-write")
 
@@ -423,6 +423,32 @@ def test_other_processes_keep_their_limits_and_priorities(s):
     finally:
         victim.kill()
         victim.wait()
+
+
+@matrix(runner=RUNNERS, supervise=EXEC_SUPERVISE)
+def test_the_callers_process_group_keeps_its_priorities(s, runner, supervise):
+    # An attack pass (session 25): without a terminal bwrap leaves the command in the caller's
+    # process group, which its PID namespace does not cover; setpriority(PRIO_PGRP, 0) and
+    # ioprio_set(IOPRIO_WHO_PGRP, 0) ("my group") reniced every process of the caller's group
+    # (the harness's shell, a `| tee` beside it) as an unprivileged caller.
+    need_runner(runner)
+    pidfile = s.p("base", "victim.pid")
+    script = ("renice -n 16 -g 0 >/dev/null 2>&1 && echo renice-changed; "
+              "ionice -c 3 -P 0 2>/dev/null && echo ionice-changed; "
+              "nice -n 3 true && echo own-ok")
+    wrapper = "sleep 120 >/dev/null 2>&1 & echo $! > %s; exec \"$@\"" % pidfile
+    cmd = ["sh", "-c", wrapper, "sh", DSH, "--runner", runner, "--mode", "workspace-write", "--root", s.ws] + \
+        supervise + ["--", "sh", "-c", script]
+    r = subprocess.run(cmd, env=s.env(), cwd=s.ws, start_new_session=True, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    victim = int(open(pidfile).read())
+    try:
+        # The victim started as this test runs (its nice and I/O class inherited).
+        nice, prio = os.getpriority(os.PRIO_PROCESS, victim), ioprio(victim)
+        assert r.returncode == 0 and r.stdout == b"own-ok\n", r
+        assert (nice, prio) == (os.getpriority(os.PRIO_PROCESS, 0), ioprio(os.getpid())), (runner, supervise, r)
+    finally:
+        os.kill(victim, 9)
 
 
 def test_ordinary_limits_priorities_and_tools_keep_working(s):

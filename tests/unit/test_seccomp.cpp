@@ -307,7 +307,12 @@ TEST_CASE("seccomp variants: what each refuses, per ABI") {
         CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PROCESS, 0, 5}}) == kAllow);
         CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PROCESS, 4242, 5}}) == other);
         CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_USER, 0, 5}}) == other);
-        CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PGRP, 0, 5}}) == other);
+        // "My process group" is the caller's where bwrap leaves the command in it: refused in
+        // every variant; a group named by number is looked up in the command's PID namespace.
+        CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PGRP, 0, 5}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_ioprio_set, {2, 0, 0}}) == kEperm);  // IOPRIO_WHO_PGRP
+        CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PGRP, 7, 5}}) == other);
+        CHECK(verdict(p, {X64, SYS_ioprio_set, {2, 7, 0}}) == other);
         CHECK(verdict(p, {X64, SYS_ioprio_set, {1, 0, 0}}) == kAllow);
         CHECK(verdict(p, {X64, SYS_ioprio_set, {1, 4242, 0}}) == other);
         CHECK(verdict(p, {X64, SYS_ioprio_set, {3, 0, 0}}) == other);  // IOPRIO_WHO_USER
