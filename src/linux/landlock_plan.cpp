@@ -178,9 +178,17 @@ Plan plan(const Policy& policy, int abi, bool metadata_closed) {
     l.gaps.push_back({"file-locks", "locks and leases on host files the command can read can make host processes "
                                     "wait", false});
     // Writing to them is refused (no write right on /dev/pts); reading is
-    // not, and a read takes what the user types there (issue 18).
+    // not, and a read takes what the user types there (issue 18). A terminal
+    // no session holds (a multiplexer's pane kept after its shell exited, a
+    // virtual console with no getty yet) becomes the controlling terminal of
+    // a command that opens it for reading after setsid(), and /dev/tty,
+    // which is granted and which the kernel resolves to the controlling
+    // terminal, then writes to it and sets its modes (an attack pass of
+    // session 25); its injection and console ioctls stay refused (seccomp).
     l.gaps.push_back({"other-terminals", "the caller's other terminals (/dev/pts) can be opened for reading, which "
-                                         "takes what is typed there: Landlock grants read on the whole file system",
+                                         "takes what is typed there, and one that no session holds can be taken as the "
+                                         "command's controlling terminal and written through /dev/tty: Landlock "
+                                         "grants read on the whole file system",
                       false});
     if (net) l.gaps.push_back({"network", "network access is not governed: --net host (the default) leaves TCP, "
                                           "UDP and unix sockets as the host has them", false});

@@ -207,6 +207,22 @@ int rules(scmp_filter_ctx ctx, const Variant& v, std::string& step) {
     // looked up in the command's PID namespace, so that stays allowed;
     // PRIO_USER reaches only processes the namespace shows. (host_namespaces
     // below refuses every target but the process itself.)
+    // The console's own ioctls (linux/kd.h 0x4Bxx: keyboard mode and map,
+    // fonts, console mode; linux/vt.h 0x56xx: switching and locking
+    // virtual terminals), in their old-style numbers (no size or direction
+    // bits, so V4L2's 'V' commands are not among them). The kernel lets the
+    // process whose controlling terminal a console is use them, and under
+    // Landlock a command can take a console no session holds as its
+    // controlling terminal (setsid, then an open for reading) and reach it
+    // through /dev/tty (an attack pass of session 25): a keymap outlives the
+    // run and rewrites what the console's next user types. No command run
+    // in a sandbox has a use for them (loadkeys, setfont and chvt are the
+    // administrator's).
+    step = "seccomp console ioctl rule";
+    for (uint32_t range : {0x4b00U, 0x5600U}) {
+        const scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffff00UL, range);
+        if (int rc = seccomp_rule_add_array(ctx, deny, SCMP_SYS(ioctl), 1, &c); rc != 0) return rc;
+    }
     step = "seccomp process group rule";
     for (auto [name, pgrp] : {std::pair<const char*, unsigned>{"setpriority", PRIO_PGRP},
                               std::pair<const char*, unsigned>{"ioprio_set", kIoprioWhoPgrp}}) {

@@ -559,5 +559,58 @@ def test_another_terminal_cannot_be_read_under_bwrap_and_is_a_gap_under_landlock
         os.close(slave)
 
 
+TAKE_TERMINAL = r"""
+import errno, fcntl, os, sys
+os.setsid()
+try:
+    os.open(sys.argv[1], os.O_RDONLY)  # no O_NOCTTY: a session leader with none takes it
+    t = os.open("/dev/tty", os.O_RDWR)
+except OSError as e:
+    print("refused", errno.errorcode[e.errno])
+    sys.exit(0)
+os.write(t, b"WRITTEN\n")
+print("wrote")
+for name, cmd in (("kd", 0x4B3B), ("vt", 0x5603), ("sti", 0x5412)):  # KDGETMODE, VT_GETSTATE, TIOCSTI
+    try:
+        fcntl.ioctl(t, cmd, b"\0" * 8)
+        print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+"""
+
+
+@matrix(runner=RUNNERS, supervise=EXEC_SUPERVISE)
+def test_a_terminal_no_session_holds_is_out_of_reach_or_a_declared_gap(s, runner, supervise):
+    # An attack pass (session 25): under Landlock a command took a terminal that no session held
+    # as its controlling terminal (setsid, then an open for reading) and wrote to it and set its
+    # modes through the granted /dev/tty; as root the same reached a virtual console's keyboard
+    # map. bwrap's /dev has none of the host's terminals. Under Landlock the writing is the
+    # declared other-terminals gap; the console's ioctls and injection stay refused (seccomp).
+    import pty
+    need_runner(runner)
+    master, slave = pty.openpty()  # a pty no session holds
+    name = os.ttyname(slave)
+    os.set_blocking(master, False)
+    try:
+        r = dsh(["--runner", runner, "--mode", "read-only"] + supervise + ["--", "python3", "-c", TAKE_TERMINAL, name],
+                s, input=b"")
+        assert r.rc == 0, r
+        try:
+            screen = os.read(master, 4096)
+        except BlockingIOError:
+            screen = b""
+        gaps = [g["effect"] for g in r.rec("confinement")["gaps"]]
+        if runner == "bwrap":
+            assert r.out.startswith("refused"), r
+            assert screen == b"", screen
+        else:
+            assert "other-terminals" in gaps, r
+            assert r.out == "wrote\nkd EPERM\nvt EPERM\nsti EPERM\n", r
+            assert b"WRITTEN" in screen, screen
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 if __name__ == "__main__":
     main()

@@ -223,6 +223,13 @@ TEST_CASE("seccomp variants: what each refuses, per ABI") {
         CHECK(verdict(p, {X64, SYS_ioctl, {0, TIOCSTI}}) == kEperm);
         CHECK(verdict(p, {X64, SYS_ioctl, {0, hi | TIOCSTI}}) == kEperm);
         CHECK(verdict(p, {X64, SYS_ioctl, {0, TIOCLINUX}}) == kEperm);
+        // The console's keyboard, font, mode and VT ioctls; not V4L2's 'V' (size and direction bits).
+        for (unsigned long cmd : {0x4b47UL /* KDSKBENT */, 0x4b45UL /* KDSKBMODE */, 0x4b3aUL /* KDSETMODE */,
+                                  0x4b61UL /* PIO_FONT */, 0x4b72UL /* KDFONTOP */, 0x5606UL /* VT_ACTIVATE */,
+                                  0x560bUL /* VT_LOCKSWITCH */, 0xffffffff00004b4dUL /* KDSKBMETA, high bits */})
+            CHECK(verdict(p, {X64, SYS_ioctl, {3, cmd}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_ioctl, {3, 0xc0585609UL /* VIDIOC_QUERYBUF */}}) == kAllow);
+        CHECK(verdict(p, {X64, SYS_ioctl, {3, 0x5413UL /* TIOCGWINSZ */}}) == kAllow);
         // The mark (issue 38): EXFULL for the placeholder, on every ABI that has ioctl; harden
         // replaces each comparison with the placeholder by a mark of its own, and then that
         // value is the one answered, on every ABI, and the placeholder no longer is.
