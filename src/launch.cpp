@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,6 +82,7 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
     if (!e.record.empty() && e.record_fd < 0) e.record += '\n';
     e.inherit = p.inherit_fds;
     e.path = p.exec_path.c_str();
+    e.exec_fd = p.exec_fd;
     e.argv = spawn::c_array(p.exec_argv);
     // execvp's fallback for a file the kernel cannot exec: sh FILE ARGS...
     e.sh_argv.push_back(const_cast<char*>("sh"));
@@ -134,6 +138,19 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
             return false;
         }
     if (e.exec_mask) ::sigprocmask(SIG_SETMASK, e.exec_mask, nullptr);
+#if defined(__linux__)
+    if (e.exec_fd >= 0) {
+        // The file that was checked, whatever its path names now. A script
+        // cannot run this way (its interpreter would open /dev/fd/N, closed
+        // at the exec: ENOENT), nor where the kernel has no execveat
+        // (before 3.19): by its checked path then (SECURITY, known gaps).
+        ::syscall(SYS_execveat, e.exec_fd, "", e.argv.data(), envp, AT_EMPTY_PATH);
+        if (errno != ENOENT && errno != ENOSYS) {
+            f = Fault{Step::Exec, errno, -1};
+            return false;
+        }
+    }
+#endif
     ::execve(e.path, e.argv.data(), envp);
     if (errno == ENOEXEC) ::execve(e.sh.c_str(), e.sh_argv.data(), envp);
     f = Fault{Step::Exec, errno, -1};

@@ -35,6 +35,7 @@ struct Entry {
     std::string sh = "/bin/sh";
     std::vector<char*> argv, sh_argv, envp;
     const char* path = nullptr;
+    int exec_fd = -1;  // Plan::exec_fd: executed through it (execveat), path only for a script
     const sigset_t* exec_mask = nullptr;  // the signal mask to exec with; null: as it is
     // Issue 21: the cgroup leaves to join first (-1: none), the rlimits to set
     // last, just before exec (after the record is written: a file-size

@@ -134,6 +134,11 @@ struct Plan {
     std::unique_ptr<InProcess> in_process;  // applied here before exec; null: none
     std::unique_ptr<Watch> watch;           // supervise's evidence; null: the generic one
     std::string exec_path;                  // the command, or the runner (bwrap, sandbox-exec)
+    // The runner's program (bwrap, a custom runner) as it was opened and
+    // checked (owner, mode, directories; issue 37), executed through this
+    // descriptor so that a file swapped in after the check never runs; -1:
+    // exec_path is looked up at the exec (the command itself).
+    int exec_fd = -1;
     // exec_path is a runner, not the command: its failing to start is a
     // runner failure (125), never the command's 126/127.
     bool exec_is_runner = false;

@@ -1,4 +1,5 @@
 #include "bwrap_runner.hpp"
+#include "../own_state.hpp"
 #include "../bytes.hpp"
 
 #include <algorithm>
@@ -24,7 +25,7 @@ extern char** environ;
 
 namespace dsh::bwrap {
 
-Outcome check_binary(const std::string& path) {
+Outcome check_binary(const std::string& path, int* fd) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
         return failf(Err::SandboxUnavailable, "bwrap is not usable: {}: {}", path, std::strerror(errno));
@@ -32,8 +33,11 @@ Outcome check_binary(const std::string& path) {
         return failf(Err::SandboxUnavailable, "bwrap is not usable: {}: not an executable file", path);
     // It runs outside any sandbox (issue 37): the caller's or root's, and
     // nobody else may rewrite it or a directory above it.
-    if (auto o = check_trusted_file(path, Err::SandboxUnavailable, "bwrap"); !o)
+    int opened = -1;
+    if (auto o = open_trusted_program(path, Err::SandboxUnavailable, "bwrap", opened); !o)
         return fail(Err::SandboxUnavailable, "bwrap is not usable: " + o.message);
+    if (fd) *fd = opened;
+    else ::close(opened);
     return Outcome::success();
 }
 
@@ -180,7 +184,10 @@ public:
     Outcome plan(const RunnerEnv& env, const Verdict& v, dsh::Plan& p) const override {
         Confinement& c = p.c;
         const std::string path = bwrap_path(env);
-        if (auto o = check_binary(path); !o) return o;
+        int program = -1;
+        if (auto o = check_binary(path, &program); !o) return o;
+        p.owned.emplace_back(program);
+        p.exec_fd = program;
         // The carve-outs' walk waits for the spawn (Plan::late_walk) where the
         // stage binds them (root, the new mount API): the stage then waits
         // for the list (Watch::go). Anywhere else it is made now.

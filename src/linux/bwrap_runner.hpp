@@ -13,8 +13,11 @@ namespace dsh::bwrap {
 // The runner (registry entry).
 const dsh::Runner& runner();
 
-// Whether `path` names an executable regular file; the reason when not.
-Outcome check_binary(const std::string& path);
+// Whether `path` names an executable regular file that nobody but the
+// caller or root may rewrite (issue 37); the reason when not. `fd`: where the
+// checked file's descriptor goes (O_PATH, close-on-exec), to be executed
+// through it; null: closed.
+Outcome check_binary(const std::string& path, int* fd = nullptr);
 
 // The stage: argv[1] is kStageArg. Confines this process and execs the
 // command; returns only with an exit status on failure.

@@ -1,4 +1,5 @@
 #include "custom_runner.hpp"
+#include "../own_state.hpp"
 
 #include <cstdlib>
 #include <sys/stat.h>
@@ -35,7 +36,10 @@ public:
             return unavailable(to_string(c.policy.mode), "cannot start the runner " + o.message);
         // It runs outside any sandbox (issue 37): refused unless the caller
         // or root owns it and nobody else may rewrite it or a directory above.
-        if (auto o = check_trusted_file(resolved, Err::StateUnsafe, "custom runner"); !o) return o;
+        int program = -1;
+        if (auto o = open_trusted_program(resolved, Err::StateUnsafe, "custom runner", program); !o) return o;
+        p.owned.emplace_back(program);
+        p.exec_fd = program;
         // The runner binds each root by its path (custom_argv): refuse a path
         // that no longer names the directory the policy opened. What is left
         // is the window between this check and the runner's mount, open only

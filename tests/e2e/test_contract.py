@@ -7,8 +7,12 @@ command's 126/127 ("your command does not exist" when the sandbox never started)
 """
 import json
 import os
+import shutil
+import socket
+import subprocess
+import time
 
-from harness import SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock
+from harness import DSH, SANDBOX_UNAVAILABLE, dsh, main, need_bwrap, need_landlock
 
 
 def _config(s, runner_command):
@@ -123,6 +127,55 @@ def test_bwrap_as_the_custom_runner_in_both_modes(s):
         assert not os.path.exists(inside), r
         if extra:
             assert r.rec("result")["denied"] is True and r.rec("result")["runnerFailed"] is False, r
+
+
+def test_the_runner_checked_is_the_runner_run(s):
+    """bwrap and the custom runner are opened and checked once, when the run is planned, and
+    executed through that descriptor (issue 37): a file put at the runner's path after the check
+    never runs. The test swaps it while dsh-confine waits to write its record to a report socket
+    the test has filled, which is after the plan and before the exec."""
+    need_bwrap()
+    rdir = s.p("base", "runners")
+    os.mkdir(rdir, 0o755)
+    runner, impostor = os.path.join(rdir, "runner"), os.path.join(rdir, "impostor")
+    shutil.copy2("/usr/bin/bwrap", runner)
+    shutil.copy2("/bin/true", impostor)  # an ELF that runs nothing of the command's
+    cfg = _config(s, [runner])
+    mark = s.p("ws", "ran")
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    try:
+        while True:
+            theirs.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+    p = subprocess.Popen([DSH, "--report-fd", str(theirs.fileno()), "--config", cfg, "--mode", "workspace-write",
+                          "--root", s.ws, "--", "touch", mark], pass_fds=[theirs.fileno()], env=s.env(), cwd=s.ws,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    theirs.close()
+    try:
+        # Planned: the runner's file is open in dsh-confine (its record now waits for room).
+        deadline = time.monotonic() + 20
+        opened = False
+        while not opened and time.monotonic() < deadline and p.poll() is None:
+            try:
+                opened = any(os.readlink("/proc/%d/fd/%s" % (p.pid, n)) == runner
+                             for n in os.listdir("/proc/%d/fd" % p.pid))
+            except OSError:
+                pass
+            time.sleep(0.01)
+        assert opened, "dsh-confine never opened the runner"
+        os.rename(impostor, runner)
+        ours.settimeout(30)
+        while ours.recv(1 << 20):
+            pass
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        ours.close()
+    assert p.returncode == 0 and os.path.exists(mark), (p.returncode, err)
 
 
 if __name__ == "__main__":
