@@ -1426,7 +1426,10 @@ namespace {
 // reads it finds it: for a regular file of up to 64 KiB (`node` its O_PATH
 // descriptor) its type, mode and bytes, so that a file rewritten unchanged
 // through a new inode (git does so with a config it did not change) is no
-// change; for anything else its mode, size, inode, mtime and links.
+// change; for anything else its mode, size, inode, mtime and links, and
+// for a larger regular file its ctime too: a file rewritten in place at the
+// same size with its mtime put back (utimensat) is still a change, and no
+// call of the command's can set a ctime (an attack pass of session 21).
 void stat_line(std::vector<std::string>& out, const std::string& name, const struct stat& st, int node = -1) {
     if (node >= 0 && S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kSmall)) {
         const int r = ::open(fmt::format("/proc/self/fd/{}", node).c_str(), kReadFlags);
@@ -1439,13 +1442,17 @@ void stat_line(std::vector<std::string>& out, const std::string& name, const str
     }
 #if defined(__APPLE__)
     const struct timespec& mt = st.st_mtimespec;
+    const struct timespec& ct = st.st_ctimespec;
 #else
     const struct timespec& mt = st.st_mtim;
+    const struct timespec& ct = st.st_ctim;
 #endif
-    out.push_back(fmt::format("{} {:o} {} {} {}.{} {}", name, static_cast<unsigned>(st.st_mode),
-                              static_cast<long long>(st.st_size), static_cast<unsigned long long>(st.st_ino),
-                              static_cast<long long>(mt.tv_sec), static_cast<long>(mt.tv_nsec),
-                              static_cast<unsigned long>(st.st_nlink)));
+    std::string line = fmt::format("{} {:o} {} {} {}.{} {}", name, static_cast<unsigned>(st.st_mode),
+                                   static_cast<long long>(st.st_size), static_cast<unsigned long long>(st.st_ino),
+                                   static_cast<long long>(mt.tv_sec), static_cast<long>(mt.tv_nsec),
+                                   static_cast<unsigned long>(st.st_nlink));
+    if (S_ISREG(st.st_mode)) line += fmt::format(" c{}.{}", static_cast<long long>(ct.tv_sec), static_cast<long>(ct.tv_nsec));
+    out.push_back(std::move(line));
 }
 
 void tree(std::vector<std::string>& out, int dirfd, const std::string& prefix, int depth) {

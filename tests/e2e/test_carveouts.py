@@ -1135,6 +1135,17 @@ def matrix_submodule(s, runner):
     assert r.rec("result")["violations"] == [{"type": "protected-path-changed",
                                               "path": repo + "/.git/modules/sub/config"}], r
     assert r.rc == INTEGRITY_STATUS, r
+    # Over 64 KiB it is watched by its stat line: rewritten in place at the same size with its
+    # mtime put back, its ctime (which no call of the command's can set) still tells.
+    config = os.path.join(repo, ".git/modules/sub/config")
+    git(s, os.path.join(repo, "sub"), "config", "--unset", "core.fsmonitor")
+    with open(config, "a") as f:
+        f.write("# " + "x" * 70000 + "\n")
+    big = ("import os; p = '.git/modules/sub/config'; st = os.stat(p); f = open(p, 'r+b'); f.seek(-2, 2); "
+           "f.write(b'y'); f.close(); os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))")
+    r = run(s, runner, repo, "python3 -c \"%s\"" % big, extra=["--supervise"])
+    assert r.rec("result")["violations"] == [{"type": "protected-path-changed", "path": config}], r
+    assert r.rc == INTEGRITY_STATUS, r
 
 
 # bwrap only: landlock refuses a run with protected paths (issue 37).
