@@ -185,6 +185,15 @@ std::string protected_refused_text(std::string_view path) {
                        path, path);
 }
 
+std::string protected_stuck_text(const std::vector<std::string>& paths) {
+    std::string list;
+    for (const auto& p : paths) list += (list.empty() ? "" : ", ") + p;
+    return fmt::format("the command created {} protected name{} that did not exist when the run started and that "
+                       "could not be moved aside (the quarantine name was taken meanwhile): {}; delete {} before the "
+                       "next git or editor run there",
+                       paths.size(), paths.size() == 1 ? "" : "s", list, paths.size() == 1 ? "it" : "them");
+}
+
 std::string protected_quarantined_text(size_t n) {
     return fmt::format("the command created {} protected name{} that did not exist when the run started (a git "
                        "commondir, hooks, a bare repository's HEAD, ...); each was renamed to "

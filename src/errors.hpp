@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <utility>
 
@@ -168,6 +169,8 @@ inline constexpr CarveReason kCarveReasons[] = {
 std::string protected_changed_text(size_t n);
 // Protected names the run created where nothing was (carveouts::quarantine_created).
 std::string protected_quarantined_text(size_t n);
+// ...and those it could not move aside (movedTo null), by path.
+std::string protected_stuck_text(const std::vector<std::string>& paths);
 // Why a runner is passed over for --keep-descendants: `how` is its
 // Runner::ends_descendants().
 std::string keep_descendants_unavailable_text(std::string_view runner, std::string_view how);

@@ -1105,7 +1105,16 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     const ordered_json violations =
         opts.forwarder ? ordered_json::array() : carveouts::violations(carve_before, carveouts::fingerprint(p.c.policy));
     const ordered_json quarantined = carveouts::quarantine_created(p.c.policy, run_id());
-    if (!quarantined.empty()) say(protected_quarantined_text(quarantined.size()));
+    {
+        size_t moved = 0;
+        std::vector<std::string> stuck;
+        for (const auto& q : quarantined) {
+            if (q["movedTo"].is_null()) stuck.push_back(q["path"].get<std::string>());
+            else ++moved;
+        }
+        if (moved) say(protected_quarantined_text(moved));
+        if (!stuck.empty()) say(protected_stuck_text(stuck));
+    }
     // A write refused by a protected path (issue 42: `git remote add` and
     // .git/config's EBUSY) names the path and the flag that lifts it. Only a
     // path the policy binds read-only, only where the command's stderr passed

@@ -8,10 +8,11 @@ that claim the protection), in exec and supervise modes, as root and as the test
 an ordinary unconfined `git status` in the attacked repository must run nothing planted (a
 core.fsmonitor that writes a marker), and the tree holds the same names as before.
 """
+import json
 import os
 import subprocess
 
-from harness import EXEC_SUPERVISE, dsh, is_root, main, matrix, need_runner
+from harness import DSH, EXEC_SUPERVISE, dsh, is_root, main, matrix, need_runner
 from test_carveouts import GIT_ENV, fake_home, git, listing, make_repo, read, run
 
 BWRAP = ("bwrap",)
@@ -230,6 +231,30 @@ def test_absent_name_created(s, runner, attack, supervise):
         q = r.rec("result")["quarantined"]
         assert q and all(e["movedTo"] and os.path.lexists(e["movedTo"]) and not os.path.lexists(e["path"])
                          for e in q), r
+
+
+def test_a_quarantine_the_command_blocked_is_named_as_not_moved(s):
+    # A command that reads the report learns the run's id, and so the quarantine name of a
+    # protected name it creates: it can take that name first, and the rename aside fails. The run
+    # still fails with the integrity status, and stderr says the name is where it was (it used to
+    # say every name was renamed).
+    need_runner("bwrap")
+    make_repo(s, s.ws)
+    report = os.path.join(s.outside, "report.jsonl")
+    script = ("run=$(sed -n '1s/.*\"run\":\"\\([0-9a-f]*\\)\".*/\\1/p' %s); "
+              "echo ../evil > .git/commondir; mkdir .git/commondir.dsh-confine-quarantine-$run; echo $run") % report
+    r = subprocess.run([DSH, "--report-file", report, "--mode", "workspace-write", "--root", s.ws, "--runner",
+                        "bwrap", "--supervise", "--", "sh", "-c", script], cwd=s.ws, env=s.env(),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    run_id = r.stdout.decode().strip()
+    recs = [json.loads(l) for l in open(report)]
+    q = [x for x in recs if x["type"] == "integrity"][0]["quarantined"]
+    path = os.path.join(os.path.realpath(s.ws), ".git/commondir")
+    assert run_id and q == [{"path": path, "movedTo": None}], (q, r)
+    assert r.returncode == 123, r
+    err = r.stderr.decode()
+    assert "could not be moved aside" in err and path in err and "was renamed" not in err, err
+    os.unlink(path)  # nothing for the test's own git to read
 
 
 def test_bind_destination_reached_through_a_planted_link(s):
