@@ -16,6 +16,15 @@ namespace dsh {
 // signatures: all ASCII where it matters).
 constexpr char ascii_lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
+// Whether `path` is `root` or lies below it, by name ("/a/bc" is not below
+// "/a/b"); every path is below "/". Both absolute and normal (no "." or
+// "..", no trailing slash): a path as the policy holds it.
+constexpr bool path_under(std::string_view path, std::string_view root) noexcept {
+    if (root == "/") return true;
+    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
+           (path.size() == root.size() || path[root.size()] == '/');
+}
+
 // Decodes the code point at s[i] and moves i past it. False (i unchanged)
 // where s[i] does not start a well-formed UTF-8 sequence: a stray or
 // missing continuation byte, an overlong form, a surrogate, past U+10FFFF.

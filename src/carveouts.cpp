@@ -194,12 +194,6 @@ GitConfigKeys git_config_keys(std::string_view text) {
 
 namespace {
 
-bool under(std::string_view path, std::string_view root) {
-    if (root == "/") return true;
-    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
-           (path.size() == root.size() || path[root.size()] == '/');
-}
-
 std::string absolute(const std::string& p, const std::string& cwd) {
     return lexically_normal(!p.empty() && p[0] == '/' ? p : cwd + "/" + p);
 }
@@ -208,7 +202,7 @@ std::string absolute(const std::string& p, const std::string& cwd) {
 const WritableRoot* root_of(const Policy& p, const std::string& path) {
     const WritableRoot* best = nullptr;
     for (const auto& r : p.writable_roots)
-        if (r.persists && under(path, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
+        if (r.persists && path_under(path, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
     return best;
 }
 
@@ -421,7 +415,7 @@ struct Builder {
         // are never dropped: --unprotect of a parent must not undo them.
         if (std::strcmp(source, "flag") != 0 && std::strcmp(what, "own") != 0 && std::strcmp(what, "ancestor") != 0)
             for (const auto& d : drop)
-                if (under(path, d)) return -1;
+                if (path_under(path, d)) return -1;
         for (const auto& e : out)
             if (e.path == path) return e.fd;
         ProtectedPath e;
@@ -662,7 +656,7 @@ struct Builder {
             for (const std::string& sub : git_config_keys(read_file(r + "/.gitmodules")).submodule_paths) {
                 if (sub.empty() || sub[0] == '/') continue;
                 const std::string sp = lexically_normal(r + "/" + sub);
-                if (!under(sp, r) || sp == r) continue;
+                if (!path_under(sp, r) || sp == r) continue;
                 const int sfd = add(sp + "/.git", "default", "git");
                 if (sfd >= 0 && !out.back().directory) gitfile(sp + "/.git");
             }
@@ -708,7 +702,7 @@ struct Builder {
     std::string follow(const std::string& path) {
         if (path.empty()) return {};
         for (const auto& d : drop)
-            if (under(path, d)) return {};
+            if (path_under(path, d)) return {};
         if (root_of(p, path)) return path;
         std::vector<std::string> rest;  // the names still to walk, the next one last
         for (const auto n : path_names(path)) rest.emplace_back(n);
@@ -1044,7 +1038,7 @@ void hide(Policy& p, const Input& in) {
             // $HOME or above is no key store, and hiding it would hide the
             // home the command works in.
             if (list == &defaults && !ssh.empty() &&
-                ((e.path != ssh && under(e.path, ssh)) || under(home, e.path)))
+                ((e.path != ssh && path_under(e.path, ssh)) || path_under(home, e.path)))
                 continue;
             struct stat st {};
             if (::lstat(e.path.c_str(), &st) == 0) {
@@ -1100,7 +1094,7 @@ Outcome walk(Policy& p, const Input& in) {
     if (!in.home.empty() && in.home[0] == '/') {
         const std::string home = lexically_normal(in.home);
         for (const auto& r : named)
-            if (under(home, r)) {
+            if (path_under(home, r)) {
                 for (const auto& n : home_names()) b.add(home + "/" + n, "default", "home");
                 break;
             }
@@ -1286,7 +1280,7 @@ std::string ssh_path(std::string v, const std::string& home, Lookup env) {
     if (r.empty() || r[0] != '/') return {};
     if (!cut) return r;
     r = lexically_normal(r.substr(0, r.rfind('/') + 1));
-    return r.size() > home.size() && under(r, home) ? r : std::string();
+    return r.size() > home.size() && path_under(r, home) ? r : std::string();
 }
 
 // What an ssh config names that holds a key or reaches one: each
@@ -1324,7 +1318,7 @@ void ssh_config(const std::string& file, const std::string& dir, const std::stri
             struct stat st {};
             if (path.empty() || path[0] != '/' || ::stat(path.c_str(), &st) != 0) return !path.empty() && path[0] == '/';
             return S_ISREG(st.st_mode) || (socket && S_ISSOCK(st.st_mode)) ||
-                   (S_ISDIR(st.st_mode) && path.size() > home.size() && under(path, home));
+                   (S_ISDIR(st.st_mode) && path.size() > home.size() && path_under(path, home));
         };
         if (key == "identityfile") {
             const std::string path = ssh_path(v, home, env);

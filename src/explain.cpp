@@ -1,4 +1,5 @@
 #include "explain.hpp"
+#include "bytes.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -221,18 +222,12 @@ std::string plan_text(const Resolution& r, const Plan& l) {
     return out;
 }
 
-static bool under(const std::string& path, const std::string& root) {
-    if (root == "/") return true;
-    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
-           (path.size() == root.size() || path[root.size()] == '/');
-}
-
 namespace {
 
 // A hidden path at or above `canonical` that exists (what bwrap hides), or null.
 const ProtectedPath* hidden_at(const Policy& p, const std::string& canonical) {
     for (const auto& h : p.hidden_paths)
-        if (h.exists && under(canonical, h.path)) return &h;
+        if (h.exists && path_under(canonical, h.path)) return &h;
     return nullptr;
 }
 
@@ -254,7 +249,7 @@ bool held(const ProtectedPath& e) {
 const ProtectedPath* carved_at(const Policy& p, const std::string& canonical) {
     const ProtectedPath* unheld = nullptr;
     for (const auto& e : p.protected_paths) {
-        if (e.pin || !under(canonical, e.path)) continue;
+        if (e.pin || !path_under(canonical, e.path)) continue;
         if (held(e)) return &e;
         if (!unheld || e.path.size() > unheld->path.size()) unheld = &e;
     }
@@ -294,7 +289,7 @@ CheckAnswer check_write(const Policy& p, const std::string& path, const std::str
     // The innermost root decides: $TMPDIR under a private /tmp is the host's.
     const WritableRoot* best = nullptr;
     for (const auto& r : p.writable_roots)
-        if (under(a.canonical, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
+        if (path_under(a.canonical, r.path) && (!best || r.path.size() > best->path.size())) best = &r;
     if (best) {
         a.matched = best->path;
         a.matched_source = std::string(to_string(best->source));

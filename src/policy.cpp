@@ -1,4 +1,5 @@
 #include "policy.hpp"
+#include "bytes.hpp"
 
 #ifndef _WIN32
 #include "roots.hpp"
@@ -477,19 +478,13 @@ Outcome build_policy(const PolicyInput& in, Policy& out) {
     return Outcome::success();
 }
 
-static bool under(std::string_view path, std::string_view root) {
-    if (root == "/") return true;
-    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
-           (path.size() == root.size() || path[root.size()] == '/');
-}
-
 bool write_allowed(const Policy& p, std::string_view path, std::string_view cwd) {
     if (p.mode == Mode::DangerFullAccess) return true;
     const std::string c = canonical_path(path, cwd);
     for (const auto& f : p.writable_files)
         if (c == f) return true;
     for (const auto& r : p.writable_roots)
-        if (under(c, r.path)) return true;
+        if (path_under(c, r.path)) return true;
     return false;
 }
 

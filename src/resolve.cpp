@@ -35,12 +35,6 @@ namespace dsh {
 
 namespace {
 
-bool under(std::string_view path, std::string_view root) {
-    if (root == "/") return true;
-    return path.size() >= root.size() && path.compare(0, root.size(), root) == 0 &&
-           (path.size() == root.size() || path[root.size()] == '/');
-}
-
 }  // namespace
 
 ResolveEnv current_env() {
@@ -147,7 +141,7 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
         for (const auto& f : config_state_paths(req.config, [](const char* n) { return std::getenv(n); })) {
             const std::string file = lexically_normal(f);
             const std::string dir = file.substr(0, file.rfind('/'));
-            if (dir.size() > in.home.size() && under(dir, in.home))
+            if (dir.size() > in.home.size() && path_under(dir, in.home))
                 in.never_made.home.push_back(dir.substr(in.home.size() + 1));
         }
 #endif
@@ -201,7 +195,7 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
     // (sealed_file): no run may write anywhere in it. A root above it binds
     // or refuses it below (the config's own entry); a root inside it is refused.
     for (const auto& root : p.writable_roots)
-        if (under(root.path, kSystemConfigDir))
+        if (path_under(root.path, kSystemConfigDir))
             return fail(Err::StateUnsafe, system_dir_root_text(root.path, to_string(root.source), kSystemConfigDir));
     const std::string& cwd = env.cwd;
     for (const auto& f : own_state(req, r, env)) {
@@ -225,7 +219,7 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
 #endif
         std::string refusal;
         for (const auto& root : p.writable_roots) {
-            if (!under(lex, root.path) && !under(canon, root.path)) continue;
+            if (!path_under(lex, root.path) && !path_under(canon, root.path)) continue;
             // The fix depends on where the root came from; /tmp and $TMPDIR
             // come with workspace-write, so only moving the file helps there.
             std::string fix;
@@ -244,7 +238,7 @@ Outcome check_own_state(const Policy& p, const PolicyRequest& req, const Resolut
                 f.what, f.path, root.path, to_string(root.source), fix, f.what);
             const bool named = root.persists && (root.source == Grant::Workspace || root.source == Grant::Flag ||
                                                  root.source == Grant::Config);
-            if (!carvable || !named || !under(target, root.path) || target == root.path)
+            if (!carvable || !named || !path_under(target, root.path) || target == root.path)
                 return fail(Err::StateUnsafe, text);
             if (refusal.empty()) refusal = text;
         }

@@ -63,11 +63,6 @@ struct Fds {
     }
 };
 
-bool has_prefix(const std::string& path, std::string_view dir) {
-    return path.size() >= dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-           (path.size() == dir.size() || path[dir.size()] == '/');
-}
-
 // A symlink met on a walk, by its O_PATH descriptor `fd` (closed here): its
 // target read through that descriptor (never by name again), its names put
 // on `todo`, and an absolute target starts the walk again at /. False with
@@ -249,7 +244,7 @@ Make make_below(const std::string& abs, const Opened& home, const NeverMade& nev
             walked.push_back(name);
             continue;
         }
-        if (has_prefix(holder, home.path) || ::access(holder.c_str(), W_OK) == 0) {
+        if (path_under(holder, home.path) || ::access(holder.c_str(), W_OK) == 0) {
             ::close(fd);
             return refuse(fmt::format("it passes through the symlink {}", here));
         }
@@ -259,7 +254,7 @@ Make make_below(const std::string& abs, const Opened& home, const NeverMade& nev
     // 2. Where the walk stopped must be the home or below it: the same
     // directory as the one opened for it, not just the same name.
     const std::string at = join(walked);
-    if (!has_prefix(at, home.path))
+    if (!path_under(at, home.path))
         return refuse(fmt::format("its first missing part is in {}, outside your home directory {}", at, home.path));
     {
         // The home's own component on the stack: walked.size() - depth(home) from the top.
@@ -296,8 +291,8 @@ Make make_below(const std::string& abs, const Opened& home, const NeverMade& nev
         for (const auto& p : never.anywhere)
             if (name == p) return refuse(fmt::format("{} is a protected name, nothing is made in it", name));
         for (const auto& p : never.home) {
-            if (has_prefix(rel, p)) return refuse(fmt::format("~/{} is protected, nothing is made in it", p));
-            if (i >= made_from && has_prefix(p, rel))
+            if (path_under(rel, p)) return refuse(fmt::format("~/{} is protected, nothing is made in it", p));
+            if (i >= made_from && path_under(p, rel))
                 return refuse(fmt::format("~/{} would hold ~/{}, which is protected", rel, p));
         }
     }
@@ -420,7 +415,7 @@ const std::vector<KernelMount>& kernel_mounts() {
 // A kernel interface mounted at or under `root`, or empty.
 std::string kernel_mount_under(const std::string& root) {
     for (const auto& m : kernel_mounts())
-        if (has_prefix(m.point, root)) return fmt::format("{} file system is mounted at {}", m.type, m.point);
+        if (path_under(m.point, root)) return fmt::format("{} file system is mounted at {}", m.type, m.point);
     return {};
 }
 
@@ -429,7 +424,7 @@ std::string kernel_mount_under(const std::string& root) {
 
 std::string kernel_prefix(const std::string& path) {
     for (const char* dir : {"/proc", "/sys", "/dev"})
-        if (has_prefix(path, dir)) return fmt::format("it is under {}, a kernel interface", dir);
+        if (path_under(path, dir)) return fmt::format("it is under {}, a kernel interface", dir);
     return {};
 }
 

@@ -238,11 +238,6 @@ bool write_file(const std::string& p, const std::string& text, mode_t mode = 064
     return ok;
 }
 
-bool under(const std::string& path, const std::string& root) {
-    return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
-                            (root == "/" || path[root.size()] == '/'));
-}
-
 // A scratch directory that is not inside a directory the policy makes
 // writable anyway (/tmp): "outside" must really be outside.
 std::optional<std::string> make_scratch(std::string& why) {
@@ -252,7 +247,7 @@ std::optional<std::string> make_scratch(std::string& why) {
     const std::string tmp = canonical_path("/tmp", "/");
     for (const auto& parent : parents) {
         std::string canon = canonical_path(parent, "/");
-        if (under(canon, tmp)) continue;
+        if (path_under(canon, tmp)) continue;
         std::string tmpl = canon + "/dsh-confine-self-test-XXXXXX";
         std::vector<char> buf(tmpl.begin(), tmpl.end());
         buf.push_back('\0');
