@@ -226,7 +226,10 @@ int rules(scmp_filter_ctx ctx, const Variant& v, std::string& step) {
     step = "seccomp process group rule";
     for (auto [name, pgrp] : {std::pair<const char*, unsigned>{"setpriority", PRIO_PGRP},
                               std::pair<const char*, unsigned>{"ioprio_set", kIoprioWhoPgrp}}) {
-        const scmp_arg_cmp own_group[] = {SCMP_A0(SCMP_CMP_EQ, pgrp), SCMP_A1(SCMP_CMP_EQ, 0)};
+        // Both are ints: compared in the 32 bits the kernel reads (a second
+        // attack pass set the high bits and got past a 64-bit compare).
+        const scmp_arg_cmp own_group[] = {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, pgrp),
+                                          SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, 0)};
         if (int rc = add_named(ctx, deny, name, 2, own_group); rc != 0) return rc;
     }
     step = "seccomp mark rule";

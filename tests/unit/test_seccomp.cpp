@@ -318,6 +318,10 @@ TEST_CASE("seccomp variants: what each refuses, per ABI") {
         // every variant; a group named by number is looked up in the command's PID namespace.
         CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PGRP, 0, 5}}) == kEperm);
         CHECK(verdict(p, {X64, SYS_ioprio_set, {2, 0, 0}}) == kEperm);  // IOPRIO_WHO_PGRP
+        // ints: the kernel reads 32 bits, and so does the filter
+        CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PGRP, 1ULL << 32, 5}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_setpriority, {(1ULL << 32) | PRIO_PGRP, 0, 5}}) == kEperm);
+        CHECK(verdict(p, {X64, SYS_ioprio_set, {(1ULL << 32) | 2, 1ULL << 32, 0}}) == kEperm);
         CHECK(verdict(p, {X64, SYS_setpriority, {PRIO_PGRP, 7, 5}}) == other);
         CHECK(verdict(p, {X64, SYS_ioprio_set, {2, 7, 0}}) == other);
         CHECK(verdict(p, {X64, SYS_ioprio_set, {1, 0, 0}}) == kAllow);
