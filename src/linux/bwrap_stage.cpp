@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -328,6 +329,7 @@ struct PtyEntry {
 
 bool enter_from_pty(const void* data, Fault& f) noexcept {
     const auto* pe = static_cast<const PtyEntry*>(data);
+    (void)::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);  // the command's process, as it would be (the exec sets it too)
     enter(pe->e, f);
     ::_exit(stage_failed(*pe->report, pe->mailbox, entry_failure(*pe->p, f)));
 }
@@ -547,6 +549,9 @@ void take_foreground(bool behind) noexcept {
         // none of the stage's capabilities (a root caller's stage has
         // CAP_SYS_ADMIN for its remounts). enter() finds them gone.
         if (Fault f; !harden::drop_capabilities(f)) return stage_failed(report, mailbox, entry_failure(p, f));
+        // Nor can a process of the run's user trace it or its agent where
+        // Landlock does not forbid that (a kernel without it): not dumpable.
+        (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         PtyEntry pe{&e, &p, &report, mailbox};
         lead_inner_pty(pty, req.pty_fd, req.behind, pe);
     }
