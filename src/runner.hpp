@@ -91,6 +91,13 @@ public:
     // its stage which of them the caller ignored itself (`caller_ignored`,
     // bit n: signal n), so that the command gets the caller's dispositions back.
     virtual bool shield(Plan& p, unsigned caller_ignored) = 0;
+    // Before the spawn, with a pty relayed (terminal.hpp): a runner whose
+    // sandbox has a devpts of its own (bwrap's --dev) has its stage make the
+    // command's pty there, so that the command's terminal has its own name
+    // inside (`tty`: /dev/pts/N, not bwrap's /dev/console), and hand the
+    // master out over the socket returned here (ours, the relay's from then
+    // on: Relay::inside). -1: the relay's own pty is the command's.
+    virtual int own_pty(Plan&) { return -1; }
     // After the spawn, in the parent: close the child's ends.
     virtual void spawned() = 0;
     // An fd to poll (-1: none) and what to do when it is readable.

@@ -104,6 +104,14 @@ struct Child {
 // not reset its dispositions yet.
 pid_t start(const Child& c);
 
+// The child's part of `c` run in this very process, no fork: every signal is
+// blocked first, as start() has them in its child (the caller sets the mask
+// the command execs with: launch.hpp's Entry::exec_mask). For bwrap's stage
+// (issue 42), which leads the command's pty inside the sandbox: with
+// terminal_fd and monitor, this process becomes the pty session's leader and
+// monitor, and its child the command. Never returns.
+[[noreturn]] void become(const Child& c) noexcept;
+
 // A child run with a deadline: stdin and (unless captured) stdout on
 // /dev/null, stderr captured, in its own process group, killed with its group
 // at the deadline and after it exits.

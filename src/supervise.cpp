@@ -515,6 +515,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
     if (opts.pty && confined) {
         if (auto o = tty.open(); !o) return failed(o);
         if (tty.active() && p.in_process) p.in_process->allow_terminal(tty.slave_path());
+        // A runner's sandbox with a devpts of its own (bwrap): the command's
+        // pty is made there, and its master comes to the relay (issue 42).
+        if (tty.active() && watch)
+            if (const int channel = watch->own_pty(p); channel >= 0) tty.inside(channel);
     }
     int wake_pipe[2] = {-1, -1};
     if (tty.active() && spawn::cloexec_pipe(wake_pipe) != 0) return internal("pipe");
@@ -850,15 +854,17 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         return kids.size() == 1 ? static_cast<pid_t>(kids[0]) : 0;
     };
     auto pty_job = [&]() -> pid_t {
-        if (!child.monitor) return watch ? command_pid : pid;
+        // The monitor: our child, or the stage that leads the pty it made (bwrap).
+        const pid_t mon = child.monitor ? pid : tty.inside_leader();
+        if (mon <= 0) return watch ? command_pid : pid;
         if (child.pid_ns && !ns_init && !(ns_init = only_child(pid))) return 0;
-        const pid_t parent = child.pid_ns ? ns_init : pid;
+        const pid_t parent = child.pid_ns ? ns_init : mon;
         // The command is that parent's child, in front of the pty (else, the
         // pty's agent in front, its first child: the command).
         const pid_t fg = ::tcgetpgrp(tty.master());
         if (fg > 0 && proctree::stat_of(fg).ppid == parent) return fg;
-        if (fg <= 0 || fg == pid || proctree::stat_of(fg).ppid == ::getpid()) {
-            if (!child.pid_ns) return only_child(pid);
+        if (fg <= 0 || fg == mon || fg == tty.agent_pid()) {
+            if (!child.pid_ns) return only_child(mon);
             if (!ns_command) ns_command = only_child(ns_init);
             return ns_command;
         }
@@ -873,8 +879,12 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
                 timed_out = true;
                 // The timeout signals every process below us: not the sentinel.
                 end_sentinel();
-                if (phase == 0 &&
-                    proctree::signal_all(SIGTERM, watch ? watch->runner_depth() : child.pid_ns ? (child.monitor ? 2 : 1) : 0) > 0) {
+                // Not the runner's own processes, nor the monitor of a pty a
+                // runner's stage made (it relays to the command).
+                const int spared = watch ? watch->runner_depth() + (tty.inside_leader() ? 1 : 0)
+                                   : child.pid_ns ? (child.monitor ? 2 : 1)
+                                                  : 0;
+                if (phase == 0 && proctree::signal_all(SIGTERM, spared) > 0) {
                     phase = 1;
                     next_at = now + static_cast<double>(lim.kill_after_ms);
                 } else {
@@ -891,8 +901,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
         // The exec pipe is not watched: its EOF at exec would cost a wake-up
         // (issue 8), and a child that fails writes its Fault and exits, so
         // it is read once the child is reaped.
-        pollfd fds[9];  // relay, proxy, stderr, pty input, master, terminal output, wake, watch, child
+        // relay, proxy, stderr, pty input, master, terminal output, wake, pty channel, first master, watch, child
+        pollfd fds[11];
         int n = 0, i_err = -1, i_watch = -1, i_pid = -1, i_in = -1, i_master = -1, i_out = -1, i_wake = -1;
+        int i_chan = -1, i_first = -1;
 #if defined(__linux__)
         int i_relay = -1, i_proxy = -1;  // the allow-list's relay and proxy (Linux only)
         if (p.relay_fd >= 0) fds[i_relay = n++] = {p.relay_fd, POLLIN, 0};
@@ -904,6 +916,8 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
             if (tty.master_events()) fds[i_master = n++] = {tty.master(), tty.master_events(), 0};
             if (tty.output_fd() >= 0) fds[i_out = n++] = {tty.output_fd(), POLLOUT, 0};
             fds[i_wake = n++] = {wake_pipe[0], POLLIN, 0};
+            if (tty.channel() >= 0) fds[i_chan = n++] = {tty.channel(), POLLIN, 0};
+            if (tty.first_master() >= 0) fds[i_first = n++] = {tty.first_master(), POLLIN, 0};
         }
         if (watch && watch->fd() >= 0) fds[i_watch = n++] = {watch->fd(), POLLIN, 0};
         if (pidfd >= 0) fds[i_pid = n++] = {pidfd, POLLIN, 0};
@@ -944,7 +958,10 @@ int supervise(Plan& p, const Report& report, const SuperviseOptions& opts) {
 #endif
             if (i_err >= 0 && fds[i_err].revents) err.pump();
             if (i_out >= 0 && fds[i_out].revents) tty.output_ready();
+            if (i_first >= 0 && fds[i_first].revents) tty.first_master_ready();
             if (i_master >= 0 && fds[i_master].revents) tty.master_ready(fds[i_master].revents);
+            // The stage's pty: from now on the relay's (the window size too).
+            if (i_chan >= 0 && fds[i_chan].revents && tty.adopt()) g_winch_to = tty.master();
             if (i_in >= 0 && fds[i_in].revents) tty.input_readable();
             if (i_wake >= 0 && fds[i_wake].revents) {
                 char b[16];

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 #include <cerrno>
 #include <iterator>
 #include <csignal>
@@ -24,6 +25,9 @@
 #endif
 
 #include "spawn.hpp"
+#if defined(__linux__)
+#include "linux/fd_pass.hpp"
+#endif
 
 namespace dsh::terminal {
 
@@ -139,6 +143,8 @@ Relay::~Relay() {
     if (own_in_ && in_ >= 0) ::close(in_);
     if (agent_child_ >= 0) ::close(agent_child_);
     end_agent();
+    if (channel_ >= 0) ::close(channel_);
+    if (first_master_ >= 0) ::close(first_master_);
 }
 
 Outcome Relay::open() {
@@ -272,6 +278,113 @@ void Relay::spawned(pid_t leader) {
     next_look_ = spawn::now_ms() + kLookMs;
 }
 
+void Relay::inside(int channel) {
+    for (int* fd : {&agent_, &agent_child_}) {
+        if (*fd >= 0) ::close(*fd);
+        *fd = -1;
+    }
+    channel_ = channel;
+}
+
+namespace {
+
+// The pids process `pid` has in each pid namespace from ours down to its own
+// (/proc/PID/status's NSpid); empty: unknown.
+std::vector<pid_t> ns_pids(pid_t pid) {
+    std::vector<pid_t> out;
+    char path[64], buf[4096];
+    std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return out;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return out;
+    buf[n] = 0;
+    const char* at = std::strstr(buf, "\nNSpid:");
+    if (!at) return out;
+    at += 7;
+    while (*at && *at != '\n') {
+        char* end = nullptr;
+        const long v = std::strtol(at, &end, 10);
+        if (end == at) break;
+        out.push_back(static_cast<pid_t>(v));
+        at = end;
+    }
+    return out;
+}
+
+}  // namespace
+
+bool Relay::adopt() {
+    const int ch = channel_;
+    channel_ = -1;
+    if (ch < 0) return false;
+    spawn::AgentMsg m{};
+    int fd = -1;
+    pid_t leader = 0;
+#if defined(__linux__)
+    const ssize_t n = fdpass::receive(ch, &m, sizeof m, fd, &leader);
+#else
+    const ssize_t n = -1;
+#endif
+    if (n != static_cast<ssize_t>(sizeof m) || m.op != 'm' || fd < 0 || leader <= 0) {
+        if (fd >= 0) ::close(fd);
+        ::close(ch);  // the stage ended, or runs the command on this pty
+        return false;
+    }
+    // What the first pty holds (the stage's messages before it) goes first.
+    master_ready(POLLIN);
+    first_master_ = master_;
+    master_ = fd;
+    ::fcntl(master_, F_SETFL, ::fcntl(master_, F_GETFL) | O_NONBLOCK);
+    master_done_ = false;
+    adopted_ = true;
+    leader_ = leader;
+    in_front_ = false;
+    // The window as it is now (the stage copied the first pty's).
+    struct winsize ws {};
+    if (::ioctl(user_, TIOCGWINSZ, &ws) == 0) (void)::ioctl(master_, TIOCSWINSZ, &ws);
+    // The agent's hello follows at once (the stage makes it next).
+    const timeval bound{3, 0};
+    (void)::setsockopt(ch, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+    (void)::setsockopt(ch, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
+    spawn::AgentMsg hello{};
+    pid_t agent = 0;
+    int none = -1;
+#if defined(__linux__)
+    const ssize_t h = fdpass::receive(ch, &hello, sizeof hello, none, &agent);
+#else
+    const ssize_t h = -1;
+#endif
+    if (none >= 0) ::close(none);
+    const std::vector<pid_t> ids = h == static_cast<ssize_t>(sizeof hello) && hello.op == 'p' && agent > 0
+                                       ? ns_pids(agent) : std::vector<pid_t>{};
+    if (ids.empty()) {
+        ::close(ch);
+        return true;
+    }
+    agent_ = ch;
+    agent_pid_ = agent;
+    own_agent_ = false;
+    agent_level_ = static_cast<int>(ids.size()) - 1;
+    // Started behind (the stage was told so), the agent is in front of it.
+    behind_ = ::tcgetpgrp(master_) == agent_pid_;
+    return true;
+}
+
+void Relay::first_master_ready() {
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = ::read(first_master_, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) break;  // EIO: bwrap and its init are gone
+        relay_out(buf, static_cast<size_t>(n));
+    }
+    ::close(first_master_);
+    first_master_ = -1;
+}
+
 bool Relay::command_in_front() {
     if (!in_front_ && known_) {
         // 0: no session on the pty yet (the child has not taken it).
@@ -373,7 +486,14 @@ pid_t Relay::stopped_job(pid_t command) const noexcept {
 
 bool Relay::ask_agent(int op, pid_t pg, pid_t& answer) {
     if (agent_ < 0) return false;
-    const spawn::AgentMsg m{op, static_cast<int>(pg)};
+    // A group is named to the agent by its pid in the agent's namespace.
+    pid_t sent = pg;
+    if (op == 'f' && agent_level_ > 0) {
+        const std::vector<pid_t> ids = ns_pids(pg);
+        if (static_cast<int>(ids.size()) <= agent_level_) return false;  // gone, or not of the sandbox
+        sent = ids[static_cast<size_t>(agent_level_)];
+    }
+    const spawn::AgentMsg m{op, static_cast<int>(sent)};
     spawn::AgentMsg r{};
     ssize_t n;
     while ((n = ::send(agent_, &m, sizeof m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
@@ -385,7 +505,7 @@ bool Relay::ask_agent(int op, pid_t pg, pid_t& answer) {
         end_agent();  // gone (killed with the run at a timeout): the pty no longer follows
         return false;
     }
-    answer = r.pg;
+    answer = op == 'f' && r.pg == sent ? pg : r.pg;
     return true;
 }
 
@@ -395,7 +515,9 @@ void Relay::go_behind() {
     // command takes it back when its job stops; a stage told to start in
     // front a moment before we were found behind).
     if (behind_ && ::tcgetpgrp(master_) == agent_pid_) return;
-    if (!ask_agent('b', 0, had)) return;
+    // Read here, in our namespace (the agent's answer is in its own).
+    had = ::tcgetpgrp(master_);
+    if (pid_t ignored = 0; !ask_agent('b', 0, ignored)) return;
     behind_ = true;
     // The job that was in front (not the agent, not the session's leader:
     // the command had not taken the pty yet).
@@ -460,7 +582,8 @@ void Relay::follow_front(pid_t command) {
 void Relay::end_agent() {
     if (agent_ >= 0) ::close(agent_);
     agent_ = -1;
-    if (agent_pid_ > 0) {
+    // The stage's agent ends with its socket (or with the sandbox).
+    if (agent_pid_ > 0 && own_agent_) {
         (void)::kill(agent_pid_, SIGKILL);
         while (::waitpid(agent_pid_, nullptr, 0) < 0 && errno == EINTR) {
         }
@@ -698,6 +821,8 @@ void Relay::settle_answers() {
 
 void Relay::finish() {
     if (master_ < 0) return;
+    // The first pty's last words (bwrap's), before the command's.
+    if (first_master_ >= 0) first_master_ready();
     // What the command wrote before it ended is in the pty (the kernel moves
     // it to the master side asynchronously): read until no slave is left
     // (EIO), or briefly while something left behind still holds one.

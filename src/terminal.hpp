@@ -77,6 +77,29 @@ public:
     void follow_front(pid_t command);
     // The agent ended (before the run's processes are counted and killed).
     void end_agent();
+    pid_t agent_pid() const noexcept { return agent_pid_; }
+
+    // A runner's stage makes the command's pty inside its sandbox
+    // (Watch::own_pty, bwrap: the sandbox's own devpts names it /dev/pts/N
+    // there) and hands its master out over `channel`, which the relay owns
+    // from now on: no agent of ours is made (agent_end() is -1), the pty's
+    // agent is the stage's, in the new pty's session. Until the master
+    // comes, the pty opened here is relayed (bwrap's own messages); typed
+    // input waits (the command is never in front of it).
+    void inside(int channel);
+    // For poll: the channel while the master is awaited (-1: not).
+    int channel() const noexcept { return channel_; }
+    // The channel is readable: the master, then the agent's hello. From
+    // then on the relay is the new pty's (input, output, window size, stops,
+    // the agent); the first pty's output is still relayed until it hangs up.
+    // false: no master came (the stage runs the command on the first pty).
+    bool adopt();
+    // The new pty's session leader (the stage, the command's monitor), 0:
+    // none adopted.
+    pid_t inside_leader() const noexcept { return adopted_ ? leader_ : 0; }
+    // The first pty after adopt(), for poll (-1: none), and its output.
+    int first_master() const noexcept { return first_master_; }
+    void first_master_ready();
 
     // Job control through the pty. A Ctrl-Z typed at the command stops the
     // pty's foreground job, not dsh-confine, which the user's shell waits
@@ -170,6 +193,11 @@ private:
     struct termios orig_ {};
     int agent_ = -1, agent_child_ = -1;  // the agent's socket: ours, its end until the spawn
     pid_t agent_pid_ = 0;
+    bool own_agent_ = true;  // our child (else the stage's, in its sandbox: not ours to kill)
+    int agent_level_ = 0;    // its pid namespace's depth below ours (the groups it is told are its)
+    int channel_ = -1;       // inside(): the master comes on it
+    bool adopted_ = false;
+    int first_master_ = -1;  // the pty opened here, once the stage's is adopted
     bool behind_ = false;  // the agent holds the pty's foreground
     pid_t job_ = 0;        // ...and this group had it
     int ldisc_ = -1;

@@ -430,7 +430,7 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
         } else if (a == "--no-proxy") {
             if (auto o = value("--no-proxy", out.no_proxy); !o) return o;
         } else if (a == "--landlock" || a == "--report-fd" || a == "--record-fd" || a == "--keep-fd" ||
-                   a == "--net-relay" || a == "--ready-fd") {
+                   a == "--net-relay" || a == "--ready-fd" || a == "--pty-fd") {
             if (auto o = value(a.data(), v); !o) return o;  // a whole std::string: NUL-terminated
             int n = 0;
             if (!parse_int(v, n)) return failf(Err::Usage, "stage: bad number \"{}\" for {}", v, a);
@@ -439,6 +439,7 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
             else if (a == "--record-fd") out.record_fd = n;
             else if (a == "--net-relay") out.relay_fd = n;
             else if (a == "--ready-fd") out.ready_fd = n;
+            else if (a == "--pty-fd") out.pty_fd = n;
             else out.policy.keep_fds.push_back(n);
         } else if (a == "--rlimit") {
             if (auto o = value("--rlimit", v); !o) return o;
@@ -499,6 +500,7 @@ bool parse_carve_list(std::string_view list, std::vector<StageRequest::Carve>& o
         return fail(Err::Usage, "stage: --net-relay needs a descriptor above 2 and --net loopback");
     if (out.record_fd < 3) return fail(Err::Usage, "stage: --record-fd is required");
     if (out.ready_fd != -1 && out.ready_fd < 3) return fail(Err::Usage, "stage: --ready-fd needs a descriptor above 2");
+    if (out.pty_fd != -1 && out.pty_fd < 3) return fail(Err::Usage, "stage: --pty-fd needs a descriptor above 2");
     if (out.carve_late && (out.ready_fd < 3 || !out.carves.empty() || out.carves_bound))
         return fail(Err::Usage, "stage: --carve-late needs --ready-fd and no --carve");
     if (i >= args.size() || (i + 1 >= args.size() && !out.argv_from_record))

@@ -182,6 +182,10 @@ struct StageRequest {
     // stage only checks that each landed where it was meant to (check_carve_outs).
     bool carves_bound = false;
     bool behind = false;  // --behind (StageSpec::behind)
+    // --pty-fd N (issue 42): a terminal is relayed; the stage makes the
+    // command's pty from the sandbox's own devpts and hands its master out
+    // over this socket (the watch's, BwrapWatch::own_pty).
+    int pty_fd = -1;
 };
 
 // The carve-outs as a late stage reads them: after the record's line (its

@@ -8,14 +8,17 @@
 #include <cstring>
 #include <string_view>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <termios.h>
 #include <unistd.h>
 #include <linux/openat2.h>
 
@@ -26,6 +29,7 @@
 #include "../report.hpp"
 #include "../spawn.hpp"
 #include "fd_pass.hpp"
+#include "harden.hpp"
 #include "landlock_runner.hpp"
 #include "net_relay.hpp"
 
@@ -255,10 +259,12 @@ constexpr off_t kMaxRecordBytes = 64 << 20;
 // would die of them and take the sandbox along). Without a controlling
 // terminal (no pty: a session of its own) there is nothing to do. Seen from
 // inside the PID namespace both groups are 0 (outside it), so they compare.
-// bwrap's --dev names the command's terminal /dev/console (its own devpts
-// does not hold the launcher's pty): the command may use it as its terminal
-// by that name (less opens ttyname(2) and sets its modes), as the Landlock
-// runner lets it use the pty's own name.
+// bwrap's --dev names the terminal on fds 0-2 /dev/console (its own devpts
+// does not hold the launcher's pty, nor the caller's terminal under
+// --no-pty): a command run on it may use it by that name (less opens
+// ttyname(2) and sets its modes), as the Landlock runner lets it use the
+// pty's own name. A command on a pty of the sandbox's own (open_inner_pty)
+// does not need it.
 void allow_console(landlock::Ruleset& lp) {
     struct stat con {};
     if (::stat("/dev/console", &con) != 0 || !S_ISCHR(con.st_mode)) return;
@@ -271,6 +277,100 @@ void allow_console(landlock::Ruleset& lp) {
             return;
         }
     }
+}
+
+// The command's own pty (issue 42): bwrap's --dev mounts a devpts of the
+// sandbox's own and binds the launcher's pty (the host's devpts) on
+// /dev/console, where ttyname finds it: `tty` said /dev/console. A pty made
+// here, from the sandbox's /dev/ptmx, is /dev/pts/N inside, as the bare
+// command's terminal is outside. The slave gets the modes and window size
+// of the terminal on fds 0-2 (the launcher's pty, which has the user's);
+// `on` says which of fds 0-2 are that terminal (they get the slave).
+struct InnerPty {
+    Fd master, slave;
+    unsigned on = 0;
+};
+
+InnerPty open_inner_pty() {
+    InnerPty t;
+    int user = -1;
+    for (int fd = 0; fd < 3; ++fd)
+        if (::isatty(fd) && user < 0) user = fd;
+    if (user < 0) return t;
+    struct stat us {};
+    if (::fstat(user, &us) != 0) return t;
+    for (int fd = 0; fd < 3; ++fd) {
+        struct stat st {};
+        if (::isatty(fd) && ::fstat(fd, &st) == 0 && st.st_rdev == us.st_rdev) t.on |= 1u << fd;
+    }
+    Fd m(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    char name[64];
+    if (!m || ::unlockpt(m.get()) != 0 || ::ptsname_r(m.get(), name, sizeof name) != 0) return InnerPty{};
+    Fd s(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!s) return InnerPty{};
+    struct termios modes {};
+    if (::tcgetattr(user, &modes) == 0) (void)::tcsetattr(s.get(), TCSANOW, &modes);
+    struct winsize ws {};
+    if (::ioctl(user, TIOCGWINSZ, &ws) == 0) (void)::ioctl(s.get(), TIOCSWINSZ, &ws);
+    t.master = std::move(m);
+    t.slave = std::move(s);
+    return t;
+}
+
+// What the command's process runs once the pty is its (spawn::become's
+// child): enter(), and on a failure the stage's own error, as run_stage
+// says it without a pty.
+struct PtyEntry {
+    Entry* e;
+    const Plan* p;
+    const Report* report;
+    int mailbox;
+};
+
+bool enter_from_pty(const void* data, Fault& f) noexcept {
+    const auto* pe = static_cast<const PtyEntry*>(data);
+    (void)::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);  // the command's process, as it would be (the exec sets it too)
+    enter(pe->e, f);
+    ::_exit(stage_failed(*pe->report, pe->mailbox, entry_failure(*pe->p, f)));
+}
+
+// The master goes to dsh-confine (its relay), never to the command; then
+// this process becomes the pty's session leader and the command's monitor,
+// the pty's agent beside it, as spawn's monitor under the Landlock runner
+// (spawn::become). Returns only when the master could not be handed out: the
+// command then runs on /dev/console as before.
+void lead_inner_pty(InnerPty& t, int channel, bool behind, PtyEntry& pe) {
+    const spawn::AgentMsg m{'m', 0};
+    if (fdpass::send(channel, &m, sizeof m, t.master.get()) != static_cast<ssize_t>(sizeof m)) return;
+    t.master.reset();
+    spawn::Child c;
+    c.terminal_fd = t.slave.get();
+    c.terminal_on = t.on;
+    c.monitor = true;
+    c.agent_fd = channel;
+    c.start_behind = behind;
+    c.pdeathsig = SIGKILL;  // the command dies with its monitor
+    c.enter = &enter_from_pty;
+    c.enter_data = &pe;
+    // The command execs with the stage's signal mask (become blocks them all).
+    static sigset_t mask;
+    ::sigprocmask(SIG_SETMASK, nullptr, &mask);
+    pe.e->exec_mask = &mask;
+    spawn::become(c);
+}
+
+// bwrap's --dev mounts a devpts of the sandbox's own at /dev/pts (/dev/ptmx
+// links to its ptmx): every terminal there is the run's own, the command's
+// included (open_inner_pty). The command may use them by name, and make more
+// (`script`, tmux, expect): read, write and ioctl beneath it. The host's
+// terminals are not there (the Landlock runner alone grants no write on the
+// host's /dev/pts: its `other-terminals` gap).
+void allow_own_devpts(landlock::Ruleset& lp) {
+    struct statfs fs {};
+    constexpr long kDevptsMagic = 0x1cd1;
+    if (::statfs("/dev/pts", &fs) != 0 || fs.f_type != kDevptsMagic) return;
+    lp.rules.push_back({"/dev/pts", (landlock::READ_FILE | landlock::WRITE_FILE | landlock::IOCTL_DEV) & lp.handled_fs,
+                        false});
 }
 
 void take_foreground(bool behind) noexcept {
@@ -415,7 +515,18 @@ void take_foreground(bool behind) noexcept {
     if (req.landlock_abi > 0) lp = landlock::plan_rules(req.policy, req.landlock_abi);
     else landlock::plan_network(lp, req.policy.network, 0);  // the socket filter alone
     lp.host_namespaces = false;
-    if (req.landlock_abi > 0) allow_console(lp);
+    // With a pty relayed, the command's own from the sandbox's devpts.
+    InnerPty pty;
+    if (req.pty_fd >= 0) {
+        (void)::fcntl(req.pty_fd, F_SETFD, FD_CLOEXEC);
+        pty = open_inner_pty();
+    }
+    if (req.landlock_abi > 0) {
+        allow_own_devpts(lp);
+        // The launcher's pty, by the name bwrap gives it, only where the
+        // command runs on it (no pty of the sandbox's own).
+        if (!pty.master) allow_console(lp);
+    }
     Plan p;
     p.c.policy = std::move(req.policy);
     p.in_process = std::make_unique<landlock::Layers>(std::move(lp), read_only, allow_userns);
@@ -432,8 +543,23 @@ void take_foreground(bool behind) noexcept {
     // Sealed as it is just before exec: from then on nothing (the command
     // included) can leave a record in it.
     e.seal_fd = mailbox;
-    // With a pty the command becomes its foreground job; in the caller's
-    // process group (no pty) the caller's terminal, if any, stays the caller's.
+    // The command on a pty of the sandbox's own, the stage its monitor.
+    if (pty.master) {
+        // The monitor stays for the whole run beside the command: it keeps
+        // none of the stage's capabilities (a root caller's stage has
+        // CAP_SYS_ADMIN for its remounts). enter() finds them gone.
+        if (Fault f; !harden::drop_capabilities(f)) return stage_failed(report, mailbox, entry_failure(p, f));
+        // Nor can a process of the run's user trace it or its agent where
+        // Landlock does not forbid that (a kernel without it): not dumpable.
+        (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        PtyEntry pe{&e, &p, &report, mailbox};
+        lead_inner_pty(pty, req.pty_fd, req.behind, pe);
+    }
+    if (req.pty_fd >= 0) ::close(req.pty_fd);
+    pty = InnerPty{};
+    // On the launcher's pty the command becomes its foreground job; in the
+    // caller's process group (no pty) the caller's terminal, if any, stays
+    // the caller's.
     if (req.caller_signals < 0) take_foreground(req.behind);
     Fault f;
     enter(&e, f);

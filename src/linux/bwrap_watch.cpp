@@ -138,8 +138,30 @@ public:
         p.c.exec_argv = p.exec_argv;
         return true;
     }
-    // bwrap and its init (pid 1 of the sandbox) are the runner's; the stage is the command.
+    // bwrap and its init (pid 1 of the sandbox) are the runner's; the stage is the command
+    // (or, leading the command's pty, its monitor: supervise counts that level).
     int runner_depth() const noexcept override { return 2; }
+
+    // The stage makes the command's pty from the sandbox's /dev/ptmx and
+    // sends its master on this socket, then the pty's agent says hello on it
+    // (Relay::adopt). Our end takes the senders' credentials: their pids in
+    // our namespace.
+    int own_pty(Plan& p) override {
+        if (!has_stage(p)) return -1;
+        int fds[2];
+        const int on = 1;
+        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return -1;
+        if (::setsockopt(fds[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+            ::close(fds[0]);
+            ::close(fds[1]);
+            return -1;
+        }
+        pty_write_.reset(fds[1]);
+        to_stage(p, {"--pty-fd", std::to_string(fds[1])});
+        p.c.exec_argv = p.exec_argv;
+        p.inherit_fds.push_back(fds[1]);
+        return fds[0];
+    }
 
     // The stage waits on its ready socket (--carve-late): the carve-outs'
     // statuses settled, the record's line and the list written to the memfd
@@ -175,6 +197,7 @@ public:
     void spawned() override {
         write_.reset();
         ready_write_.reset();
+        pty_write_.reset();
         for (const Fd* f : {&read_, &ready_read_})
             if (*f) ::fcntl(f->get(), F_SETFL, ::fcntl(f->get(), F_GETFL) | O_NONBLOCK);
     }
@@ -311,6 +334,7 @@ private:
     bool probe_cached_;
     Fd read_, write_;              // bwrap's --json-status-fd
     Fd ready_read_, ready_write_;  // the stage's --ready-fd (its end: until bwrap has it)
+    Fd pty_write_;                 // the stage's --pty-fd (its end: until bwrap has it)
     bool staged_ = false;          // the plan has the stage, and so the ready socket
     bool ready_ = false;           // the stage said it is ready
     Fd command_fd_;                // ...and the pidfd it sent with it (the command's)

@@ -15,6 +15,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -307,9 +308,9 @@ def test_bash_i_gets_job_control_on_a_pty(s):
         try:
             t.expect("PROMPT> ")
             t.send(b"tty\n")
-            # A terminal (under bwrap its --dev names the command's terminal
-            # /dev/console; the pty's own devpts is not in the sandbox).
-            t.expect(r"/dev/pts/\d+\r\n" if "landlock" in opts else r"/dev/console\r\n")
+            # A terminal, by the name the bare command's has (under bwrap a
+            # pty of the sandbox's own devpts: see the test below).
+            t.expect(r"/dev/pts/\d+\r\n")
             t.send(b"set -o | grep '^monitor'\n")
             t.expect(r"monitor\s+on")
             # Ctrl-C stops the foreground job and returns to the confined shell.
@@ -339,6 +340,39 @@ def test_bash_i_gets_job_control_on_a_pty(s):
             assert b"no job control" not in t.out and b"cannot set terminal process group" not in t.out, t.out
         finally:
             t.close()
+
+
+def _names_said(argv, s):
+    """What `argv` (a script that ends by saying done-42) printed as /dev/ names on a Term."""
+    t = Term(argv, s)
+    try:
+        t.expect("done-42")
+        assert t.wait() == 0, (argv, t.out[-2000:])
+        return re.findall(rb"(/dev/\S+)\r\n", t.out)
+    finally:
+        t.close()
+
+
+def test_tty_names_the_commands_terminal_as_for_the_bare_command(s):
+    """`tty` (glibc's ttyname) names the command's terminal /dev/pts/N, as for the bare command.
+    Under bwrap it said /dev/console (issue 42): bwrap's --dev binds the launcher's pty, of the
+    host's devpts, there; the stage now makes the command's pty from the sandbox's own devpts and
+    hands its master out. A pty made inside (`script`) comes from that devpts too."""
+    _need_runners()
+    script = "tty; echo done-$((6*7))"
+    bare = _names_said(["sh", "-c", script], s)
+    assert len(bare) == 1 and re.fullmatch(rb"/dev/pts/\d+", bare[0]), bare
+    for opts in _combos():
+        for mode in ((), ("--mode", "workspace-write", "--root", s.ws)):
+            got = _names_said([DSH] + opts + list(mode) + ["--", "sh", "-c", script], s)
+            assert len(got) == 1 and re.fullmatch(rb"/dev/pts/\d+", got[0]), (opts, mode, got)
+    if not shutil.which("script"):
+        return
+    nested = "tty; script -qc tty /dev/null; echo done-$((6*7))"
+    for extra in MODES:
+        got = _names_said([DSH, "--runner", "bwrap"] + list(extra) + ["--", "sh", "-c", nested], s)
+        assert len(got) == 2 and all(re.fullmatch(rb"/dev/pts/\d+", g) for g in got) and got[0] != got[1], \
+            (extra, got)
 
 
 def test_a_resize_while_the_foreground_group_has_lost_its_leader_keeps_the_terminal(s):

@@ -467,6 +467,13 @@ TEST_CASE("bwrap carve-outs walked late: --carve-late on the stage's argv, the l
     CHECK((req.carve_late && req.ready_fd == 9 && req.carves.empty()));
     with.insert(with.begin(), {"--carve", "ro", "/ws/x", "1:2"});
     CHECK_FALSE(bwrap::parse_stage(with, req));
+    // --pty-fd (issue 42: the command's pty made inside, its master handed out): a descriptor above 2.
+    with.erase(with.begin(), with.begin() + 4);
+    with.insert(with.begin(), {"--pty-fd", "11"});
+    REQUIRE(bwrap::parse_stage(with, req));
+    CHECK(req.pty_fd == 11);
+    with[1] = "2";
+    CHECK_FALSE(bwrap::parse_stage(with, req));
     // Settled once walked: the statuses, the bwrap layer's word, and the Landlock layer's gap.
     Confinement c;
     c.policy = p;
