@@ -10,6 +10,9 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#if !defined(_WIN32)
+#include <sys/socket.h>
+#endif
 #if defined(_WIN32)
 #include <io.h>
 #else
@@ -267,6 +270,14 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
         char link[64], path[4096];
         std::snprintf(link, sizeof link, "/proc/self/fd/%d", report.fd());
         const ssize_t n = ::readlink(link, path, sizeof path - 1);
+        // A datagram socket carries each record as one message to a named
+        // receiver that the command can send to as well, filling its queue
+        // until the rest of the report is dropped (a second attack pass).
+        int type = 0;
+        socklen_t len = sizeof type;
+        if (::fstat(report.fd(), &st) == 0 && S_ISSOCK(st.st_mode) &&
+            ::getsockopt(report.fd(), SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM)
+            return fail(Err::ReportFd, report_file_text(ReportFileText::FdDatagram, std::to_string(report.named())));
         if (::fstat(report.fd(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)) && st.st_nlink > 0 && n > 0 &&
             path[0] == '/') {
             path[n] = '\0';

@@ -520,6 +520,10 @@ std::string report_file_text(ReportFileText t, std::string_view a, std::string_v
             return fmt::format("--report-fd {}: {} is under the writable root {}, where the command could rewrite it "
                                "with a forged report; give the report a pipe, or a file outside the writable roots",
                                a, b, c);
+        case ReportFileText::FdDatagram:
+            return fmt::format("--report-fd {}: it is a datagram socket, whose receiver the command could flood until "
+                               "the report is dropped; give the report a pipe or a stream socket",
+                               a);
         case ReportFileText::FdLinked:
             return fmt::format("--report-fd {}: {} has more than one name, and the command could rewrite it through "
                                "another; give the report a pipe, or a file of its own",

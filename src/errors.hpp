@@ -265,6 +265,7 @@ enum class ReportFileText {
     // --report-fd N above 2 that is a file by name (a regular file, a FIFO):
     FdInWritable,  // a: N, b: its path, c: the writable root it is under
     FdLinked,      // a: N, b: its path (a regular file with more than one name)
+    FdDatagram,    // a: N, a datagram socket
 };
 std::string report_file_text(ReportFileText t, std::string_view a = {}, std::string_view b = {},
                              std::string_view c = {});

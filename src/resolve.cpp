@@ -136,6 +136,11 @@ static PolicyInput policy_input(const PolicyRequest& req, const Resolution& r, c
     in.never_made.anywhere = carveouts::agent_names();
     in.never_made.anywhere.insert(in.never_made.anywhere.begin(), ".git");
     in.never_made.home = carveouts::home_names();
+    // Nor the directories a login shell puts on PATH, or sources, only when
+    // they exist (Debian's ~/.profile: ~/bin): made, they would run what the
+    // command leaves in them at the next login (a second attack pass of
+    // session 25), as ~/.local/bin would.
+    for (const char* n : {"bin", ".cargo/bin", "go/bin", ".bashrc.d", ".profile.d"}) in.never_made.home.push_back(n);
     // Nor anything in the directories a later run reads its config from.
     if (!in.home.empty())
         for (const auto& f : config_state_paths(req.config, [](const char* n) { return std::getenv(n); })) {

@@ -226,6 +226,18 @@ public:
         const int abi = landlock::query_abi();
         Layer bl = layer(pol, path);
         bl.details["probe"] = v.how;
+        // Without a pty the command stays in the caller's process group (so
+        // that the caller's group signals reach it, as the bare command's
+        // would), which bwrap's PID namespace does not cover: kill(0) and
+        // kill(-pgid) from inside reach the caller's processes in that group.
+        // Landlock's signal scope (ABI 6) stops that, and where the stacked
+        // layer has it this gap is closed (open_gaps: open only where every
+        // layer has it). An attack pass of session 25 found it unsaid.
+        if (pol.mode != Mode::DangerFullAccess && !(terminal::relayed() && terminal::any_std_terminal()))
+            bl.gaps.push_back({"signals", "without a terminal the command shares the caller's process group, which "
+                                          "bwrap's PID namespace does not cover: a signal to its own group (kill(0)) "
+                                          "reaches the caller's processes in that group; Landlock ABI 6 stops it",
+                               false});
         std::vector<Layer> layers;
         if (abi > 0) {
             layers = {bl, landlock::plan(pol, abi, pol.mode == Mode::ReadOnly).layer};

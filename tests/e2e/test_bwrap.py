@@ -1,4 +1,5 @@
 """The bwrap runner stacked with the Landlock stage, end to end: every claim checked from outside."""
+import json
 import os
 import shutil
 import signal
@@ -426,6 +427,40 @@ def test_tiocsti_is_refused_but_ctrl_c_still_works(s):
     assert "tiocsti=ok" not in out and "tiocsti-high-bits=ok" not in out and "tioclinux=ok" not in out, out
     rc, out = pty_run(BW + ["--", "sleep", "30"], s, send=b"\x03", wait=10, when="sleep")
     assert rc != 0 and rc is not None, (rc, out)
+
+
+VICTIM = "import signal, sys, time; signal.signal(signal.SIGUSR2, lambda *a: open(sys.argv[1], 'w').close()); " \
+         "open(sys.argv[2], 'w').close(); time.sleep(60)"
+
+
+def test_the_callers_process_group_is_out_of_signal_reach_or_a_declared_gap(s):
+    # An attack pass (session 25): without a terminal bwrap leaves the command in the caller's
+    # process group, which its PID namespace does not cover; kill(0) from inside reached the
+    # caller's processes in that group where the stacked Landlock has no signal scope (ABI < 6),
+    # while the record said full with no gap. Where the scope holds, the signal stays inside;
+    # where it does not (Landlock faked away here), the record names the `signals` gap.
+    need_bwrap()
+    cases = [([], "scope")] if landlock_abi() >= 6 else []
+    cases.append(([tool("sysfault"), "ENOSYS", "444,445,446", "--"], "no-landlock"))
+    for pre, name in cases:
+        hit, ready = s.p("base", "hit-" + name), s.p("base", "ready-" + name)
+        wrapper = ("python3 -c \"$VICTIM\" %s %s >/dev/null 2>&1 & while [ ! -e %s ]; do sleep 0.05; done; exec \"$@\""
+                   % (hit, ready, ready))
+        report = s.p("base", "report-" + name)
+        cmd = ["sh", "-c", wrapper, "sh"] + pre + [DSH, "--report-file", report, "--runner", "bwrap", "--mode",
+                                                    "read-only", "--", "sh", "-c", "trap '' USR2; kill -USR2 0; echo sent"]
+        r = subprocess.run(cmd, env=dict(s.env(), VICTIM=VICTIM), cwd=s.ws, start_new_session=True,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        time.sleep(0.3)
+        reached = os.path.exists(hit)
+        conf = [json.loads(l) for l in open(report) if '"confinement"' in l][0]
+        gaps = [g["effect"] for g in conf["gaps"]]
+        assert r.returncode == 0 and r.stdout == b"sent\n", (name, r)
+        if name == "scope":
+            assert not reached and "signals" not in gaps, (name, reached, gaps)
+        else:
+            assert "signals" in gaps, (name, reached, gaps)
+        subprocess.run(["pkill", "-f", hit])
 
 
 if __name__ == "__main__":

@@ -503,6 +503,20 @@ def test_nothing_is_made_in_or_above_a_protected_name(s):
             if os.path.isdir(missing) and not os.listdir(missing):
                 os.rmdir(missing)  # made by a failing build: leave the home as it was
         break
+    # Directories a login shell puts on PATH, or sources, only once they exist (Debian's ~/.profile:
+    # ~/bin): made, the command's ~/bin/ls ran at the next login (a second attack pass, session 25).
+    for name in ("bin", ".bashrc.d", "go/bin"):
+        path = os.path.join(home, name)
+        if os.path.lexists(path) or os.path.lexists(os.path.dirname(path)) and os.path.dirname(path) != home:
+            continue
+        try:
+            r = _ws(s, "--writable", path, "--", "true")
+            assert r.rc == 125 and r.rec("error")["code"] == "INVALID_WRITABLE_PATH", (path, r)
+            assert not os.path.lexists(path), path
+        finally:
+            for p in (path, os.path.dirname(path)):
+                if p != home and os.path.isdir(p) and not os.listdir(p):
+                    os.rmdir(p)
 
 
 def test_the_readme_demo_exits_0_and_leaves_nothing_behind(s):

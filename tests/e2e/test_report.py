@@ -312,6 +312,16 @@ def test_a_report_fd_the_command_could_rewrite_is_refused(s, runner, supervise):
     inside = os.path.join(s.ws, "ro.jsonl")
     r = _report_to(s, inside, ["--mode", "read-only", "--root", s.ws, "--runner", runner] + supervise + ["--", "true"])
     assert r.returncode == 0 and json.loads(open(inside).read().splitlines()[0])["type"] == "confinement", r
+    # A datagram socket: a receiver the command could flood until the report is dropped.
+    import socket
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        r = subprocess.run([DSH, "--report-fd", str(theirs.fileno())] + args, cwd=s.ws, env=s.env(),
+                           pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        assert r.returncode == 125 and b"datagram socket" in r.stderr, r
+    finally:
+        ours.close()
+        theirs.close()
 
 
 # -- Signal names -------------------------------------------------------------------------------------
