@@ -288,18 +288,26 @@ void Relay::inside(int channel) {
 
 namespace {
 
+// /proc/PID/NAME read once into buf (size bytes with the NUL that ends
+// it); false: gone or unreadable.
+bool read_proc(pid_t pid, const char* name, char* buf, size_t size) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/%s", static_cast<int>(pid), name);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const ssize_t n = ::read(fd, buf, size - 1);
+    ::close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    return true;
+}
+
 // The pids process `pid` has in each pid namespace from ours down to its own
 // (/proc/PID/status's NSpid); empty: unknown.
 std::vector<pid_t> ns_pids(pid_t pid) {
     std::vector<pid_t> out;
-    char path[64], buf[4096];
-    std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return out;
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) return out;
-    buf[n] = 0;
+    char buf[4096];
+    if (!read_proc(pid, "status", buf, sizeof buf)) return out;
     const char* at = std::strstr(buf, "\nNSpid:");
     if (!at) return out;
     at += 7;
@@ -462,14 +470,8 @@ namespace {
 // The state of process `pid` (/proc/PID/stat's third field), 0: gone.
 char state_of(pid_t pid) {
     if (pid <= 0) return 0;
-    char path[64], buf[512];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
+    char buf[512];
+    if (!read_proc(pid, "stat", buf, sizeof buf)) return 0;
     // "pid (comm) state ...": the state follows the last ')'.
     const char* close = std::strrchr(buf, ')');
     return close && close[1] == ' ' ? close[2] : 0;
@@ -595,14 +597,8 @@ int Relay::stop_signal(pid_t job) const {
     // Behind, a job stops on reading (SIGTTIN), on setting its terminal's
     // modes (SIGTTOU), or on writing with tostop (SIGTTOU): the system call it
     // stopped in says which.
-    char path[64], buf[64];
-    std::snprintf(path, sizeof path, "/proc/%d/syscall", static_cast<int>(job));
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return SIGTTIN;
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) return SIGTTIN;
-    buf[n] = 0;
+    char buf[64];
+    if (!read_proc(job, "syscall", buf, sizeof buf)) return SIGTTIN;
     const long nr = std::strtol(buf, nullptr, 10);
 #if defined(__x86_64__)
     const bool in_ioctl = nr == 16, writing = nr == 1 || nr == 18 || nr == 20;  // write, pwrite64, writev
