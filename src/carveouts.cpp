@@ -610,6 +610,16 @@ struct Builder {
         else if (found == Walk::Absent) add(path, "default", "git");
     }
 
+    // git's is_git_directory on a directory outside the walk (HEAD, objects/
+    // and refs/), looked at HEAD first: one lstat where there is none.
+    static bool bare_layout(const std::string& d) {
+        const std::string base = d == "/" ? "" : d;
+        struct stat st {};
+        if (::lstat((base + "/HEAD").c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) return false;
+        return ::stat((base + "/objects").c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+               ::stat((base + "/refs").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+
     void repo(const std::string& r) {
         // A root that is a git directory itself (a bare repository, or a
         // .git named as the root): git reads its hooks and config as it
@@ -620,6 +630,16 @@ struct Builder {
             if (!failure) return;
             failure = fail(Err::StateUnsafe, root_in_git_dir_text(r, r.substr(0, in_git + 5)));
             return;
+        }
+        // Below a bare repository whose name is not .git (--writable
+        // ~/bare.git/hooks): git's own test on each directory above.
+        for (std::string up = dir_of(r); up != r; up = dir_of(up)) {
+            if (bare_layout(up)) {
+                if (!failure) return;
+                failure = fail(Err::StateUnsafe, root_in_git_dir_text(r, up));
+                return;
+            }
+            if (up == "/") break;
         }
         // git's own test (setup.c, is_git_directory): HEAD, objects/ and refs/.
         const auto inner = subdirs(r);

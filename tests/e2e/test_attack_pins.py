@@ -257,6 +257,22 @@ def test_a_quarantine_the_command_blocked_is_named_as_not_moved(s):
     os.unlink(path)  # nothing for the test's own git to read
 
 
+def test_a_root_below_a_bare_repository_of_any_name_is_refused(s):
+    # A root below a git directory named .git was refused (issue 37); one below a bare repository
+    # of another name (`--writable ~/bare.git/hooks`) was not, and the command wrote the hooks the
+    # next push to it runs. git's own test (HEAD, objects/, refs/) on each directory above.
+    bare = os.path.join(s.outside, "project.git")
+    subprocess.run(["git", "init", "-q", "--bare", bare], check=True)
+    hook = os.path.join(bare, "hooks", "post-receive")
+    for runner in ("bwrap", "landlock"):
+        need_runner(runner)
+        r = dsh(["--runner", runner, "--mode", "workspace-write", "--root", s.ws, "--writable",
+                 os.path.join(bare, "hooks"), "--", "sh", "-c", "echo planted > %s" % hook], s)
+        assert r.rc == 125 and r.rec("error")["code"] == "UNSAFE_STATE", (runner, r)
+        assert "is inside the git directory %s" % bare in r.err, r
+        assert not os.path.exists(hook), r
+
+
 def test_bind_destination_reached_through_a_planted_link(s):
     """bwrap before 0.12 follows a symlink on the way to a bind's destination and makes what is
     missing there, on the host. A bwrap wrapper (standing for anything running beside the run)
