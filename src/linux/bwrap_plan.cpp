@@ -57,6 +57,7 @@ std::vector<std::string> profile_args(const Policy& policy, const ProfileOptions
     // A fresh procfs still exposes the host's sysctls (hostname, core_pattern)
     // and, to uid 0, sysrq-trigger and hardware knobs: bind them read-only.
     a.insert(a.end(), {"--ro-bind", "/proc/sys", "/proc/sys"});
+    if (opts.console_read_only) a.insert(a.end(), {"--remount-ro", "/dev/console"});
     for (const char* p : {"/proc/sysrq-trigger", "/proc/irq", "/proc/bus"})
         a.insert(a.end(), {"--ro-bind-try", p, p});
     // A private /tmp (--private-tmp) is a fresh tmpfs; in read-only it is

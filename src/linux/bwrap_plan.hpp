@@ -30,6 +30,10 @@ struct ProfileOptions {
     // where the kernel offers the new mount API and no hidden path overlaps a
     // carve-out.
     bool stage_binds = false;
+    // bwrap binds the terminal on fd 1 at /dev/console (the caller's pty on
+    // the host, which the caller owns): made read-only, so that its mode and
+    // owner cannot be changed (writing to it still works).
+    bool console_read_only = false;
 };
 
 // The carve-outs that get a bind (issue 18), ancestors first: the pinned

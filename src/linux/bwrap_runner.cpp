@@ -228,19 +228,27 @@ public:
         bl.details["probe"] = v.how;
         // Without a pty the command stays in the caller's process group (so
         // that the caller's group signals reach it, as the bare command's
-        // would), which bwrap's PID namespace does not cover: kill(0) and
-        // kill(-pgid) from inside reach the caller's processes in that group.
-        // Landlock's signal scope (ABI 6) stops that, and where the stacked
-        // layer has it this gap is closed (open_gaps: open only where every
-        // layer has it). An attack pass of session 25 found it unsaid.
-        if (pol.mode != Mode::DangerFullAccess && !(terminal::relayed() && terminal::any_std_terminal()))
-            bl.gaps.push_back({"signals", "without a terminal the command shares the caller's process group, which "
-                                          "bwrap's PID namespace does not cover: a signal to its own group (kill(0)) "
-                                          "reaches the caller's processes in that group; Landlock ABI 6 stops it",
-                               false});
+        // would), which bwrap's PID namespace does not cover. Two attack
+        // passes of session 25: kill(0) from inside reached the caller's
+        // processes in that group where Landlock has no signal scope (ABI
+        // < 6), and at any ABI a command that leaves a stopped process in
+        // the group and then takes away the group's last parent in another
+        // group (its own processes' doing) makes the kernel send the whole
+        // group SIGHUP and SIGCONT, which no filter sees. Declared in both
+        // layers (a gap is open where every layer has it).
+        const bool shares_group = pol.mode != Mode::DangerFullAccess && !(terminal::relayed() && terminal::any_std_terminal());
+        const Gap group_gap{"process-group",
+                            "without a terminal the command shares the caller's process group, which bwrap's PID "
+                            "namespace does not cover: a signal to its own group (kill(0)) reaches the caller's "
+                            "processes in it unless Landlock's signal scope (ABI 6) holds, and a command that "
+                            "orphans the group while one of its processes is stopped makes the kernel send the whole "
+                            "group SIGHUP and SIGCONT",
+                            false};
+        if (shares_group) bl.gaps.push_back(group_gap);
         std::vector<Layer> layers;
         if (abi > 0) {
             layers = {bl, landlock::plan(pol, abi, pol.mode == Mode::ReadOnly).layer};
+            if (shares_group) layers.back().gaps.push_back(group_gap);
         } else {
             bl.details["landlockStage"] = landlock::describe_unavailable(abi);
             layers = {bl};
@@ -292,6 +300,13 @@ public:
         if (pol.net_allow) spec.no_proxy = net::direct_loopback(*pol.net_allow);
         ProfileOptions opts;
         opts.stage_keeps_setpcap = ::geteuid() == 0;
+        // bwrap's --dev binds the terminal on fd 1 (ttyname(1)) at
+        // /dev/console: the caller's own pty on the host. An unprivileged
+        // stage cannot remount it; bwrap does (a third attack pass of session
+        // 25 chmodded the host's node to 0666, and another user wrote to the
+        // caller's terminal). Root's stage seals every device node itself.
+        opts.console_read_only = !opts.stage_keeps_setpcap && pol.mode == Mode::WorkspaceWrite && ::isatty(1) == 1 &&
+                                 ::ttyname(1) != nullptr;
         const bool carving = !carve_binds(pol).empty();
         opts.stage_binds =
             late || (carving && opts.stage_keeps_setpcap && stage_may_bind(pol) && new_mount_api());

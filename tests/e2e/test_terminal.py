@@ -23,7 +23,7 @@ import termios
 import time
 
 from harness import (DSH, EXEC_SUPERVISE, SANDBOX_UNAVAILABLE, dsh, in_foreground, is_root, main, matrix, need_bwrap,
-                     need_landlock, proc_argv, proc_stat, processes_naming)
+                     need_landlock, proc_argv, proc_stat, processes_naming, pty_run)
 
 RUNNERS = ("bwrap", "landlock")
 MODES = ((), ("--supervise",))
@@ -676,6 +676,18 @@ def test_a_line_discipline_or_mode_set_inside_does_not_outlive_the_command(s):
             assert after[0] == before[0], (opts, "modes", before[0], after[0])
         finally:
             t.close()
+
+
+@matrix(supervise=EXEC_SUPERVISE)
+def test_the_terminal_bwrap_binds_at_dev_console_keeps_its_mode(s, supervise):
+    # bwrap's --dev binds the terminal on fd 1 at /dev/console: dsh-confine's pty on the host,
+    # which the caller owns. A third attack pass (session 25) chmodded it to 0666 from a
+    # workspace-write run as a user, and another user then wrote to the caller's terminal. It is
+    # read-only now (bwrap's --remount-ro; root's stage seals every device node itself).
+    need_bwrap()
+    rc, out = pty_run(["--runner", "bwrap", "--mode", "workspace-write", "--root", s.ws] + supervise +
+                      ["--", "sh", "-c", "chmod 666 /dev/console 2>/dev/null && echo changed || echo kept"], s)
+    assert rc == 0 and "kept" in out and "changed" not in out, (rc, out)
 
 
 if __name__ == "__main__":
