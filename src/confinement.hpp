@@ -27,6 +27,11 @@ struct Gap {
     bool own_effect = true;
 };
 
+// The command shares the caller's process group (no terminal of its own, and
+// no PID namespace's init of ours above it in another group): the gap the
+// Linux runners declare then (`process-group`; attack passes of session 25).
+Gap process_group_gap();
+
 // The network axis as enforced on this host (the record's `network`): how
 // each part is enforced ("landlock-tcp", "seccomp-socket-families",
 // "net-namespace", "unix-socket-refused", ...) and the typed gaps left.

@@ -4,6 +4,7 @@
 #include "report.hpp"
 
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -68,6 +69,17 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
             return o.err == Err::SandboxUnavailable && o.mode.empty() ? unavailable(to_string(p.c.policy.mode), o.message)
                                                                        : o;
         e.layers = p.in_process.get();
+#if defined(__linux__)
+        // A runner that becomes the command, left in the caller's process
+        // group with no init of ours above it (exec mode, the subreaper):
+        // the process-group gap, as bwrap's without a terminal. Under a PID
+        // namespace the init, in a group of its own, keeps the group linked.
+        if (p.c.descendants.by != "pid-namespace" && !p.c.layers.empty() && p.c.policy.mode != Mode::DangerFullAccess) {
+            auto& gaps = p.c.layers.front().gaps;
+            if (std::none_of(gaps.begin(), gaps.end(), [](const Gap& g) { return g.effect == "process-group"; }))
+                gaps.push_back(process_group_gap());
+        }
+#endif
     }
     // Rendered only for a reader: the report, or bwrap's stage when the
     // command's words ride in it. A few hundred JSON nodes cost 0.1-0.3 ms,

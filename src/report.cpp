@@ -48,6 +48,15 @@ std::optional<RunnerKind> parse_runner(std::string_view s) noexcept {
     return std::nullopt;
 }
 
+Gap process_group_gap() {
+    return {"process-group",
+            "the command shares the caller's process group, which nothing here covers: a signal to its own group "
+            "(kill(0)) reaches the caller's processes in it unless Landlock's signal scope (ABI 6) holds, and a "
+            "command that orphans the group while one of its processes is stopped makes the kernel send the whole "
+            "group SIGHUP and SIGCONT",
+            false};
+}
+
 std::vector<Gap> open_gaps(const std::vector<Layer>& layers) {
     std::vector<Gap> out;
     if (layers.empty()) return out;

@@ -237,13 +237,7 @@ public:
         // group SIGHUP and SIGCONT, which no filter sees. Declared in both
         // layers (a gap is open where every layer has it).
         const bool shares_group = pol.mode != Mode::DangerFullAccess && !(terminal::relayed() && terminal::any_std_terminal());
-        const Gap group_gap{"process-group",
-                            "without a terminal the command shares the caller's process group, which bwrap's PID "
-                            "namespace does not cover: a signal to its own group (kill(0)) reaches the caller's "
-                            "processes in it unless Landlock's signal scope (ABI 6) holds, and a command that "
-                            "orphans the group while one of its processes is stopped makes the kernel send the whole "
-                            "group SIGHUP and SIGCONT",
-                            false};
+        const Gap group_gap = process_group_gap();
         if (shares_group) bl.gaps.push_back(group_gap);
         std::vector<Layer> layers;
         if (abi > 0) {

@@ -18,7 +18,7 @@ import subprocess
 import time
 
 from harness import (DSH, EXEC_SUPERVISE, RUNNERS, STARTUP, after_start, dsh, main, matrix, need_bwrap, need_landlock,
-                     processes_naming, pty_run)
+                     need_runner, processes_naming, pty_run)
 
 
 # The command: two heartbeats, then it exits at once. Their stdio is not the caller's pipes, so
@@ -524,6 +524,22 @@ def test_fork_chains_at_a_terminal_are_ended(s, runner, mode_args):
     rc, out, outlived = _chains_at_a_terminal(s, args, token, 10)
     assert rc == 0 and out.count("started") == 10, (rc, out)
     assert not outlived, "a chain outlived dsh-confine: %r" % out
+
+
+@matrix(runner=RUNNERS, supervise=EXEC_SUPERVISE)
+def test_the_callers_process_group_is_declared_where_it_is_shared(s, runner, supervise):
+    # Without a terminal the command shares the caller's process group, where (an attack pass of
+    # session 25) a command that orphans the group with a stopped member makes the kernel send
+    # the caller's processes SIGHUP and SIGCONT: the process-group gap. Under the Landlock
+    # runner's PID namespace the init, in a group of its own, is every orphan's parent and the
+    # group never orphans: no gap there.
+    need_runner(runner)
+    r = dsh(["--runner", runner, "--mode", "workspace-write", "--root", s.ws] + supervise + ["--", "true"], s)
+    assert r.rc == 0, r
+    gaps = [g["effect"] for g in r.rec("confinement")["gaps"]]
+    by = r.rec("confinement")["descendants"]["by"]
+    shared = runner == "bwrap" or by != "pid-namespace"
+    assert ("process-group" in gaps) == shared, (runner, supervise, by, gaps)
 
 
 def test_a_terminal_run_under_landlock_has_its_pid_namespace(s):
