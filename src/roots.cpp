@@ -168,20 +168,26 @@ bool open_root(const std::string& abs, Opened& out, std::string& why, Refusal& r
 }
 
 namespace {
-std::vector<Made> g_made;  // make_below's, in the order made
+// make_below's, in the order made. Function-local: the bwrap stage runs
+// before dynamic initialisers (bwrap_stage.cpp early_entry).
+std::vector<Made>& made_list() {
+    static std::vector<Made> made;
+    return made;
+}
 }  // namespace
 
 void undo_made() noexcept {
-    for (auto it = g_made.rbegin(); it != g_made.rend(); ++it) {
+    auto& made = made_list();
+    for (auto it = made.rbegin(); it != made.rend(); ++it) {
         struct stat st {};
         if (::lstat(it->path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && static_cast<uint64_t>(st.st_dev) == it->dev &&
             static_cast<uint64_t>(st.st_ino) == it->ino)
             (void)::rmdir(it->path.c_str());
     }
-    g_made.clear();
+    made.clear();
 }
 
-void keep_made() noexcept { g_made.clear(); }
+void keep_made() noexcept { made_list().clear(); }
 
 Make make_below(const std::string& abs, const Opened& home, const NeverMade& never, bool dry, Made& made,
                 std::string& why, int& error) {
@@ -326,7 +332,7 @@ Make make_below(const std::string& abs, const Opened& home, const NeverMade& nev
         }
         stack.fds.push_back(fd);
         walked.push_back(name);
-        if (new_dir) g_made.push_back({join(walked), static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)});
+        if (new_dir) made_list().push_back({join(walked), static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)});
     }
     ::umask(old_mask);
     struct stat st {};
