@@ -206,6 +206,37 @@ Outcome create_report_file(const std::string& path, int& fd) {
     return Outcome::success();
 }
 
+#if !defined(_WIN32)
+// A report fd above 2 that is a file by name (3>/tmp/r.json; an attack pass
+// of session 25): the command opens it by that name (or another, for a file
+// with more links) and rewrites it. A pipe, a stream socket, a terminal or a
+// deleted file has no name the command could open. A datagram socket carries
+// each record as one message to a named receiver that the command can send
+// to as well, filling its queue until the rest of the report is dropped.
+[[gnu::cold]] static Outcome check_report_fd(const Policy& policy, const Report& report) {
+    struct stat st {};
+    if (::fstat(report.fd(), &st) != 0) return Outcome::success();
+    const std::string named = std::to_string(report.named());
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (S_ISSOCK(st.st_mode) && ::getsockopt(report.fd(), SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM)
+        return fail(Err::ReportFd, report_file_text(ReportFileText::FdDatagram, named));
+    if (!(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)) || st.st_nlink == 0) return Outcome::success();
+    char link[64], path[4096];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", report.fd());
+    const ssize_t n = ::readlink(link, path, sizeof path - 1);
+    if (n <= 0 || path[0] != '/') return Outcome::success();
+    path[n] = '\0';
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+        return fail(Err::ReportFd, report_file_text(ReportFileText::FdLinked, named, path));
+    const CheckAnswer a = check_write(policy, path, current_env().cwd);
+    if (a.allowed && a.persists)
+        return fail(Err::ReportFd, report_file_text(ReportFileText::FdInWritable, named, path,
+                                                    a.matched.empty() ? a.canonical : a.matched));
+    return Outcome::success();
+}
+#endif
+
 // Chooses the runner and fills the plan: the report's record, the in-process
 // layers and what to exec. Runs nothing. Shared by run, explain and
 // supervise, so that what is shown is what runs.
@@ -261,35 +292,8 @@ Outcome prepare_plan(const Request& req, const Report& report, Plan& p) {
                                                         a.matched.empty() ? a.canonical : a.matched));
     }
 #if !defined(_WIN32)
-    // The same for a report fd above 2 that is a file by name (3>/tmp/r.json;
-    // an attack pass of session 25): the command opens it by that name (or
-    // another, for a file with more links) and rewrites it. A pipe, a socket,
-    // a terminal or a deleted file has no name the command could open.
-    if (report.enabled() && report.named() > 2 && policy.mode != Mode::DangerFullAccess) {
-        struct stat st {};
-        char link[64], path[4096];
-        std::snprintf(link, sizeof link, "/proc/self/fd/%d", report.fd());
-        const ssize_t n = ::readlink(link, path, sizeof path - 1);
-        // A datagram socket carries each record as one message to a named
-        // receiver that the command can send to as well, filling its queue
-        // until the rest of the report is dropped (a second attack pass).
-        int type = 0;
-        socklen_t len = sizeof type;
-        if (::fstat(report.fd(), &st) == 0 && S_ISSOCK(st.st_mode) &&
-            ::getsockopt(report.fd(), SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM)
-            return fail(Err::ReportFd, report_file_text(ReportFileText::FdDatagram, std::to_string(report.named())));
-        if (::fstat(report.fd(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)) && st.st_nlink > 0 && n > 0 &&
-            path[0] == '/') {
-            path[n] = '\0';
-            const std::string named = std::to_string(report.named());
-            if (S_ISREG(st.st_mode) && st.st_nlink > 1)
-                return fail(Err::ReportFd, report_file_text(ReportFileText::FdLinked, named, path));
-            const CheckAnswer a = check_write(policy, path, current_env().cwd);
-            if (a.allowed && a.persists)
-                return fail(Err::ReportFd, report_file_text(ReportFileText::FdInWritable, named, path,
-                                                            a.matched.empty() ? a.canonical : a.matched));
-        }
-    }
+    if (report.enabled() && report.named() > 2 && policy.mode != Mode::DangerFullAccess)
+        if (auto o = check_report_fd(policy, report); !o) return o;
 #endif
     // The command is looked up on its own final PATH, as execvp in it would.
     if (auto o = apply_environment(req, p); !o) return o;
