@@ -348,7 +348,12 @@ std::vector<int> settle_carve_outs(Confinement& c, bool stage_binds, bool late) 
     // The Landlock stage's layer, planned before the list was there.
     if (late && c.layers.size() > 1 &&
         std::any_of(pp.begin(), pp.end(), [](const ProtectedPath& e) { return e.exists && e.fd >= 0; })) {
-        c.layers[1].gaps.push_back(landlock::protected_paths_gap());
+        // Where landlock::plan puts it when the list is there first: before
+        // the process-group gap the runner adds after the plan (one record,
+        // walked early or late).
+        auto& gaps = c.layers[1].gaps;
+        gaps.insert(std::find_if(gaps.begin(), gaps.end(), [](const Gap& g) { return g.effect == "process-group"; }),
+                    landlock::protected_paths_gap());
         c.layers[1].enforcement = Enforcement::Partial;
     }
     // Where bwrap binds them, each one's descriptor crosses bwrap (the stage
