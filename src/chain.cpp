@@ -241,7 +241,8 @@ nlohmann::ordered_json describe_all(const RunnerEnv& env, const Runners& runners
     return doc;
 }
 
-void settle_descendants(Plan& p, bool parent_stays, const Runners& runners) {
+namespace {
+void settle_how(Plan& p, bool parent_stays, const Runners& runners) {
     Descendants& d = p.c.descendants;
     d = {};
     if (p.c.policy.mode == Mode::DangerFullAccess) {
@@ -267,6 +268,16 @@ void settle_descendants(Plan& p, bool parent_stays, const Runners& runners) {
         d.why = kSubreaper ? "exec mode leaves no parent to end them; use --supervise"
                            : "no parent of theirs can find them on this system";
     }
+}
+}  // namespace
+
+void settle_descendants(Plan& p, bool parent_stays, const Runners& runners) {
+    settle_how(p, parent_stays, runners);
+    // A runner that becomes the command with no PID namespace of ours above
+    // it shares the caller's process group: the process-group gap, in what
+    // explain shows as in the record (launch.cpp adds it again where
+    // supervise falls back to the subreaper).
+    if (kSubreaper && p.in_process && !p.watch && p.c.descendants.by != "pid-namespace") declare_process_group(p.c);
 }
 
 }  // namespace dsh::chain

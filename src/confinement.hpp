@@ -90,6 +90,10 @@ struct Confinement {
     std::vector<Gap> gaps() const;  // union over layers, own effects first
 };
 
+// Adds process_group_gap() to the first layer, once (no layer or
+// danger-full-access: nothing confined, nothing said).
+void declare_process_group(Confinement& c);
+
 // Gaps that no layer closes: an effect is closed when any layer in the stack
 // does not list it.
 std::vector<Gap> open_gaps(const std::vector<Layer>& layers);

@@ -74,11 +74,7 @@ Outcome resolve_command(const std::string& name, const char* path_env, std::stri
         // group with no init of ours above it (exec mode, the subreaper):
         // the process-group gap, as bwrap's without a terminal. Under a PID
         // namespace the init, in a group of its own, keeps the group linked.
-        if (p.c.descendants.by != "pid-namespace" && !p.c.layers.empty() && p.c.policy.mode != Mode::DangerFullAccess) {
-            auto& gaps = p.c.layers.front().gaps;
-            if (std::none_of(gaps.begin(), gaps.end(), [](const Gap& g) { return g.effect == "process-group"; }))
-                gaps.push_back(process_group_gap());
-        }
+        if (p.c.descendants.by != "pid-namespace") declare_process_group(p.c);
 #endif
     }
     // Rendered only for a reader: the report, or bwrap's stage when the

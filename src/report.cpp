@@ -57,6 +57,13 @@ Gap process_group_gap() {
             false};
 }
 
+void declare_process_group(Confinement& c) {
+    if (c.layers.empty() || c.policy.mode == Mode::DangerFullAccess) return;
+    auto& gaps = c.layers.front().gaps;
+    if (std::none_of(gaps.begin(), gaps.end(), [](const Gap& g) { return g.effect == "process-group"; }))
+        gaps.push_back(process_group_gap());
+}
+
 std::vector<Gap> open_gaps(const std::vector<Layer>& layers) {
     std::vector<Gap> out;
     if (layers.empty()) return out;
